@@ -1,0 +1,30 @@
+"""gpu_mean: DirectML's operator-descriptor model for the mean operators, on CUDA, OpenCL and numpy."""
+from . import ext
+from .backends import backend_status, create_device, list_devices
+from .descriptors import (BindingType, DataType, ElementWiseAddDesc, ElementWiseIdentityDesc, ElementWiseMeanDesc,
+                          ExecutionFlags, Feature, FeatureLevel, OperatorType, ReduceDesc, ReduceFunction, ScaleBias,
+                          TensorDesc, TensorFlags, calc_buffer_tensor_size)
+from .errors import (DeviceRemovedError, DmlError, InvalidArgumentError, KernelBuildError, OutOfMemoryError,
+                     UnsupportedError)
+from .runtime.device import Device, DeviceInfo
+from .runtime.objects import (BindingProperties, BindingTable, Buffer, BufferArrayBinding, BufferBinding,
+                              CommandList, CommandRecorder, CompiledOperator, Operator, OperatorInitializer)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BindingProperties", "BindingTable", "BindingType", "Buffer", "BufferArrayBinding", "BufferBinding",
+    "CommandList", "CommandRecorder", "CompiledOperator", "DataType", "Device", "DeviceInfo", "DeviceRemovedError",
+    "DmlError", "ElementWiseAddDesc", "ElementWiseIdentityDesc", "ElementWiseMeanDesc", "ExecutionFlags", "Feature",
+    "FeatureLevel", "InvalidArgumentError", "KernelBuildError", "Operator", "OperatorInitializer", "OperatorType",
+    "OutOfMemoryError", "ReduceDesc", "ReduceFunction", "ScaleBias", "TensorDesc", "TensorFlags", "UnsupportedError",
+    "backend_status", "calc_buffer_tensor_size", "create_device", "ext", "list_devices",
+]
+
+
+def __getattr__(name):
+    # the frontends import the device layer; load them on first use
+    if name in ("mean", "reduce_mean"):
+        from .frontends import functional
+        return getattr(functional, name)
+    raise AttributeError(f"module 'gpu_mean' has no attribute {name!r}")

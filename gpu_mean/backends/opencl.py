@@ -1,0 +1,5 @@
+"""OpenCL backend (placeholder until the OpenCL issue lands)."""
+
+
+def discover():
+    return [], "the OpenCL backend is not built yet"

@@ -1,0 +1,76 @@
+"""Operators DirectML does not have, under their own names (never by loosening a DirectML one).
+
+* NaryMeanDesc: the mean of 1..64 same-shaped inputs in one pass: every input read once, summed in a
+  wide accumulator (fp64 for floats where the device has it, int64/uint64 for integers), divided once
+  and rounded once. Integers truncate toward zero.
+* IntegerReduceMeanDesc: REDUCE AVERAGE for INT32 and UINT32, exact: 64-bit accumulation, truncation
+  toward zero.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import tables
+from .operators import (IN_PLACE_ANY, IN_PLACE_NONE, OperatorDesc, _fail, check_axes, check_reduce_shapes,
+                        check_same_shape)
+from .tensor import TensorDesc
+from .types import OperatorType
+
+MAX_NARY_INPUTS = 64
+
+
+@dataclass(frozen=True)
+class NaryMeanDesc(OperatorDesc):
+    inputs: tuple
+    output: TensorDesc
+    operator_type = OperatorType.INVALID
+    name = "GM_OPERATOR_NARY_MEAN"
+    table = tables.EXT_NARY_MEAN
+    in_place = IN_PLACE_ANY
+
+    def __post_init__(self):
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+
+    def input_tensors(self):
+        return self.inputs
+
+    def input_names(self):
+        return tuple(f"InputTensors[{i}]" for i in range(len(self.inputs)))
+
+    def output_tensors(self):
+        return (self.output,)
+
+    def validate(self, level):
+        if not 1 <= len(self.inputs) <= MAX_NARY_INPUTS:
+            _fail(self.name, f"{len(self.inputs)} inputs; the operator takes 1 to {MAX_NARY_INPUTS}")
+        super().validate(level)
+
+    def _validate_op(self, level):
+        check_same_shape(self.name, list(zip(self.input_names() + ("OutputTensor",), self.inputs + (self.output,))))
+
+
+@dataclass(frozen=True)
+class IntegerReduceMeanDesc(OperatorDesc):
+    input: TensorDesc
+    output: TensorDesc
+    axes: tuple = ()
+    operator_type = OperatorType.INVALID
+    name = "GM_OPERATOR_INTEGER_REDUCE_MEAN"
+    table = tables.EXT_INTEGER_REDUCE_MEAN
+    in_place = IN_PLACE_NONE
+
+    def __post_init__(self):
+        object.__setattr__(self, "axes", tuple(self.axes) if self.axes is not None else ())
+
+    def input_tensors(self):
+        return (self.input,)
+
+    def input_names(self):
+        return ("InputTensor",)
+
+    def output_tensors(self):
+        return (self.output,)
+
+    def _validate_op(self, level):
+        axes = check_axes(self.name, self.axes, self.input.dimension_count)
+        check_reduce_shapes(self.name, self.input, self.output, axes)

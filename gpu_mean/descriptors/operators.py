@@ -1,0 +1,266 @@
+"""Operator descriptors and their validation, as DirectML's CreateOperator performs it.
+
+Every check names the operator, the tensor, the offending value and the rule. Validation runs in
+``validate(level)``, which ``Device.create_operator`` calls with the device's feature level.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import InvalidArgumentError, UnsupportedError
+from . import tables
+from .tensor import MAX_ELEMENTS, TensorDesc
+from .types import DataType, FeatureLevel, OperatorType, ReduceFunction, TensorFlags
+
+IN_PLACE_NONE, IN_PLACE_ONE, IN_PLACE_ANY = "none", "one", "any"
+
+
+def _fail(op: str, msg: str):
+    raise InvalidArgumentError(f"{op}: {msg}")
+
+
+def check_tensor(op: str, name: str, t: TensorDesc, table, level: FeatureLevel, *, output: bool) -> None:
+    """The tensor rules of reference/directml.md 1.3 and 8 (rules 1, 2, 4) for one operator tensor."""
+    if not isinstance(t, TensorDesc):
+        _fail(op, f"{name} must be a TensorDesc, got {type(t).__name__}")
+    row = tables.support_row(table, level)
+    if row is None:
+        first = table[-1][0]
+        _fail(op, f"the operator does not exist at feature level {level.label}; it needs FL {first.label} or later")
+    _, dims, types = row
+    if t.data_type == DataType.UNKNOWN:
+        _fail(op, f"{name} has data type UNKNOWN, which is never valid")
+    if t.dimension_count not in dims:
+        _fail(op, f"{name} has DimensionCount {t.dimension_count}; at feature level {level.label} the operator "
+                  f"takes {tables.describe_row(row)}")
+    if t.data_type not in types:
+        _fail(op, f"{name} has data type {t.data_type.name}; at feature level {level.label} the operator takes "
+                  f"{tables.describe_row(row)}")
+    for i, s in enumerate(t.sizes):
+        if s <= 0:
+            _fail(op, f"{name} Sizes[{i}] = {s}; every size must be > 0")
+    if t.strides is not None:
+        if len(t.strides) != t.dimension_count:
+            _fail(op, f"{name} has {len(t.strides)} strides for DimensionCount {t.dimension_count}; "
+                      "Strides must have one entry per dimension")
+        for i, s in enumerate(t.strides):
+            if s < 0:
+                _fail(op, f"{name} Strides[{i}] = {s}; strides are unsigned")
+    last = t.last_index
+    if last + 1 > MAX_ELEMENTS:
+        _fail(op, f"{name} addresses {last + 1} elements; a buffer tensor holds at most 2^32 - 1 elements")
+    minimum = t.minimum_size_in_bytes
+    if t.total_size_in_bytes < minimum:
+        _fail(op, f"{name} TotalTensorSizeInBytes = {t.total_size_in_bytes} is below the {minimum} bytes that "
+                  f"DMLCalcBufferTensorSize gives for sizes {t.sizes} and strides {t.strides}")
+    if t.total_size_in_bytes % 4:
+        _fail(op, f"{name} TotalTensorSizeInBytes = {t.total_size_in_bytes} is not a multiple of 4")
+    a = t.guaranteed_base_offset_alignment
+    if a != 0 and (a & (a - 1) or a < t.data_type.element_size):
+        _fail(op, f"{name} GuaranteedBaseOffsetAlignment = {a}; it must be 0 or a power of two >= the element "
+                  f"size ({t.data_type.element_size:g} bytes)")
+    if t.flags & ~TensorFlags.OWNED_BY_DML:
+        _fail(op, f"{name} has unknown flags 0x{int(t.flags):x}")
+    if output and t.flags & TensorFlags.OWNED_BY_DML:
+        _fail(op, f"{name} is an output with DML_TENSOR_FLAG_OWNED_BY_DML; that flag is for inputs only")
+    if output and t.has_overlap():
+        _fail(op, f"{name} strides {t.strides} for sizes {t.sizes} map two elements to one offset; output "
+                  "tensors may not overlap themselves (0 or overlapping strides)")
+
+
+def check_same_shape(op: str, tensors) -> None:
+    """reference/directml.md 8 rule 3: element-wise operands share DataType, DimensionCount and Sizes."""
+    (n0, t0), rest = tensors[0], tensors[1:]
+    for n, t in rest:
+        if t.data_type != t0.data_type:
+            _fail(op, f"{n} has data type {t.data_type.name} but {n0} has {t0.data_type.name}; "
+                      "all tensors must share one data type")
+        if t.sizes != t0.sizes:
+            _fail(op, f"{n} has Sizes {t.sizes} but {n0} has {t0.sizes}; element-wise tensors must have identical "
+                      "Sizes (broadcast only through 0 strides)")
+
+
+class OperatorDesc:
+    """Base of the operator descriptors: a name, a type, tensors with roles, an in-place rule."""
+
+    operator_type = OperatorType.INVALID
+    name = "OPERATOR"
+    table = ()
+    in_place = IN_PLACE_NONE
+
+    def input_tensors(self) -> tuple:
+        raise NotImplementedError
+
+    def output_tensors(self) -> tuple:
+        raise NotImplementedError
+
+    def input_names(self) -> tuple:
+        raise NotImplementedError
+
+    def output_names(self) -> tuple:
+        return ("OutputTensor",)
+
+    def validate(self, level: FeatureLevel) -> None:
+        for n, t in zip(self.input_names(), self.input_tensors()):
+            check_tensor(self.name, n, t, self.table, level, output=False)
+        for n, t in zip(self.output_names(), self.output_tensors()):
+            check_tensor(self.name, n, t, self.table, level, output=True)
+        self._validate_op(level)
+
+    def _validate_op(self, level: FeatureLevel) -> None:
+        check_same_shape(self.name, list(zip(self.input_names() + self.output_names(),
+                                             self.input_tensors() + self.output_tensors())))
+
+
+@dataclass(frozen=True)
+class ElementWiseMeanDesc(OperatorDesc):
+    """DML_ELEMENT_WISE_MEAN_OPERATOR_DESC: out = (a + b) / 2, correctly rounded, no overflow."""
+
+    a: TensorDesc
+    b: TensorDesc
+    output: TensorDesc
+    operator_type = OperatorType.ELEMENT_WISE_MEAN
+    name = "DML_OPERATOR_ELEMENT_WISE_MEAN"
+    table = tables.ELEMENT_WISE_MEAN
+    in_place = IN_PLACE_ONE
+
+    def input_tensors(self):
+        return (self.a, self.b)
+
+    def input_names(self):
+        return ("ATensor", "BTensor")
+
+    def output_tensors(self):
+        return (self.output,)
+
+
+@dataclass(frozen=True)
+class ElementWiseAddDesc(OperatorDesc):
+    """DML_ELEMENT_WISE_ADD_OPERATOR_DESC: out = a + b (integers wrap, floats round once)."""
+
+    a: TensorDesc
+    b: TensorDesc
+    output: TensorDesc
+    operator_type = OperatorType.ELEMENT_WISE_ADD
+    name = "DML_OPERATOR_ELEMENT_WISE_ADD"
+    table = tables.ELEMENT_WISE_ADD
+    in_place = IN_PLACE_ANY
+
+    def input_tensors(self):
+        return (self.a, self.b)
+
+    def input_names(self):
+        return ("ATensor", "BTensor")
+
+    def output_tensors(self):
+        return (self.output,)
+
+
+@dataclass(frozen=True)
+class ScaleBias:
+    """DML_SCALE_BIAS: g(x) = x * scale + bias, in float32."""
+
+    scale: float = 1.0
+    bias: float = 0.0
+
+
+@dataclass(frozen=True)
+class ElementWiseIdentityDesc(OperatorDesc):
+    """DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC: a copy through strides, with an optional ScaleBias."""
+
+    input: TensorDesc
+    output: TensorDesc
+    scale_bias: ScaleBias | None = None
+    operator_type = OperatorType.ELEMENT_WISE_IDENTITY
+    name = "DML_OPERATOR_ELEMENT_WISE_IDENTITY"
+    table = tables.ELEMENT_WISE_IDENTITY
+    in_place = IN_PLACE_ONE
+
+    def input_tensors(self):
+        return (self.input,)
+
+    def input_names(self):
+        return ("InputTensor",)
+
+    def output_tensors(self):
+        return (self.output,)
+
+    def _validate_op(self, level):
+        super()._validate_op(level)
+        sb = self.scale_bias
+        if sb is not None:
+            if not isinstance(sb, ScaleBias):
+                _fail(self.name, f"ScaleBias must be a ScaleBias or None, got {type(sb).__name__}")
+            if self.input.data_type not in (DataType.FLOAT32, DataType.FLOAT16, DataType.FLOAT64):
+                # DirectML leaves ScaleBias on integers undocumented (directml.md 9); we refuse it.
+                _fail(self.name, f"ScaleBias {sb} on a {self.input.data_type.name} tensor; this library applies "
+                                 "ScaleBias to float tensors only")
+
+
+def check_axes(op: str, axes, rank: int, *, allow_empty: bool = True) -> tuple[int, ...]:
+    try:
+        ax = tuple(int(a) for a in axes)
+    except TypeError as e:
+        raise InvalidArgumentError(f"{op}: Axes must be a sequence of integers, got {axes!r}") from e
+    for a in ax:
+        if not 0 <= a < rank:
+            _fail(op, f"axis {a} is out of range; Axes must lie in [0, {rank - 1}] for a {rank}-D InputTensor")
+    if len(set(ax)) != len(ax):
+        _fail(op, f"Axes {ax} contain a duplicate; each axis may appear once")
+    if not ax and not allow_empty:
+        _fail(op, "Axes is empty")
+    return ax
+
+
+def check_reduce_shapes(op: str, inp: TensorDesc, out: TensorDesc, axes) -> None:
+    if out.data_type != inp.data_type:
+        _fail(op, f"OutputTensor has data type {out.data_type.name} but InputTensor has {inp.data_type.name}; "
+                  "they must match")
+    if out.dimension_count != inp.dimension_count:
+        _fail(op, f"OutputTensor has DimensionCount {out.dimension_count} but InputTensor has "
+                  f"{inp.dimension_count}; a reduction keeps the rank")
+    for d, (si, so) in enumerate(zip(inp.sizes, out.sizes)):
+        want = 1 if d in axes else si
+        if so != want:
+            why = "a reduced axis has size 1" if d in axes else "a kept axis keeps the input's size"
+            _fail(op, f"OutputTensor Sizes[{d}] = {so}, expected {want}: {why} (input {inp.sizes}, axes {axes})")
+
+
+@dataclass(frozen=True)
+class ReduceDesc(OperatorDesc):
+    """DML_REDUCE_OPERATOR_DESC. Only AVERAGE exists in this library."""
+
+    function: ReduceFunction
+    input: TensorDesc
+    output: TensorDesc
+    axes: tuple = ()
+    operator_type = OperatorType.REDUCE
+    name = "DML_OPERATOR_REDUCE"
+    table = tables.REDUCE_AVERAGE
+    in_place = IN_PLACE_NONE
+
+    def __post_init__(self):
+        object.__setattr__(self, "axes", tuple(self.axes) if self.axes is not None else ())
+
+    def input_tensors(self):
+        return (self.input,)
+
+    def input_names(self):
+        return ("InputTensor",)
+
+    def output_tensors(self):
+        return (self.output,)
+
+    def validate(self, level):
+        try:
+            fn = ReduceFunction(self.function)
+        except ValueError as e:
+            raise InvalidArgumentError(f"{self.name}: Function {self.function!r} is not a DML_REDUCE_FUNCTION") from e
+        if fn != ReduceFunction.AVERAGE:
+            raise UnsupportedError(f"{self.name}: Function {fn.name} is not implemented; gpu_mean implements "
+                                   "DML_REDUCE_FUNCTION_AVERAGE only")
+        super().validate(level)
+
+    def _validate_op(self, level):
+        axes = check_axes(self.name, self.axes, self.input.dimension_count)
+        check_reduce_shapes(self.name, self.input, self.output, axes)

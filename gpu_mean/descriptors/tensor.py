@@ -1,0 +1,142 @@
+"""DML_BUFFER_TENSOR_DESC as a frozen value type, and DMLCalcBufferTensorSize."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InvalidArgumentError
+from .types import DataType, TensorFlags
+
+MAX_ELEMENTS = 2**32 - 1  # reference/directml.md 1.3: at most 2^32 - 1 elements
+
+
+def packed_strides(sizes) -> tuple[int, ...]:
+    """Row-major strides in elements: the last dimension is contiguous."""
+    strides, acc = [], 1
+    for s in reversed(tuple(sizes)):
+        strides.append(acc)
+        acc *= int(s)
+    return tuple(reversed(strides))
+
+
+def _last_index(sizes, strides) -> int:
+    return sum((int(s) - 1) * int(st) for s, st in zip(sizes, strides))
+
+
+def calc_buffer_tensor_size(data_type: DataType, sizes, strides=None) -> int:
+    """DMLCalcBufferTensorSize: roundup4((dot(sizes - 1, strides) + 1) * element size) bytes.
+
+    Works in bits so that the 4-bit types round as DirectMLX does; returns 0 for a data type
+    without an element size, as the reference helper does. Python integers: no 32-bit wrap.
+    """
+    data_type = DataType(data_type)
+    bits = data_type.size_in_bits
+    if bits == 0:
+        return 0
+    sizes = tuple(int(s) for s in sizes)
+    if strides is None:
+        count = int(np.prod(sizes, dtype=object)) if sizes else 1
+    else:
+        count = _last_index(sizes, strides) + 1
+    nbytes = (count * bits + 7) // 8
+    return (nbytes + 3) & ~3
+
+
+def _as_uint_tuple(name: str, values) -> tuple[int, ...]:
+    try:
+        out = tuple(int(v) for v in values)
+    except (TypeError, ValueError) as e:
+        raise InvalidArgumentError(f"TensorDesc: {name} must be a sequence of integers, got {values!r}") from e
+    for v, orig in zip(out, values):
+        if isinstance(orig, float) and orig != v:
+            raise InvalidArgumentError(f"TensorDesc: {name} must be integers, got {values!r}")
+    return out
+
+
+@dataclass(frozen=True)
+class TensorDesc:
+    """A buffer tensor: sizes and strides in elements, as DML_BUFFER_TENSOR_DESC.
+
+    ``strides=None`` means packed row-major. ``total_size_in_bytes=None`` takes the size that
+    ``calc_buffer_tensor_size`` computes. Validity against an operator is checked by
+    ``create_operator``, which knows the operator, the tensor's role and the feature level.
+    """
+
+    data_type: DataType
+    sizes: tuple
+    strides: tuple | None = None
+    total_size_in_bytes: int | None = None
+    guaranteed_base_offset_alignment: int = 0
+    flags: TensorFlags = TensorFlags.NONE
+    _computed: int = field(default=0, repr=False, compare=False)
+
+    def __post_init__(self):
+        try:
+            dt = DataType(self.data_type)
+        except ValueError as e:
+            raise InvalidArgumentError(f"TensorDesc: unknown data type {self.data_type!r}") from e
+        object.__setattr__(self, "data_type", dt)
+        object.__setattr__(self, "sizes", _as_uint_tuple("sizes", self.sizes))
+        if self.strides is not None:
+            object.__setattr__(self, "strides", _as_uint_tuple("strides", self.strides))
+        object.__setattr__(self, "flags", TensorFlags(int(self.flags)))
+        object.__setattr__(self, "guaranteed_base_offset_alignment", int(self.guaranteed_base_offset_alignment))
+        ok = all(s >= 0 for s in self.sizes) and (
+            self.strides is None or (len(self.strides) == len(self.sizes) and all(s >= 0 for s in self.strides)))
+        computed = calc_buffer_tensor_size(dt, self.sizes, self.strides) if ok else 0
+        object.__setattr__(self, "_computed", computed)
+        if self.total_size_in_bytes is None:
+            object.__setattr__(self, "total_size_in_bytes", computed)
+        else:
+            object.__setattr__(self, "total_size_in_bytes", int(self.total_size_in_bytes))
+
+    @property
+    def dimension_count(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def element_count(self) -> int:
+        return int(np.prod(self.sizes, dtype=np.int64)) if self.sizes else 1
+
+    @property
+    def minimum_size_in_bytes(self) -> int:
+        return self._computed
+
+    @property
+    def effective_strides(self) -> tuple[int, ...]:
+        return self.strides if self.strides is not None else packed_strides(self.sizes)
+
+    @property
+    def is_packed(self) -> bool:
+        return self.effective_strides == packed_strides(self.sizes)
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        return self.data_type.numpy_dtype
+
+    @property
+    def last_index(self) -> int:
+        return _last_index(self.sizes, self.effective_strides)
+
+    def has_overlap(self) -> bool:
+        """True when two logical elements map to one offset (only legal for inputs)."""
+        dims = sorted((st, sz) for sz, st in zip(self.sizes, self.effective_strides) if sz > 1)
+        extent, disjoint = 0, True
+        for st, sz in dims:
+            if st == 0 or st <= extent:
+                disjoint = False
+                break
+            extent += (sz - 1) * st
+        if disjoint:
+            return False
+        if any(st == 0 for st, _ in dims) or self.element_count > 1 << 22:
+            return True
+        offs = np.zeros(1, np.int64)
+        for sz, st in zip(self.sizes, self.effective_strides):
+            offs = (offs[:, None] + np.arange(sz, dtype=np.int64) * st).ravel()
+        return np.unique(offs).size != offs.size
+
+    @classmethod
+    def from_array(cls, array: np.ndarray) -> "TensorDesc":
+        return cls(DataType.from_numpy(array.dtype), array.shape if array.ndim else (1,))

@@ -1,0 +1,140 @@
+"""DirectML enums with DirectML's numeric values (reference/directml.md 1.1, 2.1, 3.1, 4.2)."""
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+
+class DataType(enum.IntEnum):
+    UNKNOWN = 0
+    FLOAT32 = 1
+    FLOAT16 = 2
+    UINT32 = 3
+    UINT16 = 4
+    UINT8 = 5
+    INT32 = 6
+    INT16 = 7
+    INT8 = 8
+    FLOAT64 = 9
+    UINT64 = 10
+    INT64 = 11
+    UINT4 = 12
+    INT4 = 13
+
+    @property
+    def size_in_bits(self) -> int:
+        return _BITS[self]
+
+    @property
+    def element_size(self) -> float:
+        """Bytes per element (0.5 for the 4-bit types, 0 for UNKNOWN)."""
+        return _BITS[self] / 8
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        if self not in _NUMPY:
+            raise KeyError(f"DataType.{self.name} has no numpy equivalent")
+        return np.dtype(_NUMPY[self])
+
+    @property
+    def is_float(self) -> bool:
+        return self in (DataType.FLOAT16, DataType.FLOAT32, DataType.FLOAT64)
+
+    @classmethod
+    def from_numpy(cls, dtype) -> "DataType":
+        dt = np.dtype(dtype)
+        for k, v in _NUMPY.items():
+            if np.dtype(v) == dt:
+                return k
+        raise KeyError(f"numpy dtype {dt} has no DirectML data type")
+
+
+_BITS = {
+    DataType.UNKNOWN: 0, DataType.FLOAT32: 32, DataType.FLOAT16: 16, DataType.UINT32: 32,
+    DataType.UINT16: 16, DataType.UINT8: 8, DataType.INT32: 32, DataType.INT16: 16,
+    DataType.INT8: 8, DataType.FLOAT64: 64, DataType.UINT64: 64, DataType.INT64: 64,
+    DataType.UINT4: 4, DataType.INT4: 4,
+}
+_NUMPY = {
+    DataType.FLOAT32: np.float32, DataType.FLOAT16: np.float16, DataType.UINT32: np.uint32,
+    DataType.UINT16: np.uint16, DataType.UINT8: np.uint8, DataType.INT32: np.int32,
+    DataType.INT16: np.int16, DataType.INT8: np.int8, DataType.FLOAT64: np.float64,
+    DataType.UINT64: np.uint64, DataType.INT64: np.int64,
+}
+
+
+class TensorFlags(enum.IntFlag):
+    NONE = 0x0
+    OWNED_BY_DML = 0x1
+
+
+class FeatureLevel(enum.IntEnum):
+    FL_1_0 = 0x1000
+    FL_2_0 = 0x2000
+    FL_2_1 = 0x2100
+    FL_3_0 = 0x3000
+    FL_3_1 = 0x3100
+    FL_4_0 = 0x4000
+    FL_4_1 = 0x4100
+    FL_5_0 = 0x5000
+    FL_5_1 = 0x5100
+    FL_5_2 = 0x5200
+    FL_6_0 = 0x6000
+    FL_6_1 = 0x6100
+    FL_6_2 = 0x6200
+    FL_6_3 = 0x6300
+    FL_6_4 = 0x6400
+
+    @property
+    def label(self) -> str:
+        return self.name[3:].replace("_", ".")
+
+
+class Feature(enum.IntEnum):
+    TENSOR_DATA_TYPE_SUPPORT = 0
+    FEATURE_LEVELS = 1
+
+
+class ExecutionFlags(enum.IntFlag):
+    NONE = 0x0
+    ALLOW_HALF_PRECISION_COMPUTATION = 0x1
+    DISABLE_META_COMMANDS = 0x2
+    DESCRIPTORS_VOLATILE = 0x4
+
+
+class ReduceFunction(enum.IntEnum):
+    ARGMAX = 0
+    ARGMIN = 1
+    AVERAGE = 2
+    L1 = 3
+    L2 = 4
+    LOG_SUM = 5
+    LOG_SUM_EXP = 6
+    MAX = 7
+    MIN = 8
+    MULTIPLY = 9
+    SUM = 10
+    SUM_SQUARE = 11
+
+
+class OperatorType(enum.IntEnum):
+    INVALID = 0
+    ELEMENT_WISE_IDENTITY = 1
+    ELEMENT_WISE_ADD = 4
+    ELEMENT_WISE_MEAN = 22
+    REDUCE = 55
+
+
+class BindingType(enum.IntEnum):
+    NONE = 0
+    BUFFER = 1
+    BUFFER_ARRAY = 2
+
+
+# reference/directml.md 1.5
+TEMPORARY_BUFFER_ALIGNMENT = 256
+PERSISTENT_BUFFER_ALIGNMENT = 256
+MINIMUM_BUFFER_TENSOR_ALIGNMENT = 16
+TENSOR_DIMENSION_COUNT_MAX = 5
+TENSOR_DIMENSION_COUNT_MAX1 = 8

@@ -1,0 +1,42 @@
+"""The exception family: every error carries the DirectML HRESULT it stands for."""
+from __future__ import annotations
+
+S_OK = 0x00000000
+E_INVALIDARG = 0x80070057
+E_OUTOFMEMORY = 0x8007000E
+DXGI_ERROR_UNSUPPORTED = 0x887A0004
+DXGI_ERROR_DEVICE_REMOVED = 0x887A0005
+
+
+class DmlError(Exception):
+    """Base of every gpu_mean error; ``hresult`` is the DirectML code it maps to."""
+
+    hresult = 0x80004005  # E_FAIL
+
+    def __init__(self, message: str, hresult: int | None = None):
+        super().__init__(message)
+        if hresult is not None:
+            self.hresult = hresult
+
+    def __str__(self) -> str:
+        return f"{super().__str__()} (HRESULT 0x{self.hresult:08X})"
+
+
+class InvalidArgumentError(DmlError, ValueError):
+    hresult = E_INVALIDARG
+
+
+class UnsupportedError(DmlError):
+    hresult = DXGI_ERROR_UNSUPPORTED
+
+
+class DeviceRemovedError(DmlError):
+    hresult = DXGI_ERROR_DEVICE_REMOVED
+
+
+class OutOfMemoryError(DmlError, MemoryError):
+    hresult = E_OUTOFMEMORY
+
+
+class KernelBuildError(DmlError):
+    """A kernel failed to compile; the message holds the whole build log."""

@@ -1,0 +1,51 @@
+"""Every numeric test runs once per device present; absent devices are skipped with the reason.
+
+GPU_MEAN_TEST_DEVICES restricts the set, e.g. ``GPU_MEAN_TEST_DEVICES=cpu,opencl:0``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import gpu_mean as gm  # noqa: E402
+from gpu_mean import backends  # noqa: E402
+
+ALL_DEVICE_IDS = ["cpu", "opencl:0", "cuda:0"]
+
+
+def _wanted():
+    env = os.environ.get("GPU_MEAN_TEST_DEVICES")
+    return [d.strip() for d in env.split(",")] if env else ALL_DEVICE_IDS
+
+
+def _device_params():
+    params = []
+    for spec in _wanted():
+        kind = spec.split(":")[0]
+        found, reason = backends._discover(kind)
+        marks = [] if found else [pytest.mark.skip(reason=f"{spec} absent: {reason}")]
+        params.append(pytest.param(spec, id=spec, marks=marks))
+    return params
+
+
+_devices: dict = {}
+
+
+@pytest.fixture(params=_device_params())
+def device(request):
+    """A fresh-state device (one per spec per session; a removed device is replaced)."""
+    spec = request.param
+    dev = _devices.get(spec)
+    if dev is None or dev.get_device_removed_reason() is not None:
+        dev = _devices[spec] = gm.create_device(spec)
+    return dev
+
+
+@pytest.fixture
+def cpu():
+    return gm.create_device("cpu")
