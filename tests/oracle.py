@@ -70,6 +70,13 @@ def ulp_distance(a, b, dtype) -> int:
     return abs(ia - ib)
 
 
+def _signed_zero(r: float, x, y) -> float:
+    """IEEE 754: an exact zero sum is +0 under round-to-nearest unless both addends are -0."""
+    if r == 0 and np.signbit(x) and np.signbit(y):
+        return -0.0
+    return r
+
+
 def mean2(a, b, dtype) -> np.ndarray:
     """Correctly rounded (a + b) / 2 for floats; truncation toward zero for integers."""
     dt = np.dtype(dtype)
@@ -83,7 +90,7 @@ def mean2(a, b, dtype) -> np.ndarray:
             elif np.isinf(x) or np.isinf(y):
                 out[idx] = x if np.isinf(x) else y
             else:
-                out[idx] = round_fraction((exact(x) + exact(y)) / 2, dt)
+                out[idx] = _signed_zero(round_fraction((exact(x) + exact(y)) / 2, dt), x, y)
         else:
             s = int(x) + int(y)
             out[idx] = abs(s) // 2 * (1 if s >= 0 else -1)
@@ -97,9 +104,10 @@ def add2(a, b, dtype) -> np.ndarray:
         x, y = np.asarray(a)[idx], np.asarray(b)[idx]
         if dt.kind == "f":
             if not (np.isfinite(x) and np.isfinite(y)):
-                out[idx] = np.float64(x) + np.float64(y)
+                with np.errstate(invalid="ignore"):
+                    out[idx] = np.float64(x) + np.float64(y)
             else:
-                out[idx] = round_fraction(exact(x) + exact(y), dt)
+                out[idx] = _signed_zero(round_fraction(exact(x) + exact(y), dt), x, y)
         else:
             bits = dt.itemsize * 8
             s = (int(x) + int(y)) % (1 << bits)

@@ -1,0 +1,144 @@
+"""REDUCE AVERAGE and the exact integer mean reduction against the exact oracle, on every device."""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import oracle
+import pytest
+from helpers import run
+
+import gpu_mean as gm
+from gpu_mean import DataType as D
+
+T = gm.TensorDesc
+AVG = gm.ReduceFunction.AVERAGE
+
+
+def out_desc(dt, shape, axes, strides=None, total=None):
+    return T(dt, tuple(1 if i in axes else s for i, s in enumerate(shape)), strides, total)
+
+
+def check_float(got, x, axes, dt, max_ulp=1):
+    """Every output within ``max_ulp`` of the correctly rounded exact mean."""
+    keep = [i for i in range(x.ndim) if i not in axes]
+    xt = np.transpose(x, keep + list(axes)).astype(np.float64)
+    n_out = int(np.prod([x.shape[i] for i in keep])) if keep else 1
+    rows = xt.reshape(n_out, -1)
+    sums = oracle.exact_sum_rows(rows)
+    g = np.transpose(got, keep + list(axes)).reshape(n_out)
+    for k, s in enumerate(sums):
+        want = oracle.round_fraction(s / rows.shape[1], dt.numpy_dtype)
+        d = oracle.ulp_distance(g[k], want, dt.numpy_dtype)
+        assert d <= max_ulp, f"output {k}: got {g[k]!r}, exact mean rounds to {want!r} ({d} ulp)"
+
+
+def check_int(got, x, axes, dt):
+    keep = [i for i in range(x.ndim) if i not in axes]
+    xt = np.transpose(x, keep + list(axes))
+    n_out = int(np.prod([x.shape[i] for i in keep])) if keep else 1
+    rows = xt.reshape(n_out, -1)
+    g = np.transpose(got, keep + list(axes)).reshape(n_out)
+    for k in range(n_out):
+        s = sum(int(v) for v in rows[k])
+        assert int(g[k]) == abs(s) // rows.shape[1] * (1 if s >= 0 else -1)
+
+
+CASES = {
+    # name: (shape, axes) covering each reduction class
+    "row": ((64, 300), (1,)),
+    "row_short": ((500, 3), (1,)),
+    "col": ((300, 64), (0,)),
+    "col_outer": ((5, 200, 33), (1,)),
+    "full": ((7, 11, 13), (0, 1, 2)),
+    "full_1d_long": ((100003,), (0,)),
+    "interleaved": ((6, 5, 7, 3), (0, 2)),
+    "unsorted_axes": ((4, 6, 8), (2, 0)),
+    "no_axes": ((3, 4), ()),
+    "size_one_axis": ((3, 1, 4), (1,)),
+    "eight_dims": ((2, 3, 2, 1, 2, 3, 2, 2), (1, 4, 6)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("dt", [D.FLOAT32, D.FLOAT16], ids=lambda d: d.name)
+def test_reduce_average(device, case, dt):
+    shape, axes = CASES[case]
+    rng = np.random.default_rng(zlib.crc32(case.encode()))
+    x = (rng.random(shape) * 100 + 1).astype(dt.numpy_dtype)
+    got = run(device, gm.ReduceDesc(AVG, T(dt, shape), out_desc(dt, shape, axes), axes), [x])
+    check_float(got, x, axes, dt)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("dt", [D.INT32, D.UINT32], ids=lambda d: d.name)
+def test_integer_reduce_mean(device, case, dt):
+    shape, axes = CASES[case]
+    rng = np.random.default_rng(3)
+    info = np.iinfo(dt.numpy_dtype)
+    x = rng.integers(info.min, info.max, shape, dtype=dt.numpy_dtype, endpoint=True)
+    got = run(device, gm.ext.IntegerReduceMeanDesc(T(dt, shape), out_desc(dt, shape, axes), axes), [x])
+    check_int(got, x, axes, dt)
+
+
+def test_integer_reduce_extremes(device):
+    for dt, v in ((D.INT32, 2**31 - 1), (D.INT32, -2**31), (D.UINT32, 2**32 - 1)):
+        x = np.full((3000,), v, dt.numpy_dtype)
+        got = run(device, gm.ext.IntegerReduceMeanDesc(T(dt, (3000,)), T(dt, (1,)), (0,)), [x])
+        assert int(got[0]) == v
+    x = np.array([-2, -3], np.int32)
+    assert run(device, gm.ext.IntegerReduceMeanDesc(T(D.INT32, (2,)), T(D.INT32, (1,)), (0,)), [x])[0] == -2
+
+
+@pytest.mark.parametrize("layout", ["broadcast_input", "padded_input", "permuted_input", "padded_output"])
+def test_reduce_strided(device, layout):
+    dt = D.FLOAT32
+    shape, axes = (6, 40, 9), (1,)
+    x = (np.random.default_rng(4).random(shape) + 0.5).astype(np.float32)
+    ti, to = T(dt, shape), out_desc(dt, shape, axes)
+    if layout == "broadcast_input":
+        ti = T(dt, shape, (9, 0, 1))
+        x = np.ascontiguousarray(np.broadcast_to(x[:, :1], shape))
+    elif layout == "padded_input":
+        ti = T(dt, shape, (500, 12, 1))
+    elif layout == "permuted_input":
+        ti = T(dt, shape, (1, 6, 240))
+    else:
+        to = out_desc(dt, shape, axes, (32, 32, 2))
+    got = run(device, gm.ReduceDesc(AVG, ti, to, axes), [x])
+    check_float(got, x, axes, dt)
+
+
+def test_fp32_long_same_sign_within_one_ulp(device):
+    # 1e7 x 0.1: a naive float32 loop drifts by percent (onnxruntime +1 %, OpenVINO +9 %)
+    n = 10_000_000
+    x = np.full(n, 0.1, np.float32)
+    got = run(device, gm.ReduceDesc(AVG, T(D.FLOAT32, (n,)), T(D.FLOAT32, (1,)), (0,)), [x])
+    assert oracle.ulp_distance(got[0], np.float32(0.1), np.float32) <= 1
+
+
+def test_fp32_long_rows_and_columns(device):
+    rng = np.random.default_rng(8)
+    x = (rng.random((8, 200_000)) * 3 + 1e-3).astype(np.float32)
+    got = run(device, gm.ReduceDesc(AVG, T(D.FLOAT32, x.shape), T(D.FLOAT32, (8, 1)), (1,)), [x])
+    check_float(got, x, (1,), D.FLOAT32)
+    xt = np.ascontiguousarray(x.T)
+    got = run(device, gm.ReduceDesc(AVG, T(D.FLOAT32, xt.shape), T(D.FLOAT32, (1, 8)), (0,)), [xt])
+    check_float(got, xt, (0,), D.FLOAT32)
+
+
+def test_fp16_wide_accumulator(device):
+    # the ONNX reference accumulates in fp16 and overflows; a wide accumulator gives 65504 and 0.1
+    x = np.full((2,), 65504, np.float16)
+    assert run(device, gm.ReduceDesc(AVG, T(D.FLOAT16, (2,)), T(D.FLOAT16, (1,)), (0,)), [x])[0] == 65504
+    n = 1_000_000
+    x = np.full((n,), 0.1, np.float16)
+    got = run(device, gm.ReduceDesc(AVG, T(D.FLOAT16, (n,)), T(D.FLOAT16, (1,)), (0,)), [x])
+    assert got[0] == np.float16(0.1)
+
+
+def test_nan_and_inf_propagate(device):
+    x = np.ones((3, 50), np.float32)
+    x[0, 7], x[1, 3], x[2, 1], x[2, 2] = np.nan, np.inf, np.inf, -np.inf
+    got = run(device, gm.ReduceDesc(AVG, T(D.FLOAT32, x.shape), T(D.FLOAT32, (3, 1)), (1,)), [x])
+    assert np.isnan(got[0, 0]) and got[1, 0] == np.inf and np.isnan(got[2, 0])
