@@ -1,5 +1,333 @@
-"""OpenCL backend (placeholder until the OpenCL issue lands)."""
+"""The OpenCL backend (pyopencl): any OpenCL device; tuned for PoCL's CPU device.
+
+Kernels live in opencl_kernels/*.cl. Each program is built once per device and macro set and
+cached; executing a compiled operator only sets the arguments that change and enqueues.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ..descriptors.ext import IntegerReduceMeanDesc, NaryMeanDesc
+from ..descriptors.operators import ElementWiseAddDesc, ElementWiseIdentityDesc, ElementWiseMeanDesc, ReduceDesc
+from ..descriptors.types import DataType
+from ..errors import KernelBuildError
+from ..runtime import planning
+from ..runtime.device import DeviceInfo
+from . import launch
+from .base import Backend, Program
+from .kernels import kernel_source
+
+D = DataType
+ACC_BYTES = 8           # every accumulator/partial is 8 bytes (double, long, ulong, float+compensation)
+_TRIVIAL = "__kernel void gm_probe(__global float* a) { a[get_global_id(0)] = 1.0f; }"
+
+
+def _cl():
+    import pyopencl as cl
+    return cl
 
 
 def discover():
-    return [], "the OpenCL backend is not built yet"
+    """OpenCL devices that can build a trivial kernel, GPUs first; broken platforms are skipped with a warning."""
+    try:
+        cl = _cl()
+    except ImportError as e:
+        return [], f"pyopencl is not installed ({e}); pip install 'gpu_mean[opencl]'"
+    try:
+        platforms = cl.get_platforms()
+    except Exception as e:  # no ICD loader or no platform
+        return [], f"no OpenCL platform: {e}"
+    found, skipped = [], []
+    for plat in platforms:
+        try:
+            devs = plat.get_devices()
+        except Exception as e:
+            skipped.append(f"{plat.name}: {e}")
+            continue
+        for d in devs:
+            try:
+                ctx = cl.Context([d])
+                cl.Program(ctx, _TRIVIAL).build()
+            except Exception as e:
+                msg = f"skipping OpenCL platform {plat.name!r} device {d.name!r}: a trivial kernel does not build: " \
+                      f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}"
+                warnings.warn(msg, RuntimeWarning, stacklevel=2)
+                skipped.append(msg)
+                continue
+            found.append((d, plat, ctx))
+    found.sort(key=lambda t: 0 if t[0].type & cl.device_type.GPU else 1)
+    if not found:
+        return [], "no usable OpenCL device" + (f" ({'; '.join(skipped)})" if skipped else "")
+    return [OpenCLBackend(d, p, i, ctx) for i, (d, p, ctx) in enumerate(found)], None
+
+
+def _type_name(cl, t: int) -> str:
+    for name in ("GPU", "CPU", "ACCELERATOR", "CUSTOM"):
+        if t & getattr(cl.device_type, name):
+            return name
+    return "OTHER"
+
+
+def make_backend(index: int = 0, allow_fp64: bool = True) -> "OpenCLBackend":
+    """A fresh backend for device ``index``; allow_fp64=False forces the no-fp64 kernels (tests)."""
+    found, reason = discover()
+    if not found:
+        raise RuntimeError(reason)
+    b = found[index]
+    return OpenCLBackend(b.cl_device, b.platform, index, None, allow_fp64)
+
+
+class OpenCLBackend(Backend):
+    def __init__(self, device, platform, index: int, ctx=None, allow_fp64: bool = True):
+        cl = _cl()
+        self.cl = cl
+        self.cl_device = device
+        self.platform = platform
+        self.ctx = ctx or cl.Context([device])
+        self.queue = cl.CommandQueue(self.ctx)
+        ext = device.extensions.split()
+        self.fp64 = allow_fp64 and "cl_khr_fp64" in ext
+        self.is_cpu = bool(device.type & cl.device_type.CPU)
+        self.compute_units = device.max_compute_units
+        self.info = DeviceInfo("opencl", index, device.name.strip(), device.vendor.strip(),
+                               _type_name(cl, device.type), device.global_mem_size,
+                               "cl_khr_fp16" in ext, self.fp64, platform.name.strip())
+        self._programs: dict = {}
+
+    # -- memory
+    def alloc(self, nbytes):
+        return self.cl.Buffer(self.ctx, self.cl.mem_flags.READ_WRITE, nbytes)
+
+    def write(self, native, offset, data):
+        self.cl.enqueue_copy(self.queue, native, data, dst_offset=offset, is_blocking=True)
+
+    def read(self, native, offset, nbytes):
+        out = np.empty(nbytes, np.uint8)
+        if nbytes:
+            self.cl.enqueue_copy(self.queue, out, native, src_offset=offset, is_blocking=True)
+        return out
+
+    def copy(self, src, src_offset, dst, dst_offset, nbytes):
+        self.cl.enqueue_copy(self.queue, dst, src, byte_count=nbytes, src_offset=src_offset, dst_offset=dst_offset)
+
+    def finish(self):
+        self.queue.finish()
+
+    def is_out_of_memory(self, exc):
+        codes = {-4, -5, -6, -61}   # MEM_OBJECT_ALLOCATION_FAILURE, OUT_OF_RESOURCES, OUT_OF_HOST_MEMORY, INVALID_BUFFER_SIZE
+        code = getattr(getattr(exc, "code", None), "__call__", None)
+        try:
+            code = exc.code if not callable(exc.code) else exc.code()
+        except Exception:
+            code = None
+        return code in codes or isinstance(exc, MemoryError)
+
+    # -- programs
+    def program(self, filename: str, macros: dict):
+        key = (filename, tuple(sorted(macros.items())))
+        prg = self._programs.get(key)
+        if prg is None:
+            # a value starting with "(" is a function-like macro's parameter list: no space before it
+            header = "".join(f"#define {k}{'' if str(v).startswith('(') else ' '}{v}\n" for k, v in macros.items())
+            src = header + kernel_source("opencl_kernels", filename)
+            try:
+                prg = self.cl.Program(self.ctx, src).build(options=["-cl-std=CL1.2"])
+            except self.cl.RuntimeError as e:
+                raise KernelBuildError(f"OpenCL build of {filename} with {macros} failed on {self.info.name}:\n{e}") from e
+            self._programs[key] = prg
+        return prg
+
+    def constant(self, values) -> object:
+        arr = np.asarray(list(values) + [0], np.int64)
+        return self.cl.Buffer(self.ctx, self.cl.mem_flags.READ_ONLY | self.cl.mem_flags.COPY_HOST_PTR, hostbuf=arr)
+
+    def compile(self, desc, flags):
+        if isinstance(desc, (ReduceDesc, IntegerReduceMeanDesc)):
+            return ClReduceProgram(self, desc)
+        return ClElementwiseProgram(self, desc)
+
+
+# --- element-wise ----------------------------------------------------------------------------
+
+_UINT = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong"}
+_CL_T = {D.FLOAT32: "float", D.FLOAT16: "half", D.FLOAT64: "double", D.INT32: "int", D.UINT32: "uint",
+         D.INT8: "char", D.UINT8: "uchar", D.INT16: "short", D.UINT16: "ushort", D.INT64: "long", D.UINT64: "ulong"}
+
+
+def ew_macros(op: str, dt: DataType, has_scale_bias: bool, fp64: bool) -> dict:
+    m = {"IS_FLOAT": int(dt.is_float), "HAS_SCALE_BIAS": int(has_scale_bias), "ACC_DOUBLE": 0, "NEEDS_FP64": 0}
+    if op == "identity" and not has_scale_bias:
+        t = _UINT[int(dt.element_size)]   # a bit copy: FLOAT16 moves as ushort, no conversion
+        m.update(T=t, CT=t, IS_FLOAT=0, LOADV="(p) vload4(0, p)", STOREV="(v, p) vstore4(v, 0, p)",
+                 LOAD1="(p) (*(p))", STORE1="(s, p) (*(p) = (s))")
+    elif dt == D.FLOAT16:
+        m.update(T="half", CT="float", LOADV="(p) vload_half4(0, p)", STOREV="(v, p) vstore_half4_rte(v, 0, p)",
+                 LOAD1="(p) vload_half(0, p)", STORE1="(s, p) vstore_half_rte(s, 0, p)")
+    elif dt in (D.FLOAT32, D.FLOAT64):
+        t = _CL_T[dt]
+        m.update(T=t, CT=t, LOADV="(p) vload4(0, p)", STOREV=f"(v, p) vstore4(convert_{t}4(v), 0, p)",
+                 LOAD1="(p) (*(p))", STORE1=f"(s, p) (*(p) = ({t})(s))", NEEDS_FP64=int(dt == D.FLOAT64))
+    elif op in ("mean", "nary_mean"):
+        t = _CL_T[dt]
+        ct = "long" if dt == D.INT32 else "ulong"
+        m.update(T=t, CT=ct, LOADV=f"(p) convert_{ct}4(vload4(0, p))", STOREV=f"(v, p) vstore4(convert_{t}4(v), 0, p)",
+                 LOAD1=f"(p) (({ct})(*(p)))", STORE1=f"(s, p) (*(p) = ({t})(s))")
+    else:  # integer ADD wraps: compute in ulong, truncate through the unsigned type of the width
+        t = _CL_T[dt]
+        u = _UINT[int(dt.element_size)]
+        m.update(T=t, CT="ulong", LOADV="(p) convert_ulong4(vload4(0, p))",
+                 STOREV=f"(v, p) vstore4(as_{t}4(convert_{u}4(v)), 0, p)",
+                 LOAD1="(p) ((ulong)(*(p)))", STORE1=f"(s, p) (*(p) = as_{t}(convert_{u}(s)))")
+    if op == "nary_mean" and dt.is_float and fp64:
+        m["ACC_DOUBLE"] = 1
+    m["CTV"] = m["CT"] + "4"
+    return m
+
+
+def _op_of(desc):
+    if isinstance(desc, ElementWiseMeanDesc):
+        return "mean", 1
+    if isinstance(desc, ElementWiseAddDesc):
+        return "add", 2
+    if isinstance(desc, ElementWiseIdentityDesc):
+        return "identity", 3
+    if isinstance(desc, NaryMeanDesc):
+        return "nary_mean", 4
+    raise TypeError(f"no OpenCL kernel for {type(desc).__name__}")
+
+
+def elementwise_plan(desc) -> planning.ElementwisePlan:
+    op, _ = _op_of(desc)
+    ts = desc.input_tensors() + desc.output_tensors()
+    out = desc.output_tensors()[0]
+    shape, strides = planning.coalesce_elementwise(out.sizes, [t.effective_strides for t in ts])
+    sb = getattr(desc, "scale_bias", None)
+    return planning.ElementwisePlan(op, out.data_type, len(desc.input_tensors()), shape, strides,
+                                    sb.scale if sb else 1.0, sb.bias if sb else 0.0, sb is not None)
+
+
+class ClElementwiseProgram(Program):
+    RUN = 64
+
+    def __init__(self, be: OpenCLBackend, desc):
+        self.be = be
+        plan = self.plan = elementwise_plan(desc)
+        op, code = _op_of(desc)
+        m = ew_macros(op, plan.dtype, plan.has_scale_bias, be.fp64)
+        nin = plan.n_inputs
+        m.update(OP=code, NIN=nin, NDIM=plan.ndim, RUN=self.RUN,
+                 IN_PARAMS="".join(f", __global const T* in{k}, ulong off{k}" for k in range(nin)),
+                 FOREACH_INPUT="(X) " + " ".join(f"X({k})" for k in range(nin)))
+        self.itemsize = int(plan.dtype.element_size)
+        prg = be.program("elementwise.cl", m)
+        cl = be.cl
+        sc, bi = np.float32(plan.scale), np.float32(plan.bias)
+        if plan.contiguous:
+            self.kernel = cl.Kernel(prg, "gm_ew_contig")
+            n = plan.count
+            self.kernel.set_arg(2, np.uint64(n))
+            self.kernel.set_arg(3, sc)
+            self.kernel.set_arg(4, bi)
+            self.first_in = 5
+            self.gsize, self.lsize = launch.ew_contig_geometry(n, 4, be.is_cpu)
+        else:
+            self.kernel = cl.Kernel(prg, "gm_ew_strided")
+            rows = plan.count // plan.shape[-1]
+            n_runs = rows * -(-plan.shape[-1] // self.RUN)
+            self.meta = be.constant(list(plan.shape) + [s for st in plan.strides for s in st])
+            self.kernel.set_arg(2, np.uint64(n_runs))
+            self.kernel.set_arg(3, self.meta)
+            self.kernel.set_arg(4, sc)
+            self.kernel.set_arg(5, bi)
+            self.first_in = 6
+            self.gsize, self.lsize = launch.round_up_geometry(n_runs, 64)
+
+    def run(self, inputs, outputs, temporary):
+        k, isz = self.kernel, self.itemsize
+        out, off = outputs[0]
+        k.set_arg(0, out)
+        k.set_arg(1, np.uint64(off // isz))
+        i = self.first_in
+        for buf, boff in inputs:
+            k.set_arg(i, buf)
+            k.set_arg(i + 1, np.uint64(boff // isz))
+            i += 2
+        self.be.cl.enqueue_nd_range_kernel(self.be.queue, k, self.gsize, self.lsize)
+
+
+# --- reductions ------------------------------------------------------------------------------
+
+def reduce_macros(dt: DataType, fp64: bool, plan: planning.ReducePlan, cols: int) -> dict:
+    m = {"KN": len(plan.keep_shape), "RN": len(plan.red_shape), "COLS": cols, "USE_FP64": 0, "COMPENSATED": 0}
+    if dt in (D.INT32, D.UINT32):
+        t, acc = _CL_T[dt], "long" if dt == D.INT32 else "ulong"
+        m.update(T=t, ACC=acc, ACC8=acc + "8", LOAD8=f"(p) convert_{acc}8(vload8(0, p))", LOAD1=f"(p) (({acc})(*(p)))",
+                 STORE_RESULT=f"(t, n, p) (*(p) = ({t})((t) / ({acc})(n)))")
+        return m
+    half = dt == D.FLOAT16
+    ld8 = "vload_half8(0, p)" if half else "vload8(0, p)"
+    ld1 = "vload_half(0, p)" if half else "(*(p))"
+    acc = "double" if fp64 else "float"
+    m.update(T="half" if half else "float", ACC=acc, ACC8=acc + "8", USE_FP64=int(fp64), COMPENSATED=int(not fp64),
+             LOAD8=f"(p) convert_{acc}8({ld8})", LOAD1=f"(p) (({acc}){ld1})")
+    q = f"(t) / ({acc})(n)"
+    m["STORE_RESULT"] = f"(t, n, p) vstore_half_rte({q}, 0, p)" if half else f"(t, n, p) (*(p) = (float)({q}))"
+    return m
+
+
+class ClReduceProgram(Program):
+    def __init__(self, be: OpenCLBackend, desc):
+        self.be = be
+        dt = desc.input.data_type
+        op = "int_average" if isinstance(desc, IntegerReduceMeanDesc) else "average"
+        plan = self.plan = planning.plan_reduce(op, dt, desc.input.sizes, desc.input.effective_strides,
+                                                desc.output.effective_strides, desc.axes)
+        geo = self.geo = launch.reduce_geometry(plan, is_cpu=be.is_cpu, compute_units=be.compute_units)
+        prg = be.program("reduce.cl", reduce_macros(dt, be.fp64, plan, geo.cols))
+        cl = be.cl
+        self.itemsize = int(dt.element_size)
+        meta = list(plan.keep_shape) + list(plan.keep_in_strides) + list(plan.keep_out_strides) + \
+            list(plan.red_shape) + list(plan.red_strides)
+        self.meta = be.constant(meta)
+        self.temporary_size = geo.n_chunks * plan.n_out * ACC_BYTES if geo.n_chunks > 1 else 0
+        k = self.kernel = cl.Kernel(prg, f"gm_reduce_{geo.kernel}")
+        k.set_arg(6, np.int32(geo.n_chunks > 1))
+        k.set_arg(7, self.meta)
+        k.set_arg(8, np.int64(plan.n_out))
+        k.set_arg(9, np.int64(geo.length))
+        k.set_arg(10, np.int64(geo.chunk))
+        k.set_arg(11, np.uint64(plan.n_reduce))
+        if geo.kernel == "col":
+            k.set_arg(12, np.int64(plan.inner))
+            k.set_arg(13, np.int64(plan.row_stride))
+        if geo.n_chunks > 1:
+            f = self.finalize = cl.Kernel(prg, "gm_reduce_finalize")
+            f.set_arg(2, np.int64(geo.n_chunks))
+            f.set_arg(3, np.int64(plan.n_out))
+            f.set_arg(6, self.meta)
+            f.set_arg(7, np.uint64(plan.n_reduce))
+
+    def run(self, inputs, outputs, temporary):
+        be, k, g, isz = self.be, self.kernel, self.geo, self.itemsize
+        (ib, ioff), (ob, ooff) = inputs[0], outputs[0]
+        k.set_arg(0, ib)
+        k.set_arg(1, np.uint64(ioff // isz))
+        k.set_arg(2, ob)
+        k.set_arg(3, np.uint64(ooff // isz))
+        if g.n_chunks > 1:
+            tb, toff = temporary
+            k.set_arg(4, tb)
+            k.set_arg(5, np.uint64(toff // ACC_BYTES))
+            be.cl.enqueue_nd_range_kernel(be.queue, k, g.grid, None)
+            f = self.finalize
+            f.set_arg(0, tb)
+            f.set_arg(1, np.uint64(toff // ACC_BYTES))
+            f.set_arg(4, ob)
+            f.set_arg(5, np.uint64(ooff // isz))
+            be.cl.enqueue_nd_range_kernel(be.queue, f, (self.plan.n_out,), None)
+        else:
+            k.set_arg(4, None)
+            k.set_arg(5, np.uint64(0))
+            be.cl.enqueue_nd_range_kernel(be.queue, k, g.grid, None)

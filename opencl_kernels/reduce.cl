@@ -1,0 +1,166 @@
+// REDUCE AVERAGE (FLOAT32, FLOAT16) and the exact integer mean reduction (gm.ext), for OpenCL.
+//
+// Written for CPU-like devices first (PoCL): no barriers and no local-memory trees; each
+// work-item runs a serial, vectorizable loop and a tiny second pass combines chunk partials.
+//
+// Macros (prepended by gpu_mean/backends/opencl.py):
+//   T                storage type; LOAD8(p) -> 8 lanes as ACC8 input; LOAD1(p) one element
+//   ACC, ACC8        accumulator scalar/8-vector: double (fp32/fp16 with fp64), float with a
+//                    Neumaier compensation term (no fp64), long (INT32), ulong (UINT32)
+//   COMPENSATED      1 when ACC is a compensated float
+//   STORE_RESULT(acc_total, n, p)   divide once, round once, store one element
+//   KN, RN           ranks of the coalesced kept and reduced dimension groups
+//   COLS             columns per work-item in the column kernel (multiple of 8)
+// meta (long): keep_shape[KN], keep_in[KN], keep_out[KN], red_shape[RN], red_in[RN].
+// Partials (temporary resource): [chunk][output] of ACC (plus compensation, interleaved).
+#if USE_FP64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#endif
+
+#if COMPENSATED
+typedef struct { ACC s; ACC c; } gm_acc;
+#define GM_ACC_ZERO(a) { (a).s = 0; (a).c = 0; }
+#define GM_ACC_ADD(a, x) { ACC t_ = (a).s + (x); \
+    (a).c += (fabs((a).s) >= fabs(x)) ? (((a).s - t_) + (x)) : (((x) - t_) + (a).s); (a).s = t_; }
+#define GM_ACC_MERGE(a, b) { GM_ACC_ADD(a, (b).s); (a).c += (b).c; }
+// an infinite sum leaves a NaN compensation term behind: the sum alone is the answer then
+#define GM_ACC_TOTAL(a) (isfinite((a).s) ? (a).s + (a).c : (a).s)
+#define ACC8_ADD(s8, c8, x8) { ACC8 t_ = s8 + (x8); \
+    c8 += select(((x8) - t_) + s8, (s8 - t_) + (x8), isgreaterequal(fabs(s8), fabs(x8))); s8 = t_; }
+#else
+typedef struct { ACC s; } gm_acc;
+#define GM_ACC_ZERO(a) { (a).s = 0; }
+#define GM_ACC_ADD(a, x) { (a).s += (x); }
+#define GM_ACC_MERGE(a, b) { (a).s += (b).s; }
+#define GM_ACC_TOTAL(a) ((a).s)
+#define ACC8_ADD(s8, c8, x8) { s8 += (x8); }
+#endif
+
+inline long gm_keep_offset(__constant long* meta, long k, int which) {
+    // which: 1 = input strides, 2 = output strides
+    long off = 0;
+    for (int d = KN - 1; d >= 0; --d) {
+        long sz = meta[d], idx = k % sz;
+        k /= sz;
+        off += idx * meta[KN * which + d];
+    }
+    return off;
+}
+
+inline void gm_finish(gm_acc a, ulong n, __global T* out, __constant long* meta, long k) {
+    STORE_RESULT(GM_ACC_TOTAL(a), n, out + gm_keep_offset(meta, k, 2));
+}
+
+inline void gm_emit(gm_acc a, ulong n, __global T* out, __global gm_acc* part, __constant long* meta,
+                    long k, long chunk, long n_out) {
+    if (part) part[chunk * n_out + k] = a;
+    else gm_finish(a, n, out, meta, k);
+}
+
+// Row class: the reduced run is contiguous. Work-item (k, chunk) sums [chunk*clen, +clen) of row k.
+__kernel void gm_reduce_row(__global const T* in, ulong in_off, __global T* out, ulong out_off,
+                            __global gm_acc* part, ulong part_off, int use_part, __constant long* meta,
+                            long n_out, long len, long clen, ulong n) {
+    long k = get_global_id(0), chunk = get_global_id(1);
+    if (k >= n_out) return;
+    __global const T* p = in + in_off + gm_keep_offset(meta, k, 1);
+    long i = chunk * clen, end = min(len, i + clen);
+    ACC8 s8 = (ACC8)(0), c8 = (ACC8)(0);
+    for (; i + 8 <= end; i += 8) { ACC8 x8 = LOAD8(p + i); ACC8_ADD(s8, c8, x8); }
+    gm_acc a;
+    GM_ACC_ZERO(a);
+    ACC8 t8 = s8;
+#if COMPENSATED
+    a.c = c8.s0 + c8.s1 + c8.s2 + c8.s3 + c8.s4 + c8.s5 + c8.s6 + c8.s7;
+#endif
+    GM_ACC_ADD(a, t8.s0); GM_ACC_ADD(a, t8.s1); GM_ACC_ADD(a, t8.s2); GM_ACC_ADD(a, t8.s3);
+    GM_ACC_ADD(a, t8.s4); GM_ACC_ADD(a, t8.s5); GM_ACC_ADD(a, t8.s6); GM_ACC_ADD(a, t8.s7);
+    for (; i < end; ++i) { ACC x = LOAD1(p + i); GM_ACC_ADD(a, x); }
+    gm_emit(a, n, out + out_off, use_part ? part + part_off : 0, meta, k, chunk, n_out);
+}
+
+// Column class: [outer kept..., R (stride rs), inner kept I (stride 1 in input and output)].
+// Work-item (column block, outer index, chunk) sums COLS adjacent columns over a chunk of rows:
+// every row read is COLS contiguous elements, and no work-item ever walks a whole column alone.
+__kernel void gm_reduce_col(__global const T* in, ulong in_off, __global T* out, ulong out_off,
+                            __global gm_acc* part, ulong part_off, int use_part, __constant long* meta,
+                            long n_out, long len, long clen, ulong n, long inner, long rs) {
+    long cb = get_global_id(0), o = get_global_id(1), chunk = get_global_id(2);
+    long c0 = cb * COLS;
+    if (c0 >= inner) return;
+    long k0 = o * inner + c0;
+    __global const T* p = in + in_off + gm_keep_offset(meta, k0, 1);
+    long r = chunk * clen, rend = min(len, r + clen);
+    if (c0 + COLS <= inner) {
+        ACC8 s[COLS / 8], c[COLS / 8];
+        for (int v = 0; v < COLS / 8; ++v) { s[v] = (ACC8)(0); c[v] = (ACC8)(0); }
+        for (; r < rend; ++r) {
+            __global const T* q = p + r * rs;
+            for (int v = 0; v < COLS / 8; ++v) { ACC8 x8 = LOAD8(q + 8 * v); ACC8_ADD(s[v], c[v], x8); }
+        }
+        for (int v = 0; v < COLS / 8; ++v) {
+            ACC ss[8], cc[8];
+            vstore8(s[v], 0, ss);
+            vstore8(c[v], 0, cc);
+            for (int j = 0; j < 8; ++j) {
+                gm_acc a;
+                a.s = ss[j];
+#if COMPENSATED
+                a.c = cc[j];
+#endif
+                gm_emit(a, n, out + out_off, use_part ? part + part_off : 0, meta, k0 + 8 * v + j, chunk, n_out);
+            }
+        }
+    } else {
+        for (long col = c0; col < inner; ++col) {
+            gm_acc a;
+            GM_ACC_ZERO(a);
+            for (long rr = r; rr < rend; ++rr) { ACC x = LOAD1(p + (col - c0) + rr * rs); GM_ACC_ADD(a, x); }
+            gm_emit(a, n, out + out_off, use_part ? part + part_off : 0, meta, o * inner + col, chunk, n_out);
+        }
+    }
+}
+
+// General class: interleaved axes, broadcast or padded inputs. Work-item (k, chunk) walks a chunk
+// of the reduced index space with a carried multi-index.
+__kernel void gm_reduce_general(__global const T* in, ulong in_off, __global T* out, ulong out_off,
+                                __global gm_acc* part, ulong part_off, int use_part, __constant long* meta,
+                                long n_out, long len, long clen, ulong n) {
+    long k = get_global_id(0), chunk = get_global_id(1);
+    if (k >= n_out) return;
+    __constant long* rshape = meta + 3 * KN;
+    __constant long* rstr = meta + 3 * KN + RN;
+    __global const T* p = in + in_off + gm_keep_offset(meta, k, 1);
+    long j = chunk * clen, end = min(len, j + clen);
+    gm_acc a;
+    GM_ACC_ZERO(a);
+#if RN > 0
+    long idx[RN];
+    long rem = j, off = 0;
+    for (int d = RN - 1; d >= 0; --d) { idx[d] = rem % rshape[d]; rem /= rshape[d]; off += idx[d] * rstr[d]; }
+    for (; j < end; ++j) {
+        ACC x = LOAD1(p + off);
+        GM_ACC_ADD(a, x);
+        for (int d = RN - 1; d >= 0; --d) {
+            off += rstr[d];
+            if (++idx[d] < rshape[d]) break;
+            off -= idx[d] * rstr[d];
+            idx[d] = 0;
+        }
+    }
+#else
+    if (j < end) { ACC x = LOAD1(p); GM_ACC_ADD(a, x); }
+#endif
+    gm_emit(a, n, out + out_off, use_part ? part + part_off : 0, meta, k, chunk, n_out);
+}
+
+// Second pass: combine the chunk partials of each output in a fixed order (deterministic).
+__kernel void gm_reduce_finalize(__global const gm_acc* part, ulong part_off, long n_chunks, long n_out,
+                                 __global T* out, ulong out_off, __constant long* meta, ulong n) {
+    long k = get_global_id(0);
+    if (k >= n_out) return;
+    part += part_off;
+    gm_acc a = part[k];
+    for (long c = 1; c < n_chunks; ++c) { gm_acc b = part[c * n_out + k]; GM_ACC_MERGE(a, b); }
+    gm_finish(a, n, out + out_off, meta, k);
+}
