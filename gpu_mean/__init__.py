@@ -1,14 +1,44 @@
 """gpu_mean: DirectML's operator-descriptor model for the mean operators, on CUDA, OpenCL and numpy."""
 from . import ext
 from .backends import backend_status, create_device, list_devices
-from .descriptors import (BindingType, DataType, ElementWiseAddDesc, ElementWiseIdentityDesc, ElementWiseMeanDesc,
-                          ExecutionFlags, Feature, FeatureLevel, OperatorType, ReduceDesc, ReduceFunction, ScaleBias,
-                          TensorDesc, TensorFlags, calc_buffer_tensor_size)
-from .errors import (DeviceRemovedError, DmlError, InvalidArgumentError, KernelBuildError, OutOfMemoryError,
-                     UnsupportedError)
+from .descriptors import (
+    BindingType,
+    DataType,
+    ElementWiseAddDesc,
+    ElementWiseIdentityDesc,
+    ElementWiseMeanDesc,
+    ExecutionFlags,
+    Feature,
+    FeatureLevel,
+    OperatorType,
+    ReduceDesc,
+    ReduceFunction,
+    ScaleBias,
+    TensorDesc,
+    TensorFlags,
+    calc_buffer_tensor_size,
+)
+from .errors import (
+    DeviceRemovedError,
+    DmlError,
+    InvalidArgumentError,
+    KernelBuildError,
+    OutOfMemoryError,
+    UnsupportedError,
+)
 from .runtime.device import Device, DeviceInfo
-from .runtime.objects import (BindingProperties, BindingTable, Buffer, BufferArrayBinding, BufferBinding,
-                              CommandList, CommandRecorder, CompiledOperator, Operator, OperatorInitializer)
+from .runtime.objects import (
+    BindingProperties,
+    BindingTable,
+    Buffer,
+    BufferArrayBinding,
+    BufferBinding,
+    CommandList,
+    CommandRecorder,
+    CompiledOperator,
+    Operator,
+    OperatorInitializer,
+)
 
 __version__ = "0.1.0"
 

@@ -15,7 +15,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 import gpu_mean as gm  # noqa: E402
 from gpu_mean import backends  # noqa: E402
 
-ALL_DEVICE_IDS = ["cpu", "opencl:0", "cuda:0"]
+# "opencl:0-nofp64" is the OpenCL device with fp64 switched off: it forces the kernels' paths for
+# devices without cl_khr_fp64 (compensated float accumulation) onto every test.
+ALL_DEVICE_IDS = ["cpu", "opencl:0", "opencl:0-nofp64", "cuda:0"]
 
 
 def _wanted():
@@ -42,8 +44,15 @@ def device(request):
     spec = request.param
     dev = _devices.get(spec)
     if dev is None or dev.get_device_removed_reason() is not None:
-        dev = _devices[spec] = gm.create_device(spec)
+        dev = _devices[spec] = make_device(spec)
     return dev
+
+
+def make_device(spec: str):
+    if spec.endswith("-nofp64"):
+        from gpu_mean.backends import opencl
+        return gm.Device(opencl.make_backend(int(spec.split(":")[1].split("-")[0]), allow_fp64=False))
+    return gm.create_device(spec)
 
 
 @pytest.fixture

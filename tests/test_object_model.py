@@ -268,7 +268,8 @@ def test_out_of_memory(device):
 
 
 def test_device_removed(device, monkeypatch):
-    dev = gm.create_device(device.info.id)  # a device object of its own: removal is per object
+    from conftest import make_device
+    dev = make_device(device.info.id)  # a device object of its own: removal is per object
     if dev is device:
         pytest.skip("device objects are shared")
     cop = initialized(dev, gm.ElementWiseMeanDesc(F4, F4, F4))

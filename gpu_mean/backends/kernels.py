@@ -1,13 +1,13 @@
 """Finding kernel source files, from a source checkout or from an installed wheel."""
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 _PKG = Path(__file__).resolve().parent.parent
 
 
-@lru_cache(maxsize=None)
+@cache
 def kernel_dir(kind: str) -> Path:
     """``kind`` is "opencl_kernels" or "cuda_kernels". A wheel puts them inside the package;
     a checkout keeps them at the repository root beside the package."""
@@ -17,6 +17,6 @@ def kernel_dir(kind: str) -> Path:
     raise FileNotFoundError(f"gpu_mean: kernel folder {kind!r} not found next to {_PKG}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def kernel_source(kind: str, name: str) -> str:
     return (kernel_dir(kind) / name).read_text()

@@ -70,7 +70,7 @@ def _type_name(cl, t: int) -> str:
     return "OTHER"
 
 
-def make_backend(index: int = 0, allow_fp64: bool = True) -> "OpenCLBackend":
+def make_backend(index: int = 0, allow_fp64: bool = True) -> OpenCLBackend:
     """A fresh backend for device ``index``; allow_fp64=False forces the no-fp64 kernels (tests)."""
     found, reason = discover()
     if not found:
@@ -116,10 +116,11 @@ class OpenCLBackend(Backend):
         self.queue.finish()
 
     def is_out_of_memory(self, exc):
-        codes = {-4, -5, -6, -61}   # MEM_OBJECT_ALLOCATION_FAILURE, OUT_OF_RESOURCES, OUT_OF_HOST_MEMORY, INVALID_BUFFER_SIZE
-        code = getattr(getattr(exc, "code", None), "__call__", None)
+        # MEM_OBJECT_ALLOCATION_FAILURE, OUT_OF_RESOURCES, OUT_OF_HOST_MEMORY, INVALID_BUFFER_SIZE
+        codes = {-4, -5, -6, -61}
+        code = getattr(exc, "code", None)
         try:
-            code = exc.code if not callable(exc.code) else exc.code()
+            code = code() if callable(code) else code
         except Exception:
             code = None
         return code in codes or isinstance(exc, MemoryError)
@@ -135,7 +136,8 @@ class OpenCLBackend(Backend):
             try:
                 prg = self.cl.Program(self.ctx, src).build(options=["-cl-std=CL1.2"])
             except self.cl.RuntimeError as e:
-                raise KernelBuildError(f"OpenCL build of {filename} with {macros} failed on {self.info.name}:\n{e}") from e
+                raise KernelBuildError(f"OpenCL build of {filename} with {macros} failed on "
+                                       f"{self.info.name}:\n{e}") from e
             self._programs[key] = prg
         return prg
 

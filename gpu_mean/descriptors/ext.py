@@ -11,8 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import tables
-from .operators import (IN_PLACE_ANY, IN_PLACE_NONE, OperatorDesc, _fail, check_axes, check_reduce_shapes,
-                        check_same_shape)
+from .operators import (
+    IN_PLACE_ANY,
+    IN_PLACE_NONE,
+    OperatorDesc,
+    _fail,
+    check_axes,
+    check_reduce_shapes,
+    check_same_shape,
+)
 from .tensor import TensorDesc
 from .types import OperatorType
 

@@ -138,5 +138,5 @@ class TensorDesc:
         return np.unique(offs).size != offs.size
 
     @classmethod
-    def from_array(cls, array: np.ndarray) -> "TensorDesc":
+    def from_array(cls, array: np.ndarray) -> TensorDesc:
         return cls(DataType.from_numpy(array.dtype), array.shape if array.ndim else (1,))

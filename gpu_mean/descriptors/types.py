@@ -42,7 +42,7 @@ class DataType(enum.IntEnum):
         return self in (DataType.FLOAT16, DataType.FLOAT32, DataType.FLOAT64)
 
     @classmethod
-    def from_numpy(cls, dtype) -> "DataType":
+    def from_numpy(cls, dtype) -> DataType:
         dt = np.dtype(dtype)
         for k, v in _NUMPY.items():
             if np.dtype(v) == dt:

@@ -6,8 +6,7 @@ from dataclasses import dataclass
 from ..descriptors.operators import OperatorDesc
 from ..descriptors.types import DataType, ExecutionFlags, Feature, FeatureLevel
 from ..errors import DeviceRemovedError, DmlError, InvalidArgumentError, OutOfMemoryError, UnsupportedError
-from .objects import (Buffer, BindingTable, CommandList, CommandRecorder, CompiledOperator, Operator,
-                      OperatorInitializer)
+from .objects import BindingTable, Buffer, CommandList, CommandRecorder, CompiledOperator, Operator, OperatorInitializer
 
 
 @dataclass(frozen=True)
@@ -124,7 +123,7 @@ class Device:
         except Exception as e:
             if self.backend.is_out_of_memory(e):
                 raise OutOfMemoryError(f"create_buffer: {size} bytes could not be allocated on {self.name}: {e}") from e
-            raise self._guard_failed(e)
+            raise self._guard_failed(e) from e
         return Buffer(self, native, size)
 
     def _guard_failed(self, e: Exception) -> DmlError:

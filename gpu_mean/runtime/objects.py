@@ -15,8 +15,13 @@ import numpy as np
 
 from ..descriptors.operators import IN_PLACE_ANY, IN_PLACE_NONE, OperatorDesc
 from ..descriptors.tensor import TensorDesc
-from ..descriptors.types import (MINIMUM_BUFFER_TENSOR_ALIGNMENT, PERSISTENT_BUFFER_ALIGNMENT,
-                                 TEMPORARY_BUFFER_ALIGNMENT, ExecutionFlags, TensorFlags)
+from ..descriptors.types import (
+    MINIMUM_BUFFER_TENSOR_ALIGNMENT,
+    PERSISTENT_BUFFER_ALIGNMENT,
+    TEMPORARY_BUFFER_ALIGNMENT,
+    ExecutionFlags,
+    TensorFlags,
+)
 from ..errors import InvalidArgumentError
 
 _ids = itertools.count(1)
@@ -87,7 +92,7 @@ class BufferBinding:
         size = self.buffer.size - self.offset if self.size is None else int(self.size)
         object.__setattr__(self, "size", size)
 
-    def overlaps(self, other: "BufferBinding") -> bool:
+    def overlaps(self, other: BufferBinding) -> bool:
         return (self.buffer is other.buffer and self.offset < other.offset + other.size
                 and other.offset < self.offset + self.size)
 
@@ -220,7 +225,8 @@ class OperatorInitializer(Dispatchable):
         ops = tuple(ops)
         for op in ops:
             if not isinstance(op, CompiledOperator) or op.device is not self.device:
-                raise InvalidArgumentError("OperatorInitializer: every target must be a CompiledOperator of this device")
+                raise InvalidArgumentError("OperatorInitializer: every target must be a CompiledOperator of this "
+                                           "device")
         if len(set(map(id, ops))) != len(ops):
             raise InvalidArgumentError("OperatorInitializer: a compiled operator is listed twice; each is initialized "
                                        "exactly once")
@@ -408,8 +414,9 @@ class BindingTable:
                                            "the output alias one of its inputs only")
 
     def snapshot(self):
-        return (None if self.inputs is None else list(self.inputs), None if self.outputs is None else list(self.outputs),
-                self.temporary, self.persistent)
+        ins = None if self.inputs is None else list(self.inputs)
+        outs = None if self.outputs is None else list(self.outputs)
+        return ins, outs, self.temporary, self.persistent
 
 
 def _writeable(b: BufferBinding, t: TensorDesc) -> BufferBinding:

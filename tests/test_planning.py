@@ -1,0 +1,108 @@
+"""Host-side planning and launch geometry: pure functions, no device."""
+from __future__ import annotations
+
+from gpu_mean.backends import launch
+from gpu_mean.descriptors.tensor import packed_strides
+from gpu_mean.descriptors.types import DataType
+from gpu_mean.runtime import planning
+
+F = DataType.FLOAT32
+
+
+def test_coalesce_packed_to_one_dim():
+    shape = (4, 3, 5)
+    st = packed_strides(shape)
+    assert planning.coalesce_elementwise(shape, [st, st, st]) == ((60,), ((1,), (1,), (1,)))
+
+
+def test_coalesce_broadcast_keeps_two_dims():
+    shape = (4, 3, 5)
+    shp, strides = planning.coalesce_elementwise(shape, [(0, 5, 1), packed_strides(shape), packed_strides(shape)])
+    assert shp == (4, 15) and strides == ((0, 1), (15, 1), (15, 1))
+
+
+def test_coalesce_drops_size_one_and_orders_by_output():
+    shape = (1, 3, 1, 4)
+    out = (12, 1, 12, 3)      # output is column-major in (3, 4)
+    shp, strides = planning.coalesce_elementwise(shape, [(12, 4, 4, 1), out])
+    assert shp == (4, 3) and strides == ((1, 4), (3, 1))
+
+
+def test_coalesce_all_size_one():
+    assert planning.coalesce_elementwise((1, 1), [(1, 1), (1, 1)]) == ((1,), ((1,), (1,)))
+
+
+def test_plan_contiguous_flag():
+    p = planning.ElementwisePlan("mean", F, 2, (60,), ((1,), (1,), (1,)))
+    assert p.contiguous and p.count == 60
+    assert not planning.ElementwisePlan("mean", F, 2, (4, 15), ((0, 1), (15, 1), (15, 1))).contiguous
+
+
+def _plan(shape, axes, in_strides=None, out_strides=None):
+    in_strides = in_strides or packed_strides(shape)
+    out_shape = tuple(1 if i in axes else s for i, s in enumerate(shape))
+    out_strides = out_strides or packed_strides(out_shape)
+    return planning.plan_reduce("average", F, shape, in_strides, out_strides, axes)
+
+
+def test_reduce_classes():
+    p = _plan((64, 1024, 1024), (2,))
+    assert p.cls == "row" and p.n_out == 65536 and p.n_reduce == 1024 and p.keep_shape == (65536,)
+    p = _plan((64, 1024, 1024), (1,))
+    assert p.cls == "col" and p.inner == 1024 and p.row_stride == 1024 and p.outer_shape == (64,)
+    p = _plan((64, 1024, 1024), (0,))
+    assert p.cls == "col" and p.inner == 1 << 20 and p.outer_shape == ()
+    p = _plan((64, 1024, 1024), (0, 1, 2))
+    assert p.cls == "row" and p.n_out == 1 and p.red_shape == (1 << 26,)
+    p = _plan((6, 5, 7, 3), (0, 2))
+    assert p.cls == "general" and p.red_shape == (6, 7) and p.keep_shape == (5, 3)
+
+
+def test_reduce_merges_adjacent_reduced_axes():
+    p = _plan((2, 3, 4, 5), (2, 3))
+    assert p.cls == "row" and p.red_shape == (20,) and p.keep_shape == (6,)
+    p = _plan((2, 3, 4, 5), (0, 1))
+    assert p.cls == "col" and p.red_shape == (6,) and p.keep_shape == (20,)
+
+
+def test_reduce_permuted_input_becomes_row():
+    # input laid out column-major: reducing axis 0 reads contiguous memory
+    p = _plan((300, 64), (0,), in_strides=(1, 300))
+    assert p.cls == "row" and p.row_stride == 1
+
+
+def test_reduce_no_axes_and_size_one_axes():
+    p = _plan((3, 4), ())
+    assert p.n_reduce == 1 and p.red_shape == () and p.cls == "general"
+    p = _plan((3, 1, 4), (1,))
+    assert p.n_reduce == 1 and p.red_shape == ()
+
+
+def test_split_count():
+    assert planning.split_count(65536, 1024, target_units=32, min_chunk=32768) == 1
+    assert planning.split_count(1, 1 << 26, target_units=32, min_chunk=32768) == 32
+    assert planning.split_count(1, 1000, target_units=32, min_chunk=32768) == 1     # too short to split
+    assert planning.split_count(4, 200_000, target_units=64, min_chunk=32768) == 6  # capped by min_chunk
+    assert planning.chunk_length(100, 3, 8) == 40
+
+
+def test_reduce_geometry_cpu():
+    g = launch.reduce_geometry(_plan((64, 1024, 1024), (0, 1, 2)), is_cpu=True, compute_units=2)
+    assert g.kernel == "row" and g.n_chunks == 32 and g.grid == (1, 32) and g.chunk * 32 >= 1 << 26
+    g = launch.reduce_geometry(_plan((64, 1024, 1024), (2,)), is_cpu=True, compute_units=2)
+    assert g.n_chunks == 1 and g.grid == (65536, 1)
+    g = launch.reduce_geometry(_plan((64, 1024, 1024), (1,)), is_cpu=True, compute_units=2)
+    assert g.kernel == "col" and g.grid == (32, 64, 1)
+    g = launch.reduce_geometry(_plan((2, 100_000, 33), (1,)), is_cpu=True, compute_units=2)
+    assert g.kernel == "col" and g.n_chunks > 1 and g.grid[2] == g.n_chunks and g.chunk * g.n_chunks >= 100_000
+
+
+def test_reduce_geometry_gpu_splits_more():
+    cpu = launch.reduce_geometry(_plan((8, 1 << 20), (1,)), is_cpu=True, compute_units=2)
+    gpu = launch.reduce_geometry(_plan((8, 1 << 20), (1,)), is_cpu=False, compute_units=132)
+    assert gpu.n_chunks > cpu.n_chunks > 1
+
+
+def test_ew_geometry():
+    assert launch.ew_contig_geometry(1000, 4, True) == ((256,), (256,))
+    assert launch.ew_contig_geometry(4 * 256 + 1, 4, True) == ((512,), (256,))
