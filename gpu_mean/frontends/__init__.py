@@ -1,0 +1,1 @@
+"""Frontends built on the descriptor layer: the functional API, ONNX operators, OpenVINO."""
