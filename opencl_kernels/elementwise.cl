@@ -127,3 +127,39 @@ __kernel void gm_ew_strided(__global T* out, ulong out_off, ulong n_runs, __cons
 #undef LOADV_AT
     }
 }
+
+// Every operand's innermost dimension is dense (broadcast and padded layouts usually are): work-item
+// g owns a run of RUN_ROWS elements of one row, moved with 4-wide vector loads.
+__kernel void gm_ew_rows(__global T* out, ulong out_off, ulong n_runs, __constant long* meta,
+                         float scale, float bias IN_PARAMS) {
+    ulong g = get_global_id(0);
+    if (g >= n_runs) return;
+    long inner = meta[NDIM - 1];
+    long runs_per_row = (inner + RUN_ROWS - 1) / RUN_ROWS;
+    long row = (long)(g / runs_per_row);
+    long i0 = (long)(g % runs_per_row) * RUN_ROWS;
+    long pos[NIN + 1];
+    for (int k = 0; k <= NIN; ++k) pos[k] = 0;
+    long rem = row;
+    for (int d = NDIM - 2; d >= 0; --d) {
+        long sz = meta[d], idx = rem % sz;
+        rem /= sz;
+        for (int k = 0; k <= NIN; ++k) pos[k] += idx * meta[NDIM * (k + 1) + d];
+    }
+    long iend = min(inner, i0 + RUN_ROWS);
+    long i = i0;
+    for (; i + 4 <= iend; i += 4) {
+#define LOADV_AT(p, o, k) LOADV((p) + (o) + pos[k] + i)
+        RESV r;
+        GM_COMPUTE(r)
+        STOREV(r, out + out_off + pos[NIN] + i);
+#undef LOADV_AT
+    }
+    for (; i < iend; ++i) {
+#define LOADV_AT(p, o, k) ((CTV)(LOAD1((p) + (o) + pos[k] + i)))
+        RESV r;
+        GM_COMPUTE(r)
+        STORE1(r.s0, out + out_off + pos[NIN] + i);
+#undef LOADV_AT
+    }
+}

@@ -65,8 +65,16 @@ __kernel void gm_reduce_row(__global const T* in, ulong in_off, __global T* out,
     if (k >= n_out) return;
     __global const T* p = in + in_off + gm_keep_offset(meta, k, 1);
     long i = chunk * clen, end = min(len, i + clen);
-    ACC8 s8 = (ACC8)(0), c8 = (ACC8)(0);
+    // four independent accumulators: one add chain would be bound by the adder's latency
+    ACC8 s8 = (ACC8)(0), c8 = (ACC8)(0), s8b = (ACC8)(0), c8b = (ACC8)(0);
+    ACC8 s8c = (ACC8)(0), c8c = (ACC8)(0), s8d = (ACC8)(0), c8d = (ACC8)(0);
+    for (; i + 32 <= end; i += 32) {
+        ACC8 x0 = LOAD8(p + i), x1 = LOAD8(p + i + 8), x2 = LOAD8(p + i + 16), x3 = LOAD8(p + i + 24);
+        ACC8_ADD(s8, c8, x0); ACC8_ADD(s8b, c8b, x1); ACC8_ADD(s8c, c8c, x2); ACC8_ADD(s8d, c8d, x3);
+    }
     for (; i + 8 <= end; i += 8) { ACC8 x8 = LOAD8(p + i); ACC8_ADD(s8, c8, x8); }
+    ACC8_ADD(s8, c8, s8b); ACC8_ADD(s8c, c8c, s8d); ACC8_ADD(s8, c8, s8c);
+    c8 += c8b + c8c + c8d;
     gm_acc a;
     GM_ACC_ZERO(a);
     ACC8 t8 = s8;

@@ -89,10 +89,11 @@ def test_split_count():
 def test_reduce_geometry_cpu():
     g = launch.reduce_geometry(_plan((64, 1024, 1024), (0, 1, 2)), is_cpu=True, compute_units=2)
     assert g.kernel == "row" and g.n_chunks == 32 and g.grid == (1, 32) and g.chunk * 32 >= 1 << 26
+    assert g.local == (1, 1)   # one work-item per work-group: PoCL spreads them over the cores
     g = launch.reduce_geometry(_plan((64, 1024, 1024), (2,)), is_cpu=True, compute_units=2)
-    assert g.n_chunks == 1 and g.grid == (65536, 1)
+    assert g.n_chunks == 1 and g.grid == (65536, 1) and g.local == (64, 1)
     g = launch.reduce_geometry(_plan((64, 1024, 1024), (1,)), is_cpu=True, compute_units=2)
-    assert g.kernel == "col" and g.grid == (32, 64, 1)
+    assert g.kernel == "col" and g.grid == (1, 64, 1) and g.local == (1, 1, 1) and g.cols == 1024
     g = launch.reduce_geometry(_plan((2, 100_000, 33), (1,)), is_cpu=True, compute_units=2)
     assert g.kernel == "col" and g.n_chunks > 1 and g.grid[2] == g.n_chunks and g.chunk * g.n_chunks >= 100_000
 

@@ -29,15 +29,22 @@ class ReduceGeometry:
     chunk: int           # elements (or rows) per chunk
     n_chunks: int        # > 1: partials in the temporary resource and a finalize pass
     cols: int            # columns per work-item (col kernel)
+    local: tuple | None = None   # work-group size (None: the runtime's choice)
 
 
 def reduce_geometry(plan: planning.ReducePlan, *, is_cpu: bool, compute_units: int,
-                    cols: int = 32) -> ReduceGeometry:
+                    cols: int | None = None) -> ReduceGeometry:
     """Pick the kernel for the plan's class and cut the reduced run when outputs are too few.
 
     CPU devices (PoCL): ~16 work-items per core are enough, and chunks stay long (>= 32K elements,
-    >= 64 rows) so each work-item streams. GPUs want far more independent work.
+    >= 64 rows) so each work-item streams. A work-group of one work-item when work-items are few,
+    so that PoCL spreads them over the cores (a (1, 32) NDRange would otherwise be one work-group,
+    one core). The column kernel takes up to 1024 columns per work-item on a CPU: every row read is
+    up to 4 KB contiguous and the accumulators (8 KB) stay in L1. GPUs want far more independent work.
     """
+    if cols is None:
+        # CPU: whole rows up to 1024 columns, so each row read is one contiguous run
+        cols = min(1024, round_up(plan.inner, 8)) if is_cpu and plan.cls == "col" else 32
     target = compute_units * (16 if is_cpu else 512)
     if plan.cls == "col":
         n_cb = -(-plan.inner // cols)
@@ -47,13 +54,19 @@ def reduce_geometry(plan: planning.ReducePlan, *, is_cpu: bool, compute_units: i
                                         min_chunk=64 if is_cpu else 16)
         chunk = planning.chunk_length(length, n_chunks)
         n_chunks = -(-length // chunk)
-        return ReduceGeometry("col", (n_cb, n_outer, n_chunks), length, chunk, n_chunks, cols)
+        return ReduceGeometry("col", (n_cb, n_outer, n_chunks), length, chunk, n_chunks, cols,
+                              (1, 1, 1) if is_cpu else None)
     length = plan.n_reduce
     n_chunks = planning.split_count(plan.n_out, length, target_units=target, min_chunk=32768 if is_cpu else 4096)
     chunk = planning.chunk_length(length, n_chunks, 8)
     n_chunks = -(-length // chunk)
-    return ReduceGeometry(plan.cls if plan.cls == "row" else "general", (plan.n_out, n_chunks), length, chunk,
-                          n_chunks, cols)
+    local = None
+    grid0 = plan.n_out
+    if is_cpu:
+        l0 = 64 if plan.n_out >= compute_units * 64 * 4 else 1
+        local, grid0 = (l0, 1), round_up(plan.n_out, l0)
+    return ReduceGeometry(plan.cls if plan.cls == "row" else "general", (grid0, n_chunks), length, chunk,
+                          n_chunks, cols, local)
 
 
 def cuda_ew_grid(n: int, vec: int, block: int, sms: int) -> tuple:

@@ -1,0 +1,212 @@
+"""Kernel profiler: time, effective bandwidth and fraction of the device's copy bandwidth measured
+in the same run, side by side with the peers present (numpy, onnxruntime, CuPy, PyTorch).
+
+Effective bandwidth = (unique input bytes read + output bytes written) / time. The copy baseline is
+the device's own IDENTITY kernel on a contiguous float32 tensor of the same size (a vectorized copy).
+Times are medians over ``repeat`` runs after a warm-up; compare ratios within one run only.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import backends
+from ..descriptors.ext import NaryMeanDesc
+from ..descriptors.operators import ElementWiseIdentityDesc, ElementWiseMeanDesc, ReduceDesc
+from ..descriptors.tensor import TensorDesc
+from ..descriptors.types import DataType, ReduceFunction
+from ..runtime.objects import BufferBinding
+
+F32, F16 = DataType.FLOAT32, DataType.FLOAT16
+
+
+def _median_time(fn, repeat: int) -> float:
+    fn()
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts))
+
+
+class Case:
+    def __init__(self, name, desc, traffic):
+        self.name, self.desc, self.traffic = name, desc, traffic
+
+
+def cases(shape):
+    n = int(np.prod(shape))
+    t32, t16 = TensorDesc(F32, shape), TensorDesc(F16, shape)
+    bc = TensorDesc(F32, shape, (0,) + t32.effective_strides[1:])
+    out = []
+    out.append(Case("copy f32 (IDENTITY)", ElementWiseIdentityDesc(t32, t32), 8 * n))
+    out.append(Case("mean f32 a+b", ElementWiseMeanDesc(t32, t32, t32), 12 * n))
+    out.append(Case("mean f32 broadcast b", ElementWiseMeanDesc(t32, bc, t32), 8 * n + 4 * n // shape[0]))
+    out.append(Case("mean f16 a+b", ElementWiseMeanDesc(t16, t16, t16), 6 * n))
+    out.append(Case("mean f32 3 inputs (ext)", NaryMeanDesc((t32, t32, t32), t32), 16 * n))
+    if len(shape) == 3:
+        for axes in ((2,), (1,), (0,), (0, 1, 2), (0, 2)):
+            o = TensorDesc(F32, tuple(1 if i in axes else s for i, s in enumerate(shape)))
+            out.append(Case(f"reduce f32 axes {list(axes)}", ReduceDesc(ReduceFunction.AVERAGE, t32, o, axes),
+                            4 * n + o.total_size_in_bytes))
+        o = TensorDesc(F16, (shape[0], shape[1], 1))
+        out.append(Case("reduce f16 axes [2]", ReduceDesc(ReduceFunction.AVERAGE, t16, o, (2,)),
+                        2 * n + o.total_size_in_bytes))
+    return out
+
+
+def time_device(dev, case, repeat):
+    desc = case.desc
+    cop = dev.compile_operator(dev.create_operator(desc))
+    init = dev.create_operator_initializer([cop])
+    rec = dev.create_command_recorder()
+    cl0 = dev.create_command_list()
+    rec.record_dispatch(cl0, init, dev.create_binding_table(init))
+    dev.execute_command_lists([cl0])
+    ins = []
+    for t in desc.input_tensors():
+        b = dev.create_buffer(t.total_size_in_bytes)
+        b.write(np.ones(t.total_size_in_bytes // t.numpy_dtype.itemsize, t.numpy_dtype))
+        ins.append(BufferBinding(b, 0, t.total_size_in_bytes))
+    o = desc.output_tensors()[0]
+    ob = dev.create_buffer(o.total_size_in_bytes)
+    table = dev.create_binding_table(cop)
+    table.bind_inputs(ins)
+    table.bind_outputs([BufferBinding(ob, 0, o.total_size_in_bytes)])
+    if cop.binding_properties.temporary_resource_size:
+        table.bind_temporary_resource(BufferBinding(dev.create_buffer(cop.binding_properties.temporary_resource_size)))
+    cl = dev.create_command_list()
+    rec.record_dispatch(cl, cop, table)
+
+    def go():
+        dev.execute_command_lists([cl])
+        dev.synchronize()
+    return _median_time(go, repeat)
+
+
+def host_overhead(dev, repeat=200) -> float:
+    """Seconds per execute()+synchronize of a 16-element mean: the per-call host cost."""
+    t = TensorDesc(F32, (16,))
+    cop = dev.compile_operator(dev.create_operator(ElementWiseMeanDesc(t, t, t)))
+    a, b = dev.create_buffer(64), dev.create_buffer(64)
+    cop.execute(inputs=[a, a], outputs=[b])
+    rec, cl = dev.create_command_recorder(), dev.create_command_list()
+    table = dev.create_binding_table(cop)
+    table.bind_inputs([a, a])
+    table.bind_outputs([b])
+    rec.record_dispatch(cl, cop, table)
+
+    def go():
+        dev.execute_command_lists([cl])
+        dev.synchronize()
+    return _median_time(go, repeat)
+
+
+def numpy_peer(case, shape, repeat):
+    x = np.ones(shape, np.float32)
+    name = case.name
+    if name.startswith("copy"):
+        y = np.empty_like(x)
+        return _median_time(lambda: np.copyto(y, x), repeat)
+    if name == "mean f32 a+b":
+        y = np.empty_like(x)
+        return _median_time(lambda: np.multiply(np.add(x, x, out=y), np.float32(0.5), out=y), repeat)
+    if name == "mean f16 a+b":
+        h = x.astype(np.float16)
+        return _median_time(lambda: (h + h) * np.float16(0.5), max(2, repeat // 3))
+    if name.startswith("reduce f32"):
+        axes = tuple(int(a) for a in name.split("[")[1].rstrip("]").split(","))
+        return _median_time(lambda: np.mean(x, axis=axes), repeat)
+    return None
+
+
+def ort_peer(case, shape, repeat):
+    try:
+        import onnxruntime as ort
+        from onnx import TensorProto, helper, numpy_helper
+    except ImportError:
+        return None
+    name = case.name
+    x = np.ones(shape, np.float32)
+    vi = helper.make_tensor_value_info
+    if name.startswith("reduce f32"):
+        axes = [int(a) for a in name.split("[")[1].rstrip("]").split(",")]
+        node = helper.make_node("ReduceMean", ["x", "axes"], ["y"])
+        g = helper.make_graph([node], "g", [vi("x", TensorProto.FLOAT, list(shape))], [vi("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.asarray(axes, np.int64), "axes")])
+        feeds = {"x": x}
+    elif name == "mean f32 a+b":
+        node = helper.make_node("Mean", ["x", "z"], ["y"])
+        g = helper.make_graph([node], "g", [vi("x", TensorProto.FLOAT, list(shape)), vi("z", TensorProto.FLOAT,
+                                                                                        list(shape))],
+                              [vi("y", TensorProto.FLOAT, None)])
+        feeds = {"x": x, "z": x}
+    else:
+        return None
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 9
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    return _median_time(lambda: sess.run(None, feeds), repeat)
+
+
+def gpu_peers(case, shape, repeat):
+    """CuPy and PyTorch on the same GPU, where present: {name: seconds}."""
+    out = {}
+    name = case.name
+    axes = None
+    if name.startswith("reduce f32"):
+        axes = tuple(int(a) for a in name.split("[")[1].rstrip("]").split(","))
+    for lib in ("cupy", "torch"):
+        try:
+            mod = __import__(lib)
+            if lib == "torch" and not mod.cuda.is_available():
+                continue
+        except Exception:
+            continue
+        if lib == "cupy":
+            x = mod.ones(shape, mod.float32)
+            sync = mod.cuda.Device().synchronize
+            ops = {"mean f32 a+b": lambda: (x + x) / 2, "copy f32 (IDENTITY)": lambda: x.copy()}
+            if axes:
+                ops[name] = lambda: x.mean(axis=axes)
+        else:
+            x = mod.ones(shape, dtype=mod.float32, device="cuda")
+            sync = mod.cuda.synchronize
+            ops = {"mean f32 a+b": lambda: (x + x) / 2, "copy f32 (IDENTITY)": lambda: x.clone()}
+            if axes:
+                ops[name] = lambda: x.mean(dim=axes)
+        if name in ops:
+            f = ops[name]
+            out[lib] = _median_time(lambda: (f(), sync()), repeat)
+    return out
+
+
+def main(device=None, size_mb=256, repeat=10, peers=False) -> int:
+    dev = backends.create_device(device)
+    n = size_mb * 2**20 // 4
+    shape = (64, 1024, n // (64 * 1024)) if n >= 64 * 1024 * 8 else (n,)
+    print(f"profile: {dev.name}; float32 input {shape} = {n * 4 / 2**20:.0f} MiB; median of {repeat}")
+    rows = []
+    copy_bw = None
+    for case in cases(shape):
+        t = time_device(dev, case, repeat)
+        bw = case.traffic / t / 1e9
+        if copy_bw is None:
+            copy_bw = bw
+        line = f"  {case.name:26s} {t * 1e3:9.3f} ms {bw:8.1f} GB/s {bw / copy_bw:6.2f}x copy"
+        if peers:
+            tn = numpy_peer(case, shape, max(3, repeat // 2))
+            if tn:
+                line += f" | numpy {case.traffic / tn / 1e9:6.1f} GB/s ({tn / t:4.2f}x faster)"
+            to = ort_peer(case, shape, max(3, repeat // 2))
+            if to:
+                line += f" | onnxruntime {case.traffic / to / 1e9:6.1f} GB/s ({to / t:4.2f}x faster)"
+            for lib, tg in gpu_peers(case, shape, repeat).items():
+                line += f" | {lib} {case.traffic / tg / 1e9:7.1f} GB/s ({tg / t:4.2f}x faster)"
+        print(line)
+        rows.append((case.name, t, bw))
+    ho = host_overhead(dev)
+    print(f"  host time per execute+synchronize of a 16-element mean: {ho * 1e6:.1f} us")
+    return 0
