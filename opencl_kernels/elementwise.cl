@@ -8,7 +8,7 @@
 //   OP           1 MEAN, 2 ADD, 3 IDENTITY, 4 NARY_MEAN
 //   NIN          number of inputs; IN_PARAMS the input parameter list; FOREACH_INPUT(X) X(0)..X(NIN-1)
 //   NDIM         rank of the coalesced iteration space (generic kernel only)
-//   HAS_SCALE_BIAS, ACC_DOUBLE (n-ary float sums in fp64), IS_FLOAT, IS_SIGNED
+//   HAS_SCALE_BIAS, ACC_DOUBLE (n-ary float sums in fp64), IS_FLOAT, WIDE_COMPUTE (FLOAT16 in float32)
 // Vector loads are vloadn/vload_halfn: they need element alignment only, so any binding offset works.
 // Contraction is off so that x*scale+bias rounds twice, as the CPU reference does.
 #pragma OPENCL FP_CONTRACT OFF
@@ -20,7 +20,9 @@
 // (a+b)/2: floats round once (fl(a+b)*0.5 is exact scaling except on overflow, where both
 // halves are exact); integers sum in 64 bits and C division truncates toward zero.
 inline CTV gm_combine(CTV a, CTV b, float scale, float bias) {
-#if IS_FLOAT
+#if IS_FLOAT && WIDE_COMPUTE
+    return (a + b) * (CT)0.5;   // FLOAT16 in float32: the sum cannot overflow
+#elif IS_FLOAT
     CTV s = a + b;
     CTV r = s * (CT)0.5;
     return select(r, a * (CT)0.5 + b * (CT)0.5, isinf(s) & isfinite(a) & isfinite(b));
@@ -80,17 +82,20 @@ inline CTV gm_combine(CTV a, CTV b, float scale, float bias) {
 #define RESV CTV
 #endif
 
-// Every operand is one dense run: work-item g owns elements [4g, 4g+4).
+// Every operand is one dense run: work-item g owns elements [4*UNROLL*g, 4*UNROLL*(g+1)).
 __kernel void gm_ew_contig(__global T* out, ulong out_off, ulong n, float scale, float bias IN_PARAMS) {
-    ulong base = (ulong)get_global_id(0) * 4;
-    if (base + 4 <= n) {
+    ulong first = (ulong)get_global_id(0) * 4 * UNROLL;
+    if (first + 4 * UNROLL <= n) {
+        for (int u = 0; u < UNROLL; ++u) {
+            ulong base = first + 4 * u;
 #define LOADV_AT(p, o, k) LOADV((p) + (o) + base)
-        RESV r;
-        GM_COMPUTE(r)
-        STOREV(r, out + out_off + base);
+            RESV r;
+            GM_COMPUTE(r)
+            STOREV(r, out + out_off + base);
 #undef LOADV_AT
+        }
     } else {
-        for (ulong i = base; i < n; ++i) {
+        for (ulong i = first; i < n; ++i) {
 #define LOADV_AT(p, o, k) ((CTV)(LOAD1((p) + (o) + i)))
             RESV r;
             GM_COMPUTE(r)

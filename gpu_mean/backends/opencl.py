@@ -180,7 +180,8 @@ _CL_T = {D.FLOAT32: "float", D.FLOAT16: "half", D.FLOAT64: "double", D.INT32: "i
 
 
 def ew_macros(op: str, dt: DataType, has_scale_bias: bool, fp64: bool) -> dict:
-    m = {"IS_FLOAT": int(dt.is_float), "HAS_SCALE_BIAS": int(has_scale_bias), "ACC_DOUBLE": 0, "NEEDS_FP64": 0}
+    m = {"IS_FLOAT": int(dt.is_float), "HAS_SCALE_BIAS": int(has_scale_bias), "ACC_DOUBLE": 0, "NEEDS_FP64": 0,
+         "WIDE_COMPUTE": int(dt == D.FLOAT16)}
     if op == "identity" and not has_scale_bias:
         t = _UINT[int(dt.element_size)]   # a bit copy: FLOAT16 moves as ushort, no conversion
         m.update(T=t, CT=t, IS_FLOAT=0, LOADV="(p) vload4(0, p)", STOREV="(v, p) vstore4(v, 0, p)",
@@ -241,7 +242,9 @@ class ClElementwiseProgram(Program):
         op, code = _op_of(desc)
         m = ew_macros(op, plan.dtype, plan.has_scale_bias, be.fp64)
         nin = plan.n_inputs
-        m.update(OP=code, NIN=nin, NDIM=plan.ndim, RUN=self.RUN, RUN_ROWS=self.RUN_ROWS,
+        # 2-byte types move half the bytes per vector: give each work-item more vectors
+        self.unroll = 4 if plan.dtype.element_size <= 2 else 2
+        m.update(OP=code, NIN=nin, NDIM=plan.ndim, RUN=self.RUN, RUN_ROWS=self.RUN_ROWS, UNROLL=self.unroll,
                  IN_PARAMS="".join(f", __global const T* in{k}, ulong off{k}" for k in range(nin)),
                  FOREACH_INPUT="(X) " + " ".join(f"X({k})" for k in range(nin)))
         self.itemsize = int(plan.dtype.element_size)
@@ -255,7 +258,7 @@ class ClElementwiseProgram(Program):
             self.kernel.set_arg(3, sc)
             self.kernel.set_arg(4, bi)
             self.first_in = 5
-            self.gsize, self.lsize = launch.ew_contig_geometry(n, 4, be.is_cpu)
+            self.gsize, self.lsize = launch.ew_contig_geometry(n, 4 * self.unroll, be.is_cpu)
         else:
             rows_dense = all(st[-1] == 1 for st in plan.strides)
             self.kernel = cl.Kernel(prg, "gm_ew_rows" if rows_dense else "gm_ew_strided")

@@ -134,7 +134,8 @@ def ort_peer(case, shape, repeat):
     if name.startswith("reduce f32"):
         axes = [int(a) for a in name.split("[")[1].rstrip("]").split(",")]
         node = helper.make_node("ReduceMean", ["x", "axes"], ["y"])
-        g = helper.make_graph([node], "g", [vi("x", TensorProto.FLOAT, list(shape))], [vi("y", TensorProto.FLOAT, None)],
+        g = helper.make_graph([node], "g", [vi("x", TensorProto.FLOAT, list(shape))],
+                              [vi("y", TensorProto.FLOAT, None)],
                               [numpy_helper.from_array(np.asarray(axes, np.int64), "axes")])
         feeds = {"x": x}
     elif name == "mean f32 a+b":
@@ -151,35 +152,42 @@ def ort_peer(case, shape, repeat):
     return _median_time(lambda: sess.run(None, feeds), repeat)
 
 
+def _gpu_ops(lib: str, shape, axes):
+    """(operations by case name, synchronize) for CuPy or PyTorch, or None when absent."""
+    try:
+        mod = __import__(lib)
+        if lib == "torch" and not mod.cuda.is_available():
+            return None
+    except Exception:
+        return None
+    if lib == "cupy":
+        x = mod.ones(shape, mod.float32)
+        ops = {"mean f32 a+b": lambda: (x + x) / 2, "copy f32 (IDENTITY)": lambda: x.copy()}
+        if axes:
+            ops[f"reduce f32 axes {list(axes)}"] = lambda: x.mean(axis=axes)
+        return ops, mod.cuda.Device().synchronize
+    x = mod.ones(shape, dtype=mod.float32, device="cuda")
+    ops = {"mean f32 a+b": lambda: (x + x) / 2, "copy f32 (IDENTITY)": lambda: x.clone()}
+    if axes:
+        ops[f"reduce f32 axes {list(axes)}"] = lambda: x.mean(dim=axes)
+    return ops, mod.cuda.synchronize
+
+
 def gpu_peers(case, shape, repeat):
     """CuPy and PyTorch on the same GPU, where present: {name: seconds}."""
     out = {}
-    name = case.name
     axes = None
-    if name.startswith("reduce f32"):
-        axes = tuple(int(a) for a in name.split("[")[1].rstrip("]").split(","))
+    if case.name.startswith("reduce f32"):
+        axes = tuple(int(a) for a in case.name.split("[")[1].rstrip("]").split(","))
     for lib in ("cupy", "torch"):
-        try:
-            mod = __import__(lib)
-            if lib == "torch" and not mod.cuda.is_available():
-                continue
-        except Exception:
-            continue
-        if lib == "cupy":
-            x = mod.ones(shape, mod.float32)
-            sync = mod.cuda.Device().synchronize
-            ops = {"mean f32 a+b": lambda: (x + x) / 2, "copy f32 (IDENTITY)": lambda: x.copy()}
-            if axes:
-                ops[name] = lambda: x.mean(axis=axes)
-        else:
-            x = mod.ones(shape, dtype=mod.float32, device="cuda")
-            sync = mod.cuda.synchronize
-            ops = {"mean f32 a+b": lambda: (x + x) / 2, "copy f32 (IDENTITY)": lambda: x.clone()}
-            if axes:
-                ops[name] = lambda: x.mean(dim=axes)
-        if name in ops:
-            f = ops[name]
-            out[lib] = _median_time(lambda: (f(), sync()), repeat)
+        found = _gpu_ops(lib, shape, axes)
+        if found and case.name in found[0]:
+            fn, sync = found[0][case.name], found[1]
+
+            def call(fn=fn, sync=sync):
+                fn()
+                sync()
+            out[lib] = _median_time(call, repeat)
     return out
 
 
