@@ -105,6 +105,16 @@ __kernel void gm_ew_contig(__global T* out, ulong out_off, ulong n, float scale,
     }
 }
 
+// Element offsets of the start of row ``row`` (all dimensions but the innermost) for every operand.
+inline void gm_row_positions(__constant long* meta, long row, long* pos) {
+    for (int k = 0; k <= NIN; ++k) pos[k] = 0;
+    for (int d = NDIM - 2; d >= 0; --d) {
+        long sz = meta[d], idx = row % sz;
+        row /= sz;
+        for (int k = 0; k <= NIN; ++k) pos[k] += idx * meta[NDIM * (k + 1) + d];
+    }
+}
+
 // General strides: work-item g owns a run of up to RUN elements along the innermost dimension.
 // meta: sizes[NDIM], then the strides of each input, then the output's (elements).
 __kernel void gm_ew_strided(__global T* out, ulong out_off, ulong n_runs, __constant long* meta,
@@ -116,13 +126,7 @@ __kernel void gm_ew_strided(__global T* out, ulong out_off, ulong n_runs, __cons
     long row = (long)(g / runs_per_row);
     long i0 = (long)(g % runs_per_row) * RUN;
     long pos[NIN + 1];
-    for (int k = 0; k <= NIN; ++k) pos[k] = 0;
-    long rem = row;
-    for (int d = NDIM - 2; d >= 0; --d) {
-        long sz = meta[d], idx = rem % sz;
-        rem /= sz;
-        for (int k = 0; k <= NIN; ++k) pos[k] += idx * meta[NDIM * (k + 1) + d];
-    }
+    gm_row_positions(meta, row, pos);
     long iend = min(inner, i0 + RUN);
     for (long i = i0; i < iend; ++i) {
 #define LOADV_AT(p, o, k) ((CTV)(LOAD1((p) + (o) + pos[k] + i * meta[NDIM * ((k) + 1) + NDIM - 1])))
@@ -144,13 +148,7 @@ __kernel void gm_ew_rows(__global T* out, ulong out_off, ulong n_runs, __constan
     long row = (long)(g / runs_per_row);
     long i0 = (long)(g % runs_per_row) * RUN_ROWS;
     long pos[NIN + 1];
-    for (int k = 0; k <= NIN; ++k) pos[k] = 0;
-    long rem = row;
-    for (int d = NDIM - 2; d >= 0; --d) {
-        long sz = meta[d], idx = rem % sz;
-        rem /= sz;
-        for (int k = 0; k <= NIN; ++k) pos[k] += idx * meta[NDIM * (k + 1) + d];
-    }
+    gm_row_positions(meta, row, pos);
     long iend = min(inner, i0 + RUN_ROWS);
     long i = i0;
     for (; i + 4 <= iend; i += 4) {

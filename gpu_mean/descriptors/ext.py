@@ -15,9 +15,8 @@ from .operators import (
     IN_PLACE_ANY,
     IN_PLACE_NONE,
     OperatorDesc,
+    ReduceLike,
     _fail,
-    check_axes,
-    check_reduce_shapes,
     check_same_shape,
 )
 from .tensor import TensorDesc
@@ -57,7 +56,7 @@ class NaryMeanDesc(OperatorDesc):
 
 
 @dataclass(frozen=True)
-class IntegerReduceMeanDesc(OperatorDesc):
+class IntegerReduceMeanDesc(ReduceLike):
     input: TensorDesc
     output: TensorDesc
     axes: tuple = ()
@@ -67,17 +66,4 @@ class IntegerReduceMeanDesc(OperatorDesc):
     in_place = IN_PLACE_NONE
 
     def __post_init__(self):
-        object.__setattr__(self, "axes", tuple(self.axes) if self.axes is not None else ())
-
-    def input_tensors(self):
-        return (self.input,)
-
-    def input_names(self):
-        return ("InputTensor",)
-
-    def output_tensors(self):
-        return (self.output,)
-
-    def _validate_op(self, level):
-        axes = check_axes(self.name, self.axes, self.input.dimension_count)
-        check_reduce_shapes(self.name, self.input, self.output, axes)
+        self._normalize_axes()

@@ -112,8 +112,45 @@ class OperatorDesc:
                                              self.input_tensors() + self.output_tensors())))
 
 
+class BinaryElementWise(OperatorDesc):
+    """Shared shape of the two-input element-wise descriptors (fields a, b, output)."""
+
+    def input_tensors(self):
+        return (self.a, self.b)
+
+    def input_names(self):
+        return ("ATensor", "BTensor")
+
+    def output_tensors(self):
+        return (self.output,)
+
+
+class UnaryTensorOp(OperatorDesc):
+    """Shared shape of the one-input descriptors (fields input, output)."""
+
+    def input_tensors(self):
+        return (self.input,)
+
+    def input_names(self):
+        return ("InputTensor",)
+
+    def output_tensors(self):
+        return (self.output,)
+
+
+class ReduceLike(UnaryTensorOp):
+    """REDUCE-shaped descriptors: axes unique and in range, output keeps the rank with reduced axes 1."""
+
+    def _normalize_axes(self):
+        object.__setattr__(self, "axes", tuple(self.axes) if self.axes is not None else ())
+
+    def _validate_op(self, level):
+        axes = check_axes(self.name, self.axes, self.input.dimension_count)
+        check_reduce_shapes(self.name, self.input, self.output, axes)
+
+
 @dataclass(frozen=True)
-class ElementWiseMeanDesc(OperatorDesc):
+class ElementWiseMeanDesc(BinaryElementWise):
     """DML_ELEMENT_WISE_MEAN_OPERATOR_DESC: out = (a + b) / 2, correctly rounded, no overflow."""
 
     a: TensorDesc
@@ -124,18 +161,9 @@ class ElementWiseMeanDesc(OperatorDesc):
     table = tables.ELEMENT_WISE_MEAN
     in_place = IN_PLACE_ONE
 
-    def input_tensors(self):
-        return (self.a, self.b)
-
-    def input_names(self):
-        return ("ATensor", "BTensor")
-
-    def output_tensors(self):
-        return (self.output,)
-
 
 @dataclass(frozen=True)
-class ElementWiseAddDesc(OperatorDesc):
+class ElementWiseAddDesc(BinaryElementWise):
     """DML_ELEMENT_WISE_ADD_OPERATOR_DESC: out = a + b (integers wrap, floats round once)."""
 
     a: TensorDesc
@@ -145,15 +173,6 @@ class ElementWiseAddDesc(OperatorDesc):
     name = "DML_OPERATOR_ELEMENT_WISE_ADD"
     table = tables.ELEMENT_WISE_ADD
     in_place = IN_PLACE_ANY
-
-    def input_tensors(self):
-        return (self.a, self.b)
-
-    def input_names(self):
-        return ("ATensor", "BTensor")
-
-    def output_tensors(self):
-        return (self.output,)
 
 
 @dataclass(frozen=True)
@@ -165,7 +184,7 @@ class ScaleBias:
 
 
 @dataclass(frozen=True)
-class ElementWiseIdentityDesc(OperatorDesc):
+class ElementWiseIdentityDesc(UnaryTensorOp):
     """DML_ELEMENT_WISE_IDENTITY_OPERATOR_DESC: a copy through strides, with an optional ScaleBias."""
 
     input: TensorDesc
@@ -175,15 +194,6 @@ class ElementWiseIdentityDesc(OperatorDesc):
     name = "DML_OPERATOR_ELEMENT_WISE_IDENTITY"
     table = tables.ELEMENT_WISE_IDENTITY
     in_place = IN_PLACE_ONE
-
-    def input_tensors(self):
-        return (self.input,)
-
-    def input_names(self):
-        return ("InputTensor",)
-
-    def output_tensors(self):
-        return (self.output,)
 
     def _validate_op(self, level):
         super()._validate_op(level)
@@ -227,7 +237,7 @@ def check_reduce_shapes(op: str, inp: TensorDesc, out: TensorDesc, axes) -> None
 
 
 @dataclass(frozen=True)
-class ReduceDesc(OperatorDesc):
+class ReduceDesc(ReduceLike):
     """DML_REDUCE_OPERATOR_DESC. Only AVERAGE exists in this library."""
 
     function: ReduceFunction
@@ -240,16 +250,7 @@ class ReduceDesc(OperatorDesc):
     in_place = IN_PLACE_NONE
 
     def __post_init__(self):
-        object.__setattr__(self, "axes", tuple(self.axes) if self.axes is not None else ())
-
-    def input_tensors(self):
-        return (self.input,)
-
-    def input_names(self):
-        return ("InputTensor",)
-
-    def output_tensors(self):
-        return (self.output,)
+        self._normalize_axes()
 
     def validate(self, level):
         try:
@@ -260,7 +261,3 @@ class ReduceDesc(OperatorDesc):
             raise UnsupportedError(f"{self.name}: Function {fn.name} is not implemented; gpu_mean implements "
                                    "DML_REDUCE_FUNCTION_AVERAGE only")
         super().validate(level)
-
-    def _validate_op(self, level):
-        axes = check_axes(self.name, self.axes, self.input.dimension_count)
-        check_reduce_shapes(self.name, self.input, self.output, axes)
