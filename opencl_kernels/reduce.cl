@@ -11,6 +11,7 @@
 //   STORE_RESULT(acc_total, n, p)   divide once, round once, store one element
 //   KN, RN           ranks of the coalesced kept and reduced dimension groups
 //   COLS             columns per work-item in the column kernel (multiple of 8)
+//   ROW_MULTI        row kernel over interleaved axes: one work-item per (output, outer reduced index)
 // meta (long): keep_shape[KN], keep_in[KN], keep_out[KN], red_shape[RN], red_in[RN].
 // Partials (temporary resource): [chunk][output] of ACC (plus compensation, interleaved).
 #if USE_FP64
@@ -64,7 +65,19 @@ __kernel void gm_reduce_row(__global const T* in, ulong in_off, __global T* out,
     long k = get_global_id(0), chunk = get_global_id(1);
     if (k >= n_out) return;
     __global const T* p = in + in_off + gm_keep_offset(meta, k, 1);
+#if ROW_MULTI
+    // interleaved axes whose innermost reduced dimension is dense: "chunk" enumerates the outer
+    // reduced index, each work-item sums one dense run, and the finalize pass adds the runs
+    long rem = chunk;
+    for (int d = RN - 2; d >= 0; --d) {
+        long idx = rem % meta[3 * KN + d];
+        rem /= meta[3 * KN + d];
+        p += idx * meta[3 * KN + RN + d];
+    }
+    long i = 0, end = len;
+#else
     long i = chunk * clen, end = min(len, i + clen);
+#endif
     // four independent accumulators: one add chain would be bound by the adder's latency
     ACC8 s8 = (ACC8)(0), c8 = (ACC8)(0), s8b = (ACC8)(0), c8b = (ACC8)(0);
     ACC8 s8c = (ACC8)(0), c8c = (ACC8)(0), s8d = (ACC8)(0), c8d = (ACC8)(0);

@@ -107,3 +107,10 @@ def test_reduce_geometry_gpu_splits_more():
 def test_ew_geometry():
     assert launch.ew_contig_geometry(1000, 4, True) == ((256,), (256,))
     assert launch.ew_contig_geometry(4 * 256 + 1, 4, True) == ((512,), (256,))
+
+
+def test_reduce_geometry_interleaved_dense_runs():
+    g = launch.reduce_geometry(_plan((64, 1024, 1024), (0, 2)), is_cpu=True, compute_units=2)
+    assert g.row_multi and g.kernel == "row" and g.grid == (1024, 64) and g.n_chunks == 64 and g.length == 1024
+    g = launch.reduce_geometry(_plan((6, 5, 7, 3), (0, 2)), is_cpu=True, compute_units=2)
+    assert not g.row_multi and g.kernel == "general"   # innermost reduced run is strided

@@ -53,6 +53,7 @@ CASES = {
     "full": ((7, 11, 13), (0, 1, 2)),
     "full_1d_long": ((100003,), (0,)),
     "interleaved": ((6, 5, 7, 3), (0, 2)),
+    "interleaved_dense_runs": ((5, 3, 64), (0, 2)),
     "unsorted_axes": ((4, 6, 8), (2, 0)),
     "no_axes": ((3, 4), ()),
     "size_one_axis": ((3, 1, 4), (1,)),

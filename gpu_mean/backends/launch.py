@@ -30,6 +30,7 @@ class ReduceGeometry:
     n_chunks: int        # > 1: partials in the temporary resource and a finalize pass
     cols: int            # columns per work-item (col kernel)
     local: tuple | None = None   # work-group size (None: the runtime's choice)
+    row_multi: bool = False      # row kernel over interleaved axes (chunk = outer reduced index)
 
 
 def reduce_geometry(plan: planning.ReducePlan, *, is_cpu: bool, compute_units: int,
@@ -56,6 +57,14 @@ def reduce_geometry(plan: planning.ReducePlan, *, is_cpu: bool, compute_units: i
         n_chunks = -(-length // chunk)
         return ReduceGeometry("col", (n_cb, n_outer, n_chunks), length, chunk, n_chunks, cols,
                               (1, 1, 1) if is_cpu else None)
+    if is_cpu and plan.cls == "general" and len(plan.red_shape) >= 2 and plan.red_strides[-1] == 1 \
+            and plan.red_shape[-1] >= 32 and plan.n_reduce // plan.red_shape[-1] * plan.n_out <= 1 << 25:
+        # interleaved axes with a dense innermost reduced run: reduce each run with the row kernel
+        # into partials, then let the finalize pass add the runs (the design recipe's option (a))
+        runs = plan.n_reduce // plan.red_shape[-1]
+        l0 = 64 if plan.n_out >= 64 else 1
+        return ReduceGeometry("row", (round_up(plan.n_out, l0), runs), plan.red_shape[-1], plan.red_shape[-1], runs,
+                              cols, (l0, 1), True)
     length = plan.n_reduce
     n_chunks = planning.split_count(plan.n_out, length, target_units=target, min_chunk=32768 if is_cpu else 4096)
     chunk = planning.chunk_length(length, n_chunks, 8)
