@@ -12,7 +12,6 @@ from ..runtime.device import DeviceInfo
 from . import cuda_macros, launch
 from .base import Backend, Program
 from .kernels import kernel_source
-from .opencl import _op_of, elementwise_plan
 
 ACC_BYTES = 8
 
@@ -108,8 +107,8 @@ class CudaElementwiseProgram(Program):
 
     def __init__(self, be: CudaBackend, desc):
         self.be = be
-        plan = self.plan = elementwise_plan(desc)
-        op, _ = _op_of(desc)
+        plan = self.plan = launch.elementwise_plan(desc)
+        op, _ = launch.op_of(desc)
         m = cuda_macros.ew_macros(op, plan.dtype, plan.n_inputs, plan.ndim, plan.has_scale_bias)
         self.vec = m["VEC"]
         self.itemsize = int(plan.dtype.element_size)

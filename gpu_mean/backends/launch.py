@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..descriptors.ext import NaryMeanDesc
+from ..descriptors.operators import ElementWiseAddDesc, ElementWiseIdentityDesc, ElementWiseMeanDesc
 from ..runtime import planning
 
 
@@ -123,3 +125,27 @@ def cuda_reduce_geometry(plan: planning.ReducePlan, *, sms: int) -> CudaReduceGe
     chunk = planning.chunk_length(length, n_chunks)
     n_chunks = -(-length // chunk)
     return CudaReduceGeometry("general", (-(-plan.n_out // 256), n_chunks), (256, 1), False, length, chunk, n_chunks)
+
+
+def op_of(desc) -> tuple[str, int]:
+    """The element-wise operation of a descriptor and its kernel code (the OP macro)."""
+    if isinstance(desc, ElementWiseMeanDesc):
+        return "mean", 1
+    if isinstance(desc, ElementWiseAddDesc):
+        return "add", 2
+    if isinstance(desc, ElementWiseIdentityDesc):
+        return "identity", 3
+    if isinstance(desc, NaryMeanDesc):
+        return "nary_mean", 4
+    raise TypeError(f"no OpenCL kernel for {type(desc).__name__}")
+
+
+def elementwise_plan(desc) -> planning.ElementwisePlan:
+    """The coalesced iteration space of an element-wise descriptor (output order)."""
+    op, _ = op_of(desc)
+    ts = desc.input_tensors() + desc.output_tensors()
+    out = desc.output_tensors()[0]
+    shape, strides = planning.coalesce_elementwise(out.sizes, [t.effective_strides for t in ts])
+    sb = getattr(desc, "scale_bias", None)
+    return planning.ElementwisePlan(op, out.data_type, len(desc.input_tensors()), shape, strides,
+                                    sb.scale if sb else 1.0, sb.bias if sb else 0.0, sb is not None)

@@ -9,8 +9,8 @@ import warnings
 
 import numpy as np
 
-from ..descriptors.ext import IntegerReduceMeanDesc, NaryMeanDesc
-from ..descriptors.operators import ElementWiseAddDesc, ElementWiseIdentityDesc, ElementWiseMeanDesc, ReduceDesc
+from ..descriptors.ext import IntegerReduceMeanDesc
+from ..descriptors.operators import ReduceDesc
 from ..descriptors.types import DataType
 from ..errors import KernelBuildError
 from ..runtime import planning
@@ -210,36 +210,14 @@ def ew_macros(op: str, dt: DataType, has_scale_bias: bool, fp64: bool) -> dict:
     return m
 
 
-def _op_of(desc):
-    if isinstance(desc, ElementWiseMeanDesc):
-        return "mean", 1
-    if isinstance(desc, ElementWiseAddDesc):
-        return "add", 2
-    if isinstance(desc, ElementWiseIdentityDesc):
-        return "identity", 3
-    if isinstance(desc, NaryMeanDesc):
-        return "nary_mean", 4
-    raise TypeError(f"no OpenCL kernel for {type(desc).__name__}")
-
-
-def elementwise_plan(desc) -> planning.ElementwisePlan:
-    op, _ = _op_of(desc)
-    ts = desc.input_tensors() + desc.output_tensors()
-    out = desc.output_tensors()[0]
-    shape, strides = planning.coalesce_elementwise(out.sizes, [t.effective_strides for t in ts])
-    sb = getattr(desc, "scale_bias", None)
-    return planning.ElementwisePlan(op, out.data_type, len(desc.input_tensors()), shape, strides,
-                                    sb.scale if sb else 1.0, sb.bias if sb else 0.0, sb is not None)
-
-
 class ClElementwiseProgram(Program):
     RUN = 64            # elements per work-item, general strides
     RUN_ROWS = 1024     # elements per work-item when every innermost dimension is dense
 
     def __init__(self, be: OpenCLBackend, desc):
         self.be = be
-        plan = self.plan = elementwise_plan(desc)
-        op, code = _op_of(desc)
+        plan = self.plan = launch.elementwise_plan(desc)
+        op, code = launch.op_of(desc)
         m = ew_macros(op, plan.dtype, plan.has_scale_bias, be.fp64)
         nin = plan.n_inputs
         # 2-byte types move half the bytes per vector: give each work-item more vectors
