@@ -42,12 +42,12 @@ def reduce_geometry(plan: planning.ReducePlan, *, is_cpu: bool, compute_units: i
     CPU devices (PoCL): ~16 work-items per core are enough, and chunks stay long (>= 32K elements,
     >= 64 rows) so each work-item streams. A work-group of one work-item when work-items are few,
     so that PoCL spreads them over the cores (a (1, 32) NDRange would otherwise be one work-group,
-    one core). The column kernel takes up to 1024 columns per work-item on a CPU: every row read is
-    up to 4 KB contiguous and the accumulators (8 KB) stay in L1. GPUs want far more independent work.
+    one core). The column kernel takes up to 2048 columns per work-item on a CPU: every row read is
+    up to 8 KB contiguous and the accumulators (16 KB of doubles) stay in L1. GPUs want far more independent work.
     """
     if cols is None:
-        # CPU: whole rows up to 1024 columns, so each row read is one contiguous run
-        cols = min(1024, round_up(plan.inner, 8)) if is_cpu and plan.cls == "col" else 32
+        # CPU: whole rows up to 2048 columns, so each row read is one contiguous run
+        cols = min(2048, round_up(plan.inner, 8)) if is_cpu and plan.cls == "col" else 32
     target = compute_units * (16 if is_cpu else 512)
     if plan.cls == "col":
         n_cb = -(-plan.inner // cols)
