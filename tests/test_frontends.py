@@ -199,3 +199,44 @@ def test_deliberate_difference_onnxruntime_zero_size(device):
     theirs = _ort_run("ReduceMean", [x], axes=[1])
     assert np.all(theirs == 0)
     assert np.all(np.isnan(gm.reduce_mean(x, [1], device=device)))
+
+
+def _ov_reduce_mean(x, axes, keep_dims):
+    ov = pytest.importorskip("openvino")
+    from openvino import opset1 as ops
+    p = ops.parameter(list(x.shape), x.dtype, name="x")
+    node = ops.reduce_mean(p, ops.constant(np.asarray(axes, np.int64)), keep_dims)
+    compiled = ov.Core().compile_model(ov.Model([node], [p]), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    return compiled([x])[compiled.output(0)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_matches_openvino_reduce_mean_1(device, seed):
+    rng = np.random.default_rng(100 + seed)
+    shape = tuple(int(s) for s in rng.integers(1, 9, 4))
+    x = rng.standard_normal(shape).astype(np.float32)
+    axes = sorted(rng.choice(4, int(rng.integers(1, 4)), replace=False).tolist())
+    axes = [a - 4 if rng.random() < 0.5 else a for a in axes]   # negative axes too
+    keep = bool(seed % 2)
+    want = _ov_reduce_mean(x, axes, keep)
+    got = openvino.reduce_mean(x, axes, keep_dims=keep, device=device)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)
+    xi = rng.integers(-1000, 1000, shape).astype(np.int32)
+    np.testing.assert_array_equal(openvino.reduce_mean(xi, axes, keep_dims=keep, device=device),
+                                  _ov_reduce_mean(xi, axes, keep))
+
+
+def test_deliberate_differences_openvino(device):
+    # OpenVINO accumulates int32 in float32 and treats uint32 >= 2^31 as signed; float32 drifts by ~9 %
+    x = np.array([2**31 - 1, 2**31 - 1], np.int32)
+    assert _ov_reduce_mean(x, [0], False) != 2**31 - 1
+    assert openvino.reduce_mean(x, [0], device=device) == 2**31 - 1
+    x = np.full(2, 2**24 + 1, np.int32)
+    assert _ov_reduce_mean(x, [0], False) == 2**24
+    assert openvino.reduce_mean(x, [0], device=device) == 2**24 + 1
+    x = np.full(10**7, 0.1, np.float32)
+    theirs = float(_ov_reduce_mean(x, [0], False))
+    ours = openvino.reduce_mean(x, [0], device=device)
+    assert abs(theirs - 0.1) / 0.1 > 1e-3
+    assert oracle.ulp_distance(ours, np.float32(0.1), np.float32) <= 1
