@@ -51,4 +51,4 @@ def test_conformance_detects_a_wrong_result(monkeypatch, cpu):
 def test_profile_runs(capsys):
     assert profiler.main("cpu", size_mb=1, repeat=1, peers=True) == 0
     out = capsys.readouterr().out
-    assert "copy f32" in out and "GB/s" in out and "host time per execute" in out
+    assert "copy f32" in out and "GB/s" in out and "host time per execute" in out and "100 tiny dispatches" in out

@@ -39,3 +39,14 @@ class Backend:
 
     def is_out_of_memory(self, exc: Exception) -> bool:
         return False
+
+    # A backend that can record a command list's launches once and replay them (CUDA graphs) sets
+    # supports_graphs and implements capture(record) -> handle, where record() enqueues the launches,
+    # and replay(handle).
+    supports_graphs = False
+
+    def capture(self, record):
+        raise NotImplementedError
+
+    def replay(self, handle) -> None:
+        raise NotImplementedError

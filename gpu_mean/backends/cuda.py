@@ -71,6 +71,23 @@ class CudaBackend(Backend):
     def finish(self):
         self.stream.synchronize()
 
+    # a command list that runs again is captured into a CUDA graph and replayed: one launch for
+    # the whole list instead of one Python call and one kernel launch per dispatch
+    supports_graphs = True
+
+    def capture(self, record):
+        with self.dev:
+            self.stream.begin_capture()
+            try:
+                record()
+            finally:
+                graph = self.stream.end_capture()
+        return graph
+
+    def replay(self, graph):
+        with self.dev:
+            graph.launch(self.stream)
+
     def is_out_of_memory(self, exc):
         return isinstance(exc, self.cp.cuda.memory.OutOfMemoryError)
 

@@ -213,6 +213,11 @@ class Device:
                                         p.offset + off, t.total_size_in_bytes)
                 op.initialized = True
             return
+        self._guard(d.program.run, *self._launch_args(d, ins, outs, temp, pers))
+
+    @staticmethod
+    def _launch_args(d, ins, outs, temp, pers):
+        """(inputs, outputs, temporary) as (native buffer, byte offset) pairs for Program.run."""
         if not d.initialized:
             raise InvalidArgumentError(f"{d.desc.name}: executed before initialization; run an operator "
                                        "initializer over it first")
@@ -221,7 +226,29 @@ class Device:
             args.append((pers.buffer.native, pers.offset + off) if off is not None else (b.buffer.native, b.offset))
         out_args = [(b.buffer.native, b.offset) for b in outs]
         tmp = (temp.buffer.native, temp.offset) if temp is not None else None
-        self._guard(d.program.run, args, out_args, tmp)
+        return args, out_args, tmp
+
+    def _replayable(self, cl: CommandList) -> bool:
+        """A list can be captured once it has run: only compiled operators, bindings fixed at record time."""
+        return all(isinstance(d, CompiledOperator) and not isinstance(b, BindingTable) for d, b in cl.dispatches)
+
+    def _execute_list(self, cl: CommandList) -> None:
+        be = self.backend
+        if cl.graph is not None:
+            self._guard(be.replay, cl.graph)
+            return
+        if getattr(be, "supports_graphs", False) and cl.executions >= 1 and cl.dispatches and self._replayable(cl):
+            launches = [(d.program, self._launch_args(d, *b)) for d, b in cl.dispatches]
+
+            def record():
+                for program, args in launches:
+                    program.run(*args)
+            cl.graph = self._guard(be.capture, record)
+            self._guard(be.replay, cl.graph)
+            return
+        for d, b in cl.dispatches:
+            self._dispatch(d, b)
+        cl.executions += 1
 
     def execute_command_lists(self, lists) -> None:
         self._check_alive()
@@ -229,8 +256,7 @@ class Device:
             if not isinstance(cl, CommandList) or cl.device is not self:
                 raise InvalidArgumentError("ExecuteCommandLists: every command list must come from this device")
         for cl in lists:
-            for d, b in cl.dispatches:
-                self._dispatch(d, b)
+            self._execute_list(cl)
 
     def synchronize(self) -> None:
         self._check_alive()

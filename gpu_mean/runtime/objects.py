@@ -430,6 +430,8 @@ class CommandList:
         self.device = device
         self.dispatches: list = []
         self.closed = False
+        self.executions = 0     # successful executions since the last change
+        self.graph = None       # the backend's captured replay (CUDA graph), built on the second execution
 
     def close(self) -> None:
         self.closed = True
@@ -437,6 +439,11 @@ class CommandList:
     def reset(self) -> None:
         self.dispatches.clear()
         self.closed = False
+        self._changed()
+
+    def _changed(self) -> None:
+        self.executions = 0
+        self.graph = None
 
 
 class CommandRecorder:
@@ -459,3 +466,4 @@ class CommandRecorder:
         if not volatile:
             dev._check_complete(dispatchable, table.snapshot())
         command_list.dispatches.append((dispatchable, table if volatile else table.snapshot()))
+        command_list._changed()

@@ -104,6 +104,37 @@ def host_overhead(dev, repeat=200) -> float:
     return _median_time(go, repeat)
 
 
+def list_vs_single(dev, n: int = 100, repeat: int = 20) -> tuple[float, float]:
+    """Seconds for ``n`` tiny dispatches recorded in one command list (replayed: a CUDA graph where
+    the backend has them) and for the same dispatches as ``n`` separate command lists."""
+    t = TensorDesc(F32, (256,))
+    cop = dev.compile_operator(dev.create_operator(ElementWiseMeanDesc(t, t, t)))
+    a, b = dev.create_buffer(1024), dev.create_buffer(1024)
+    cop.execute(inputs=[a, a], outputs=[b])
+    table = dev.create_binding_table(cop)
+    table.bind_inputs([a, a])
+    table.bind_outputs([b])
+    rec = dev.create_command_recorder()
+    one = dev.create_command_list()
+    singles = []
+    for _ in range(n):
+        rec.record_dispatch(one, cop, table)
+        single = dev.create_command_list()
+        rec.record_dispatch(single, cop, table)
+        singles.append(single)
+
+    def run_list():
+        dev.execute_command_lists([one])
+        dev.synchronize()
+
+    def run_singles():
+        for single in singles:
+            dev.execute_command_lists([single])
+        dev.synchronize()
+    run_list()
+    return _median_time(run_list, repeat), _median_time(run_singles, repeat)
+
+
 def numpy_peer(case, shape, repeat):
     x = np.ones(shape, np.float32)
     name = case.name
@@ -217,4 +248,8 @@ def main(device=None, size_mb=256, repeat=10, peers=False) -> int:
         rows.append((case.name, t, bw))
     ho = host_overhead(dev)
     print(f"  host time per execute+synchronize of a 16-element mean: {ho * 1e6:.1f} us")
+    t_list, t_single = list_vs_single(dev)
+    graphs = "replayed as a CUDA graph" if getattr(dev.backend, "supports_graphs", False) else "no graph replay"
+    print(f"  100 tiny dispatches: one command list {t_list * 1e6:.0f} us ({graphs}), one by one "
+          f"{t_single * 1e6:.0f} us ({t_single / t_list:.1f}x)")
     return 0
