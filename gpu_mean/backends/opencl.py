@@ -250,17 +250,21 @@ class ClElementwiseProgram(Program):
             self.first_in = 6
             self.gsize, self.lsize = launch.round_up_geometry(n_runs, 64)
         self.args = KernelArgs(self.kernel)
+        self._last = None
 
     def run(self, inputs, outputs, temporary):
-        a, isz, u64 = self.args, self.itemsize, np.uint64
-        out, off = outputs[0]
-        a.set(0, out)
-        a.set(1, off // isz, u64)
-        i = self.first_in
-        for buf, boff in inputs:
-            a.set(i, buf)
-            a.set(i + 1, boff // isz, u64)
-            i += 2
+        key = (outputs[0], *inputs)
+        if key != self._last:   # replays with unchanged bindings set no argument at all
+            a, isz, u64 = self.args, self.itemsize, np.uint64
+            out, off = outputs[0]
+            a.set(0, out)
+            a.set(1, off // isz, u64)
+            i = self.first_in
+            for buf, boff in inputs:
+                a.set(i, buf)
+                a.set(i + 1, boff // isz, u64)
+                i += 2
+            self._last = key
         self.be.cl.enqueue_nd_range_kernel(self.be.queue, self.kernel, self.gsize, self.lsize)
 
 
