@@ -103,3 +103,106 @@ def test_cuda_macros_integer_add_wraps_through_unsigned():
     m = cuda_macros.ew_macros("identity", D.FLOAT16, 1, 1, False)
     assert m["T"] == "unsigned short" and m["VEC"] == 8
     assert np.dtype(np.float16).itemsize == 2
+
+
+# --- the argument tuples the CUDA programs pass, checked against the kernels' signatures ---------
+
+def _signatures():
+    """{kernel name: [parameter C types]} parsed from the .cu files."""
+    sigs = {}
+    for fname in ("elementwise.cu", "reduce.cu"):
+        src = kernel_source("cuda_kernels", fname)
+        for m in re.finditer(r'extern "C" __global__ void (\w+)\(([^)]*)\)', src):
+            params = [" ".join(p.replace("__restrict__", "").split()) for p in m.group(2).split(",")]
+            sigs[m.group(1)] = [p.rsplit(" ", 1)[0] for p in params]
+    return sigs
+
+
+_SCALARS = {"unsigned long long": np.uint64, "long long": np.int64, "float": np.float32, "int": np.int32}
+
+
+def _check_args(kernel: str, args):
+    sig = _signatures()[kernel]
+    assert len(args) == len(sig), f"{kernel}: {len(args)} arguments for {len(sig)} parameters"
+    for i, (ctype, arg) in enumerate(zip(sig, args)):
+        if ctype.endswith("*"):
+            assert isinstance(arg, (np.uint64, _FakeArray)), f"{kernel} arg {i} ({ctype}): {type(arg).__name__}"
+        elif ctype.startswith("const gm_inputs"):
+            assert isinstance(arg, np.ndarray) and arg.dtype.names == ("p",), f"{kernel} arg {i}: by-value struct"
+        else:
+            assert type(arg) is _SCALARS[ctype], f"{kernel} arg {i} ({ctype}): {type(arg).__name__}"
+
+
+class _FakeArray:
+    """Stands for a CuPy array of metadata in device memory."""
+
+
+class _FakeFn:
+    def __init__(self, name, calls):
+        self.name, self.calls = name, calls
+
+    def __call__(self, grid, block, args, stream=None):
+        self.calls.append((self.name, grid, block, args))
+
+
+class _FakeBackend:
+    sms = 132
+
+    def __init__(self):
+        self.calls = []
+        self.dev = __import__("contextlib").nullcontext()
+        self.stream = None
+
+    def function(self, filename, macros, name):
+        assert name in _signatures(), name
+        return _FakeFn(name, self.calls)
+
+    def device_constant(self, values):
+        return _FakeArray()
+
+
+class _Mem:
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+
+@pytest.mark.parametrize("desc_kind", ["contig", "contig_unaligned", "strided", "nary"])
+def test_cuda_elementwise_arguments_match_the_kernels(desc_kind):
+    import gpu_mean as gm
+    from gpu_mean.backends.cuda import CudaElementwiseProgram
+    t = gm.TensorDesc(D.FLOAT32, (4, 300))
+    if desc_kind == "strided":
+        desc = gm.ElementWiseMeanDesc(gm.TensorDesc(D.FLOAT32, (4, 300), (1, 4)), t, t)
+    elif desc_kind == "nary":
+        desc = gm.ext.NaryMeanDesc((t, t, t), t)
+    else:
+        desc = gm.ElementWiseMeanDesc(t, t, t)
+    be = _FakeBackend()
+    prog = CudaElementwiseProgram(be, desc)
+    off = 4 if desc_kind == "contig_unaligned" else 0
+    prog.run([(_Mem(4096), off)] * len(desc.input_tensors()), [(_Mem(8192), 0)], None)
+    (name, grid, block, args), = be.calls
+    assert name == {"contig": "gm_ew_contig_vec", "contig_unaligned": "gm_ew_contig_scalar",
+                    "strided": "gm_ew_strided", "nary": "gm_ew_contig_vec"}[desc_kind]
+    _check_args(name, args)
+    assert int(args[0]) == 8192 and list(args[1]["p"][0]) == [4096 + off] * len(desc.input_tensors())
+    assert block == (256,) and grid[0] >= 1
+
+
+@pytest.mark.parametrize("shape,axes", [((64, 1024), (1,)), ((1 << 20,), (0,)), ((300, 64), (0,)),
+                                        ((6, 5, 7, 3), (0, 2))])
+def test_cuda_reduce_arguments_match_the_kernels(shape, axes):
+    import gpu_mean as gm
+    from gpu_mean.backends.cuda import CudaReduceProgram
+    out = tuple(1 if i in axes else s for i, s in enumerate(shape))
+    desc = gm.ReduceDesc(gm.ReduceFunction.AVERAGE, gm.TensorDesc(D.FLOAT32, shape), gm.TensorDesc(D.FLOAT32, out),
+                         axes)
+    be = _FakeBackend()
+    prog = CudaReduceProgram(be, desc)
+    tmp = (_Mem(1 << 20), 256) if prog.temporary_size else None
+    prog.run([(_Mem(4096), 0)], [(_Mem(8192), 16)], tmp)
+    for name, grid, block, args in be.calls:
+        _check_args(name, args)
+        assert all(g >= 1 for g in grid) and 1 <= int(np.prod(block)) <= 1024
+    names = [c[0] for c in be.calls]
+    assert names[0].startswith("gm_reduce_") and (names[1:] == ["gm_reduce_finalize"]) == bool(prog.temporary_size)
