@@ -240,3 +240,27 @@ def test_deliberate_differences_openvino(device):
     ours = openvino.reduce_mean(x, [0], device=device)
     assert abs(theirs - 0.1) / 0.1 > 1e-3
     assert oracle.ulp_distance(ours, np.float32(0.1), np.float32) <= 1
+
+
+def test_device_arrays_stay_on_the_device(device, monkeypatch):
+    if device.info.backend != "cuda":
+        pytest.skip("device arrays in and out are CUDA arrays (CuPy or DLPack); this device is not CUDA")
+    cp = pytest.importorskip("cupy")
+
+    def no_host_copy(*a, **k):
+        raise AssertionError("a device array went through the host")
+    monkeypatch.setattr(device.backend, "write", no_host_copy)
+    monkeypatch.setattr(device.backend, "read", no_host_copy)
+    x = cp.arange(24, dtype=cp.float32).reshape(2, 3, 4)
+    y = cp.ones((3, 4), dtype=cp.float32)
+    m = gm.mean(x, y, device=device)
+    assert isinstance(m, cp.ndarray) and m.shape == (2, 3, 4)
+    r = gm.reduce_mean(x, [1], keepdims=False, device=device)
+    assert isinstance(r, cp.ndarray) and r.shape == (2, 4)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(cp.asnumpy(m), (np.arange(24, dtype=np.float32).reshape(2, 3, 4) + 1) / 2)
+    np.testing.assert_array_equal(cp.asnumpy(r), np.arange(24, dtype=np.float32).reshape(2, 3, 4).mean(1))
+    torch = pytest.importorskip("torch")
+    t = torch.arange(6, dtype=torch.float32, device="cuda")
+    got = gm.mean(t, t, device=device)     # DLPack in, CuPy out
+    np.testing.assert_array_equal(cp.asnumpy(got), np.arange(6, dtype=np.float32))
