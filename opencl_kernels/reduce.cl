@@ -113,16 +113,26 @@ __kernel void gm_reduce_col(__global const T* in, ulong in_off, __global T* out,
     __global const T* p = in + in_off + gm_keep_offset(meta, k0, 1);
     long r = chunk * clen, rend = min(len, r + clen);
     if (c0 + COLS <= inner) {
-        ACC8 s[COLS / 8], c[COLS / 8];
-        for (int v = 0; v < COLS / 8; ++v) { s[v] = (ACC8)(0); c[v] = (ACC8)(0); }
+        ACC8 s[COLS / 8];
+#if COMPENSATED
+        ACC8 c[COLS / 8];
+#define GM_C(v) c[v]
+#else
+        ACC8 c_unused = (ACC8)(0);
+#define GM_C(v) c_unused
+#endif
+        for (int v = 0; v < COLS / 8; ++v) { s[v] = (ACC8)(0); GM_C(v) = (ACC8)(0); }
         for (; r < rend; ++r) {
             __global const T* q = p + r * rs;
-            for (int v = 0; v < COLS / 8; ++v) { ACC8 x8 = LOAD8(q + 8 * v); ACC8_ADD(s[v], c[v], x8); }
+            for (int v = 0; v < COLS / 8; ++v) { ACC8 x8 = LOAD8(q + 8 * v); ACC8_ADD(s[v], GM_C(v), x8); }
         }
         for (int v = 0; v < COLS / 8; ++v) {
-            ACC ss[8], cc[8];
+            ACC ss[8];
             vstore8(s[v], 0, ss);
+#if COMPENSATED
+            ACC cc[8];
             vstore8(c[v], 0, cc);
+#endif
             for (int j = 0; j < 8; ++j) {
                 gm_acc a;
                 a.s = ss[j];
