@@ -69,8 +69,7 @@ class Buffer:
 
     def read_tensor(self, desc: TensorDesc, offset: int = 0) -> np.ndarray:
         """The logical tensor ``desc`` describes at ``offset``, strides honoured, as a packed array."""
-        nbytes = max(desc.minimum_size_in_bytes, _round_up((desc.last_index + 1) * desc.data_type.element_size, 1))
-        nbytes = min(int(nbytes), self.size - int(offset))
+        nbytes = int((desc.last_index + 1) * desc.data_type.element_size)   # through the last element
         raw = self.read(np.uint8, nbytes, offset)
         dt = desc.numpy_dtype
         view = np.ndarray(desc.sizes, dt, buffer=raw, strides=tuple(s * dt.itemsize for s in desc.effective_strides))
