@@ -115,19 +115,24 @@ inline void gm_row_positions(__constant long* meta, long row, long* pos) {
     }
 }
 
+// Work-item g's run of up to ``run`` elements along the innermost dimension: fills every operand's
+// row start, sets *i0 to the run's first index and returns its end.
+inline long gm_run_start(__constant long* meta, long g, long run, long* pos, long* i0) {
+    long inner = meta[NDIM - 1];
+    long runs_per_row = (inner + run - 1) / run;
+    gm_row_positions(meta, g / runs_per_row, pos);
+    *i0 = (g % runs_per_row) * run;
+    return min(inner, *i0 + run);
+}
+
 // General strides: work-item g owns a run of up to RUN elements along the innermost dimension.
 // meta: sizes[NDIM], then the strides of each input, then the output's (elements).
 __kernel void gm_ew_strided(__global T* out, ulong out_off, ulong n_runs, __constant long* meta,
                             float scale, float bias IN_PARAMS) {
     ulong g = get_global_id(0);
     if (g >= n_runs) return;
-    long inner = meta[NDIM - 1];
-    long runs_per_row = (inner + RUN - 1) / RUN;
-    long row = (long)(g / runs_per_row);
-    long i0 = (long)(g % runs_per_row) * RUN;
-    long pos[NIN + 1];
-    gm_row_positions(meta, row, pos);
-    long iend = min(inner, i0 + RUN);
+    long pos[NIN + 1], i0;
+    long iend = gm_run_start(meta, (long)g, RUN, pos, &i0);
     for (long i = i0; i < iend; ++i) {
 #define LOADV_AT(p, o, k) ((CTV)(LOAD1((p) + (o) + pos[k] + i * meta[NDIM * ((k) + 1) + NDIM - 1])))
         RESV r;
@@ -143,13 +148,8 @@ __kernel void gm_ew_rows(__global T* out, ulong out_off, ulong n_runs, __constan
                          float scale, float bias IN_PARAMS) {
     ulong g = get_global_id(0);
     if (g >= n_runs) return;
-    long inner = meta[NDIM - 1];
-    long runs_per_row = (inner + RUN_ROWS - 1) / RUN_ROWS;
-    long row = (long)(g / runs_per_row);
-    long i0 = (long)(g % runs_per_row) * RUN_ROWS;
-    long pos[NIN + 1];
-    gm_row_positions(meta, row, pos);
-    long iend = min(inner, i0 + RUN_ROWS);
+    long pos[NIN + 1], i0;
+    long iend = gm_run_start(meta, (long)g, RUN_ROWS, pos, &i0);
     long i = i0;
     for (; i + 4 <= iend; i += 4) {
 #define LOADV_AT(p, o, k) LOADV((p) + (o) + pos[k] + i)

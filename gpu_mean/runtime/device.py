@@ -77,9 +77,7 @@ class Device:
         except DmlError:
             raise
         except Exception as e:  # a fault on the device itself: DirectML removes the device
-            err = DeviceRemovedError(f"{self.name}: {type(e).__name__}: {e}")
-            self._remove(err)
-            raise err from e
+            raise self._guard_failed(e) from e
 
     # -- features
     def check_feature_support(self, feature: Feature, query=None):
@@ -237,7 +235,7 @@ class Device:
         if cl.graph is not None:
             self._guard(be.replay, cl.graph)
             return
-        if getattr(be, "supports_graphs", False) and cl.executions >= 1 and cl.dispatches and self._replayable(cl):
+        if be.supports_graphs and cl.executions >= 1 and cl.dispatches and self._replayable(cl):
             launches = [(d.program, self._launch_args(d, *b)) for d, b in cl.dispatches]
 
             def record():

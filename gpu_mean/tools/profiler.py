@@ -249,7 +249,7 @@ def main(device=None, size_mb=256, repeat=10, peers=False) -> int:
     ho = host_overhead(dev)
     print(f"  host time per execute+synchronize of a 16-element mean: {ho * 1e6:.1f} us")
     t_list, t_single = list_vs_single(dev)
-    graphs = "replayed as a CUDA graph" if getattr(dev.backend, "supports_graphs", False) else "no graph replay"
+    graphs = "replayed as a CUDA graph" if dev.backend.supports_graphs else "no graph replay"
     print(f"  100 tiny dispatches: one command list {t_list * 1e6:.0f} us ({graphs}), one by one "
           f"{t_single * 1e6:.0f} us ({t_single / t_list:.1f}x)")
     return 0
