@@ -233,8 +233,9 @@ class ClElementwiseProgram(Program):
         op, code = launch.op_of(desc)
         m = ew_macros(op, plan.dtype, plan.has_scale_bias, be.fp64)
         nin = plan.n_inputs
-        # 2-byte types move half the bytes per vector: give each work-item more vectors
-        self.unroll = 4 if plan.dtype.element_size <= 2 else 2
+        # CPU devices: 64 contiguous elements per work-item (measured on PoCL: 4% above 32 and 10%
+        # above 8 for copy and mean); GPUs: short blocks, so that neighbouring work-items stay coalesced
+        self.unroll = 16 if be.is_cpu else (4 if plan.dtype.element_size <= 2 else 2)
         m.update(OP=code, NIN=nin, NDIM=plan.ndim, RUN=self.RUN, RUN_ROWS=self.RUN_ROWS, UNROLL=self.unroll,
                  IN_PARAMS="".join(f", __global const T* in{k}, ulong off{k}" for k in range(nin)),
                  FOREACH_INPUT="(X) " + " ".join(f"X({k})" for k in range(nin)))

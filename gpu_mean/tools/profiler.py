@@ -4,6 +4,12 @@ in the same run, side by side with the peers present (numpy, onnxruntime, CuPy, 
 Effective bandwidth = (unique input bytes read + output bytes written) / time. The copy baseline is
 the device's own IDENTITY kernel on a contiguous float32 tensor of the same size (a vectorized copy).
 Times are medians over ``repeat`` runs after a warm-up; compare ratios within one run only.
+
+Ours and the peers are timed side by side: in rounds, each round a block of runs of ours and then of
+every peer, with a pause after each block. The pause matters on a small CPU machine: onnxruntime's
+worker threads spin for tens of milliseconds after a run and halve the bandwidth of whatever runs
+next on two cores (measured: 9.8 GB/s right after an onnxruntime run, 18.7 GB/s after a 0.1 s pause).
+Rounds spread the VM's bandwidth drift over every contender instead of charging it to one.
 """
 from __future__ import annotations
 
@@ -57,7 +63,8 @@ def cases(shape):
     return out
 
 
-def time_device(dev, case, repeat):
+def prepare_device(dev, case):
+    """A callable that runs ``case`` once on ``dev`` and waits: descriptors, buffers, list recorded once."""
     desc = case.desc
     cop = dev.compile_operator(dev.create_operator(desc))
     init = dev.create_operator_initializer([cop])
@@ -83,7 +90,31 @@ def time_device(dev, case, repeat):
     def go():
         dev.execute_command_lists([cl])
         dev.synchronize()
-    return _median_time(go, repeat)
+    return go
+
+
+def time_device(dev, case, repeat):
+    return _median_time(prepare_device(dev, case), repeat)
+
+
+PAUSE_S = 0.15   # after each block: lets a peer's spinning worker threads go to sleep
+
+
+def side_by_side(fns: dict, repeat: int, rounds: int = 3) -> dict:
+    """{name: median seconds}: every callable warmed up, then timed in ``rounds`` alternating blocks."""
+    times: dict = {name: [] for name in fns}
+    per_round = max(1, -(-repeat // rounds))
+    for fn in fns.values():
+        fn()
+        time.sleep(PAUSE_S)
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            for _ in range(per_round):
+                t0 = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t0)
+            time.sleep(PAUSE_S)
+    return {name: float(np.median(ts)) for name, ts in times.items()}
 
 
 def host_overhead(dev, repeat=200) -> float:
@@ -135,25 +166,27 @@ def list_vs_single(dev, n: int = 100, repeat: int = 20) -> tuple[float, float]:
     return _median_time(run_list, repeat), _median_time(run_singles, repeat)
 
 
-def numpy_peer(case, shape, repeat):
+def numpy_peer(case, shape):
+    """numpy doing the same work, as a callable (None when the case has no numpy equivalent)."""
     x = np.ones(shape, np.float32)
     name = case.name
     if name.startswith("copy"):
         y = np.empty_like(x)
-        return _median_time(lambda: np.copyto(y, x), repeat)
+        return lambda: np.copyto(y, x)
     if name == "mean f32 a+b":
         y = np.empty_like(x)
-        return _median_time(lambda: np.multiply(np.add(x, x, out=y), np.float32(0.5), out=y), repeat)
+        return lambda: np.multiply(np.add(x, x, out=y), np.float32(0.5), out=y)
     if name == "mean f16 a+b":
         h = x.astype(np.float16)
-        return _median_time(lambda: (h + h) * np.float16(0.5), max(2, repeat // 3))
+        return lambda: (h + h) * np.float16(0.5)
     if name.startswith("reduce f32"):
         axes = tuple(int(a) for a in name.split("[")[1].rstrip("]").split(","))
-        return _median_time(lambda: np.mean(x, axis=axes), repeat)
+        return lambda: np.mean(x, axis=axes)
     return None
 
 
-def ort_peer(case, shape, repeat):
+def ort_peer(case, shape):
+    """onnxruntime's CPU provider doing the same work, as a callable (None when absent or no equivalent)."""
     try:
         import onnxruntime as ort
         from onnx import TensorProto, helper, numpy_helper
@@ -180,7 +213,7 @@ def ort_peer(case, shape, repeat):
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
     m.ir_version = 9
     sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    return _median_time(lambda: sess.run(None, feeds), repeat)
+    return lambda: sess.run(None, feeds)
 
 
 def _gpu_ops(lib: str, shape, axes):
@@ -204,8 +237,8 @@ def _gpu_ops(lib: str, shape, axes):
     return ops, mod.cuda.synchronize
 
 
-def gpu_peers(case, shape, repeat):
-    """CuPy and PyTorch on the same GPU, where present: {name: seconds}."""
+def gpu_peers(case, shape):
+    """CuPy and PyTorch on the same GPU, where present: {name: callable that runs and synchronizes}."""
     out = {}
     axes = None
     if case.name.startswith("reduce f32"):
@@ -218,7 +251,7 @@ def gpu_peers(case, shape, repeat):
             def call(fn=fn, sync=sync):
                 fn()
                 sync()
-            out[lib] = _median_time(call, repeat)
+            out[lib] = call
     return out
 
 
@@ -230,21 +263,20 @@ def main(device=None, size_mb=256, repeat=10, peers=False) -> int:
     rows = []
     copy_bw = None
     for case in cases(shape):
-        t = time_device(dev, case, repeat)
+        fns = {"ours": prepare_device(dev, case)}
+        if peers:
+            fns["numpy"] = numpy_peer(case, shape)
+            fns["onnxruntime"] = ort_peer(case, shape)
+            fns.update(gpu_peers(case, shape))
+        times = side_by_side({k: f for k, f in fns.items() if f is not None}, repeat)
+        t = times.pop("ours")
         bw = case.traffic / t / 1e9
         if copy_bw is None:
             copy_bw = bw
         line = f"  {case.name:26s} {t * 1e3:9.3f} ms {bw:8.1f} GB/s {bw / copy_bw:6.2f}x copy"
-        if peers:
-            tn = numpy_peer(case, shape, max(3, repeat // 2))
-            if tn:
-                line += f" | numpy {case.traffic / tn / 1e9:6.1f} GB/s ({tn / t:4.2f}x faster)"
-            to = ort_peer(case, shape, max(3, repeat // 2))
-            if to:
-                line += f" | onnxruntime {case.traffic / to / 1e9:6.1f} GB/s ({to / t:4.2f}x faster)"
-            for lib, tg in gpu_peers(case, shape, repeat).items():
-                line += f" | {lib} {case.traffic / tg / 1e9:7.1f} GB/s ({tg / t:4.2f}x faster)"
-        print(line)
+        for peer, tp in times.items():
+            line += f" | {peer} {case.traffic / tp / 1e9:6.1f} GB/s ({tp / t:4.2f}x faster)"
+        print(line, flush=True)
         rows.append((case.name, t, bw))
     ho = host_overhead(dev)
     print(f"  host time per execute+synchronize of a 16-element mean: {ho * 1e6:.1f} us")
