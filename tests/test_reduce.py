@@ -143,3 +143,16 @@ def test_nan_and_inf_propagate(device):
     x[0, 7], x[1, 3], x[2, 1], x[2, 2] = np.nan, np.inf, np.inf, -np.inf
     got = run(device, gm.ReduceDesc(AVG, T(D.FLOAT32, x.shape), T(D.FLOAT32, (3, 1)), (1,)), [x])
     assert np.isnan(got[0, 0]) and got[1, 0] == np.inf and np.isnan(got[2, 0])
+
+
+def test_fp16_rows_across_the_whole_range(device):
+    # rows long enough for the float blocks of the fp16 row kernel, each row mixing subnormals,
+    # mid-range values and values near 65504 (same sign): every mean within 1 ulp
+    rng = np.random.default_rng(16)
+    exps = rng.integers(-24, 16, (6, 4099))
+    x = (np.ldexp(rng.random((6, 4099)) + 1.0, exps).clip(0, 65504)).astype(np.float16)
+    x[1] = np.float16(65504)
+    x[2] = np.float16(6e-08)
+    x[3] = -x[3]
+    got = run(device, gm.ReduceDesc(AVG, T(D.FLOAT16, x.shape), T(D.FLOAT16, (6, 1)), (1,)), [x])
+    check_float(got, x, (1,), D.FLOAT16)

@@ -286,7 +286,7 @@ class ClElementwiseProgram(Program):
 
 def reduce_macros(dt: DataType, fp64: bool, plan: planning.ReducePlan, cols: int, row_multi: bool = False) -> dict:
     m = {"KN": len(plan.keep_shape), "RN": len(plan.red_shape), "COLS": cols, "USE_FP64": 0, "COMPENSATED": 0,
-         "ROW_MULTI": int(row_multi)}
+         "ROW_MULTI": int(row_multi), "HALF_BLOCKS": 0}
     if dt in (D.INT32, D.UINT32):
         t, acc = _CL_T[dt], "long" if dt == D.INT32 else "ulong"
         m.update(T=t, ACC=acc, ACC8=acc + "8", LOAD8=f"(p) convert_{acc}8(vload8(0, p))", LOAD1=f"(p) (({acc})(*(p)))",
@@ -297,7 +297,8 @@ def reduce_macros(dt: DataType, fp64: bool, plan: planning.ReducePlan, cols: int
     ld1 = "vload_half(0, p)" if half else "(*(p))"
     acc = "double" if fp64 else "float"
     m.update(T="half" if half else "float", ACC=acc, ACC8=acc + "8", USE_FP64=int(fp64), COMPENSATED=int(not fp64),
-             LOAD8=f"(p) convert_{acc}8({ld8})", LOAD1=f"(p) (({acc}){ld1})")
+             LOAD8=f"(p) convert_{acc}8({ld8})", LOAD1=f"(p) (({acc}){ld1})", HALF_BLOCKS=int(half),
+             TO_ACC8=f"(v) convert_{acc}8(v)")
     q = f"(t) / ({acc})(n)"
     m["STORE_RESULT"] = f"(t, n, p) vstore_half_rte({q}, 0, p)" if half else f"(t, n, p) (*(p) = (float)({q}))"
     return m
