@@ -122,8 +122,9 @@ extern "C" __global__ void gm_ew_strided(T* __restrict__ out, const gm_inputs in
 #pragma unroll
         for (int d = NDIM - 1; d >= 0; --d) {
             unsigned long long sz = (unsigned long long)meta[d];
-            unsigned long long idx = rem % sz;
-            rem /= sz;
+            unsigned long long q = d > 0 ? rem / sz : 0;   // the outermost index is what is left
+            unsigned long long idx = rem - q * sz;
+            rem = q;
             for (int k = 0; k < NIN; ++k) pos[k] += idx * (unsigned long long)meta[NDIM * (k + 1) + d];
             opos += idx * (unsigned long long)meta[NDIM * (NIN + 1) + d];
         }

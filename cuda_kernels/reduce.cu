@@ -16,14 +16,15 @@
 #include <cuda_fp16.h>
 
 __device__ __forceinline__ long long gm_keep_offset(const long long* meta, long long k, int which) {
+    // one 64-bit division per kept group but the outermost, whose index is what is left
     long long off = 0;
 #pragma unroll
-    for (int d = KN - 1; d >= 0; --d) {
-        long long sz = meta[d], idx = k % sz;
-        k /= sz;
-        off += idx * meta[KN * which + d];
+    for (int d = KN - 1; d > 0; --d) {
+        long long sz = meta[d], q = k / sz;
+        off += (k - q * sz) * meta[KN * which + d];
+        k = q;
     }
-    return off;
+    return KN > 0 ? off + k * meta[KN * which] : 0;
 }
 
 __device__ __forceinline__ ACC gm_warp_sum(ACC v) {

@@ -110,8 +110,9 @@ __kernel void gm_ew_contig(__global T* out, ulong out_off, ulong n, float scale,
 inline void gm_row_positions(__constant long* meta, long row, long* pos) {
     for (int k = 0; k <= NIN; ++k) pos[k] = 0;
     for (int d = NDIM - 2; d >= 0; --d) {
-        long sz = meta[d], idx = row % sz;
-        row /= sz;
+        // the outermost index is what is left: no division for it
+        long sz = meta[d], q = d > 0 ? row / sz : 0, idx = row - q * sz;
+        row = q;
         for (int k = 0; k <= NIN; ++k) pos[k] += idx * meta[NDIM * (k + 1) + d];
     }
 }
@@ -121,8 +122,9 @@ inline void gm_row_positions(__constant long* meta, long row, long* pos) {
 inline long gm_run_start(__constant long* meta, long g, long run, long* pos, long* i0) {
     long inner = meta[NDIM - 1];
     long runs_per_row = (inner + run - 1) / run;
-    gm_row_positions(meta, g / runs_per_row, pos);
-    *i0 = (g % runs_per_row) * run;
+    long row = g / runs_per_row;
+    gm_row_positions(meta, row, pos);
+    *i0 = (g - row * runs_per_row) * run;
     return min(inner, *i0 + run);
 }
 

@@ -40,13 +40,15 @@ typedef struct { ACC s; } gm_acc;
 
 inline long gm_keep_offset(__constant long* meta, long k, int which) {
     // which: 1 = input strides, 2 = output strides
+    // one division per kept group but the outermost (a 64-bit division per output cost the row
+    // kernel 4% of its bandwidth on PoCL)
     long off = 0;
-    for (int d = KN - 1; d >= 0; --d) {
-        long sz = meta[d], idx = k % sz;
-        k /= sz;
-        off += idx * meta[KN * which + d];
+    for (int d = KN - 1; d > 0; --d) {
+        long sz = meta[d], q = k / sz;
+        off += (k - q * sz) * meta[KN * which + d];
+        k = q;
     }
-    return off;
+    return KN > 0 ? off + k * meta[KN * which] : 0;
 }
 
 inline void gm_finish(gm_acc a, ulong n, __global T* out, __constant long* meta, long k) {
