@@ -302,6 +302,28 @@ def test_offsets_and_padding_bytes_untouched(device):
     np.testing.assert_array_equal(raw[32:52].view(np.float32), np.arange(5))
 
 
+def test_command_list_resolved_launches_follow_changes(device):
+    """From the second execution a list runs pre-resolved launches; recording again must drop them."""
+    add = initialized(device, gm.ElementWiseAddDesc(F4, F4, F4))
+    A, B, C = buf(device, [1, 1, 1, 1]), buf(device, [0, 0, 0, 0]), buf(device, [0, 0, 0, 0])
+    table = device.create_binding_table(add)
+    table.bind_inputs([A, B])
+    table.bind_outputs([B])           # B += A: every execution must really run
+    rec, cl = device.create_command_recorder(), device.create_command_list()
+    rec.record_dispatch(cl, add, table)
+    for k in range(1, 4):
+        device.execute_command_lists([cl])
+        device.synchronize()
+        assert B.read(np.float32, 1)[0] == k
+    cl.reset()
+    table.bind_outputs([C])           # the same table, now writing C = A + B
+    rec.record_dispatch(cl, add, table)
+    for _ in range(2):
+        device.execute_command_lists([cl])
+        device.synchronize()
+    assert C.read(np.float32, 1)[0] == 4 and B.read(np.float32, 1)[0] == 3
+
+
 def test_command_list_replays_through_a_captured_graph():
     """The CUDA-graph path, driven through a CPU backend that records and replays launches."""
     from gpu_mean.backends.cpu import CpuBackend

@@ -235,14 +235,16 @@ class Device:
         if cl.graph is not None:
             self._guard(be.replay, cl.graph)
             return
-        if be.supports_graphs and cl.executions >= 1 and cl.dispatches and self._replayable(cl):
-            launches = [(d.program, self._launch_args(d, *b)) for d, b in cl.dispatches]
-
-            def record():
-                for program, args in launches:
-                    program.run(*args)
-            cl.graph = self._guard(be.capture, record)
-            self._guard(be.replay, cl.graph)
+        if cl.launches is None and cl.executions >= 1 and cl.dispatches and self._replayable(cl):
+            # bindings are fixed and every operator initialized: resolve the launches once
+            cl.launches = [(d.program.run, self._launch_args(d, *b)) for d, b in cl.dispatches]
+        if cl.launches is not None:
+            if be.supports_graphs:
+                launches = cl.launches
+                cl.graph = self._guard(be.capture, lambda: _run_launches(launches))
+                self._guard(be.replay, cl.graph)
+            else:
+                self._guard(_run_launches, cl.launches)
             return
         for d, b in cl.dispatches:
             self._dispatch(d, b)
@@ -270,3 +272,8 @@ class Device:
         if self._scratch_buf is None or self._scratch_buf.size < size:
             self._scratch_buf = self.create_buffer(max(size, 256))
         return self._scratch_buf
+
+
+def _run_launches(launches) -> None:
+    for run, args in launches:
+        run(*args)

@@ -431,6 +431,7 @@ class CommandList:
         self.closed = False
         self.executions = 0     # successful executions since the last change
         self.graph = None       # the backend's captured replay (CUDA graph), built on the second execution
+        self.launches = None    # (program.run, arguments) per dispatch, resolved on the second execution
 
     def close(self) -> None:
         self.closed = True
@@ -443,6 +444,7 @@ class CommandList:
     def _changed(self) -> None:
         self.executions = 0
         self.graph = None
+        self.launches = None
 
 
 class CommandRecorder:
