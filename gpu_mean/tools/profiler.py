@@ -262,6 +262,10 @@ def main(device=None, size_mb=256, repeat=10, peers=False) -> int:
     print(f"profile: {dev.name}; float32 input {shape} = {n * 4 / 2**20:.0f} MiB; median of {repeat}")
     rows = []
     copy_bw = None
+    # host time before and after the big cases: on the CI-class VM, freeing hundreds of MB raises the
+    # OpenCL runtime's own enqueue+finish round trip for the rest of the process (measured: an empty
+    # PoCL kernel 19 -> 30 us), so one number alone would depend on where it was taken
+    ho_start = host_overhead(dev)
     for case in cases(shape):
         fns = {"ours": prepare_device(dev, case)}
         if peers:
@@ -279,7 +283,8 @@ def main(device=None, size_mb=256, repeat=10, peers=False) -> int:
         print(line, flush=True)
         rows.append((case.name, t, bw))
     ho = host_overhead(dev)
-    print(f"  host time per execute+synchronize of a 16-element mean: {ho * 1e6:.1f} us")
+    print(f"  host time per execute+synchronize of a 16-element mean: {ho_start * 1e6:.1f} us at the start, "
+          f"{ho * 1e6:.1f} us after the big cases")
     t_list, t_single = list_vs_single(dev)
     graphs = "replayed as a CUDA graph" if dev.backend.supports_graphs else "no graph replay"
     print(f"  100 tiny dispatches: one command list {t_list * 1e6:.0f} us ({graphs}), one by one "
