@@ -235,8 +235,9 @@ class Device:
         if cl.graph is not None:
             self._guard(be.replay, cl.graph)
             return
-        if cl.launches is None and cl.executions >= 1 and cl.dispatches and self._replayable(cl):
-            # bindings are fixed and every operator initialized: resolve the launches once
+        if cl.launches is None and cl.executions == 1 and cl.dispatches and self._replayable(cl):
+            # bindings are fixed and every operator initialized: resolve the launches once. Asked on
+            # the second execution only, so a list that cannot be resolved is not re-checked on every run
             cl.launches = [(d.program.run, self._launch_args(d, *b)) for d, b in cl.dispatches]
         if cl.launches is not None:
             if be.supports_graphs:

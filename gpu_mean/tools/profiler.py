@@ -93,10 +93,6 @@ def prepare_device(dev, case):
     return go
 
 
-def time_device(dev, case, repeat):
-    return _median_time(prepare_device(dev, case), repeat)
-
-
 PAUSE_S = 0.15   # after each block: lets a peer's spinning worker threads go to sleep
 
 
