@@ -102,3 +102,56 @@ def test_kernels_found_from_an_installed_wheel(tmp_path):
     lines = out.stdout.strip().splitlines()
     assert lines[0].startswith(str(site)) and lines[1].startswith(str(site))
     assert lines[2] == str([float(i) for i in range(8)])
+
+
+@pytest.mark.parametrize("spin_s", [0.0, 0.05])
+def test_finish_polls_only_after_a_few_small_commands_and_waits_for_all(monkeypatch, spin_s):
+    """synchronize() polls the newest event (up to SPIN_S) only when at most SPIN_MAX_COMMANDS commands
+    moving at most SPIN_MAX_BYTES were enqueued since the queue was last empty, and otherwise blocks at
+    once; either way every command is complete when it returns, and the results are right."""
+    import types
+
+    from gpu_mean.backends import opencl
+    _have_opencl()
+    clock = types.SimpleNamespace(calls=0)
+
+    def perf_counter():
+        clock.calls += 1
+        return __import__("time").perf_counter()
+    monkeypatch.setattr(opencl, "SPIN_S", spin_s)
+    monkeypatch.setattr(opencl, "time", types.SimpleNamespace(perf_counter=perf_counter))
+    dev = gm.create_device("opencl")
+    be = dev.backend
+    limit = opencl.SPIN_MAX_BYTES
+    # (elements, reduce axes or None for the element-wise mean, dispatches in the list, polled)
+    cases = [(16, None, 1, True), (limit // 12, None, 1, True), (limit // 4, [0], 1, False),
+             (16, None, opencl.SPIN_MAX_COMMANDS, True), (16, None, opencl.SPIN_MAX_COMMANDS + 1, False)]
+    for n, axes, dispatches, polled in cases:
+        t = gm.TensorDesc(gm.DataType.FLOAT32, (n,))
+        o = t if axes is None else gm.TensorDesc(gm.DataType.FLOAT32, (1,))
+        desc = gm.ElementWiseMeanDesc(t, t, o) if axes is None else gm.ReduceDesc(gm.ReduceFunction.AVERAGE, t, o, axes)
+        cop = dev.compile_operator(dev.create_operator(desc))
+        a, out = dev.create_buffer(t.total_size_in_bytes), dev.create_buffer(o.total_size_in_bytes)
+        x = np.random.default_rng(n).random(n, dtype=np.float32)
+        a.write(x)
+        ins = [a] if axes else [a, a]
+        cop.execute(inputs=ins, outputs=[out])     # initializes the operator
+        table = dev.create_binding_table(cop)
+        table.bind_inputs(ins)
+        table.bind_outputs([out])
+        temp = cop.binding_properties.temporary_resource_size
+        if temp:
+            table.bind_temporary_resource(dev.create_buffer(temp))
+        cl_list, rec = dev.create_command_list(), dev.create_command_recorder()
+        for _ in range(dispatches):
+            rec.record_dispatch(cl_list, cop, table)
+        out.write(np.zeros(o.sizes, np.float32))   # blocking: the queue is empty again
+        dev.execute_command_lists([cl_list])
+        ev = be._last_event
+        clock.calls = 0
+        dev.synchronize()
+        assert (clock.calls > 0) == polled, (n, axes, dispatches)
+        assert ev.command_execution_status == cl.command_execution_status.COMPLETE
+        assert be._last_event is None and be._pending_commands == 0
+        want = np.array([x.astype(np.float64).mean()], np.float32) if axes else x
+        np.testing.assert_allclose(out.read_tensor(o), want, rtol=2e-7)

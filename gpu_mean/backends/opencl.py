@@ -5,6 +5,7 @@ cached; executing a compiled operator only sets the arguments that change and en
 """
 from __future__ import annotations
 
+import time
 import warnings
 
 import numpy as np
@@ -72,6 +73,14 @@ def _type_name(cl, t: int) -> str:
 
 HOST_BACKED_MIN_BYTES = 4 << 20   # numpy advises huge pages from 4 MiB on
 HOST_PAGE = 4096
+# finish() after a small command polls its event for up to SPIN_S before blocking in clFinish. Measured
+# on PoCL (2-core CI VM): the blocking wait costs ~19 us after a tiny kernel, polling ~9 us, because the
+# sleeping host thread no longer has to be woken. Polling competes with PoCL's own worker threads, so it
+# is limited to what is quick: at most SPIN_MAX_COMMANDS commands moving at most SPIN_MAX_BYTES in all
+# since the last finish (a 4 MB copy measured 25 % slower when polled).
+SPIN_S = 50e-6
+SPIN_MAX_BYTES = 256 << 10
+SPIN_MAX_COMMANDS = 4
 
 
 class KernelArgs:
@@ -121,6 +130,21 @@ class OpenCLBackend(Backend):
                                _type_name(cl, device.type), device.global_mem_size,
                                "cl_khr_fp16" in ext, self.fp64, platform.name.strip())
         self._programs: dict = {}
+        self._drained()
+
+    def _drained(self):
+        # what was enqueued since the queue was last known to be empty: finish() polls the newest
+        # event only while that is a few small commands
+        self._last_event, self._pending_bytes, self._pending_commands = None, 0, 0
+
+    def _enqueued(self, ev, nbytes: int):
+        self._last_event = ev
+        self._pending_bytes += nbytes
+        self._pending_commands += 1
+
+    def enqueue(self, kernel, gsize, lsize, nbytes: int):
+        """Enqueues a kernel that reads and writes ``nbytes`` in all."""
+        self._enqueued(self.cl.enqueue_nd_range_kernel(self.queue, kernel, gsize, lsize), nbytes)
 
     # -- memory
     def alloc(self, nbytes):
@@ -136,17 +160,30 @@ class OpenCLBackend(Backend):
 
     def write(self, native, offset, data):
         self.cl.enqueue_copy(self.queue, native, data, dst_offset=offset, is_blocking=True)
+        self._drained()     # a blocking command in an in-order queue: every earlier one is complete
 
     def read(self, native, offset, nbytes):
         out = np.empty(nbytes, np.uint8)
         if nbytes:
             self.cl.enqueue_copy(self.queue, out, native, src_offset=offset, is_blocking=True)
+            self._drained()
         return out
 
     def copy(self, src, src_offset, dst, dst_offset, nbytes):
-        self.cl.enqueue_copy(self.queue, dst, src, byte_count=nbytes, src_offset=src_offset, dst_offset=dst_offset)
+        ev = self.cl.enqueue_copy(self.queue, dst, src, byte_count=nbytes, src_offset=src_offset,
+                                  dst_offset=dst_offset)
+        self._enqueued(ev, 2 * nbytes)
 
     def finish(self):
+        ev = self._last_event
+        quick = self._pending_bytes <= SPIN_MAX_BYTES and self._pending_commands <= SPIN_MAX_COMMANDS
+        self._drained()
+        if ev is not None and quick:
+            # the queue is in order: once the newest command is complete, so is every earlier one
+            self.queue.flush()
+            deadline = time.perf_counter() + SPIN_S
+            while ev.command_execution_status > 0 and time.perf_counter() < deadline:
+                pass
         self.queue.finish()
 
     def is_out_of_memory(self, exc):
@@ -240,6 +277,7 @@ class ClElementwiseProgram(Program):
                  IN_PARAMS="".join(f", __global const T* in{k}, ulong off{k}" for k in range(nin)),
                  FOREACH_INPUT="(X) " + " ".join(f"X({k})" for k in range(nin)))
         self.itemsize = int(plan.dtype.element_size)
+        self.traffic = plan.count * self.itemsize * (nin + 1)    # bytes read and written
         prg = be.program("elementwise.cl", m)
         cl = be.cl
         sc, bi = np.float32(plan.scale), np.float32(plan.bias)
@@ -279,7 +317,7 @@ class ClElementwiseProgram(Program):
                 a.set(i + 1, boff // isz, u64)
                 i += 2
             self._last = key
-        self.be.cl.enqueue_nd_range_kernel(self.be.queue, self.kernel, self.gsize, self.lsize)
+        self.be.enqueue(self.kernel, self.gsize, self.lsize, self.traffic)
 
 
 # --- reductions ------------------------------------------------------------------------------
@@ -315,6 +353,7 @@ class ClReduceProgram(Program):
         prg = be.program("reduce.cl", reduce_macros(dt, be.fp64, plan, geo.cols, geo.row_multi))
         cl = be.cl
         self.itemsize = int(dt.element_size)
+        self.traffic = (plan.n_reduce + 1) * plan.n_out * self.itemsize
         meta = list(plan.keep_shape) + list(plan.keep_in_strides) + list(plan.keep_out_strides) + \
             list(plan.red_shape) + list(plan.red_strides)
         self.meta = be.constant(meta)
@@ -349,14 +388,14 @@ class ClReduceProgram(Program):
             tb, toff = temporary
             a.set(4, tb)
             a.set(5, toff // ACC_BYTES, u64)
-            be.cl.enqueue_nd_range_kernel(be.queue, self.kernel, g.grid, g.local)
+            be.enqueue(self.kernel, g.grid, g.local, self.traffic)
             f = self.fin_args
             f.set(0, tb)
             f.set(1, toff // ACC_BYTES, u64)
             f.set(4, ob)
             f.set(5, ooff // isz, u64)
-            be.cl.enqueue_nd_range_kernel(be.queue, f.kernel, (self.plan.n_out,), None)
+            be.enqueue(f.kernel, (self.plan.n_out,), None, 0)
         else:
             a.set(4, None)
             a.set(5, 0, u64)
-            be.cl.enqueue_nd_range_kernel(be.queue, self.kernel, g.grid, g.local)
+            be.enqueue(self.kernel, g.grid, g.local, self.traffic)
