@@ -114,3 +114,24 @@ def test_reduce_geometry_interleaved_dense_runs():
     assert g.row_multi and g.kernel == "row" and g.grid == (1024, 64) and g.n_chunks == 64 and g.length == 1024
     g = launch.reduce_geometry(_plan((6, 5, 7, 3), (0, 2)), is_cpu=True, compute_units=2)
     assert not g.row_multi and g.kernel == "general"   # innermost reduced run is strided
+
+
+def test_reduce_geometry_cpu_prefetch_only_where_the_lines_are_read():
+    """Software prefetch (CPU devices) runs past what a work-item reads; the planner issues it only
+    where that waste is small: adjacent or long rows, column chunks of many rows, never on GPUs."""
+    def geo(shape, axes, dtype=DataType.FLOAT32, cpu=True, strides=None):
+        out_strides = packed_strides(tuple(1 if i in axes else s for i, s in enumerate(shape)))
+        plan = planning.plan_reduce("average", dtype, shape, strides or packed_strides(shape), out_strides, axes)
+        return launch.reduce_geometry(plan, is_cpu=cpu, compute_units=2)
+    assert geo((64, 1024, 1024), (2,)).prefetch == launch.ROW_PREFETCH_BYTES        # adjacent rows
+    assert geo((64, 1024, 1024), (0, 1, 2)).prefetch == launch.ROW_PREFETCH_BYTES   # one long run in chunks
+    assert geo((64, 1024, 1024), (1,)).prefetch == launch.COL_PREFETCH_ROWS          # 1024 rows per chunk
+    assert geo((64, 1024, 1024), (0,)).prefetch == 0                                 # chunks of 64 rows
+    assert geo((64, 1024, 1024), (2,), cpu=False).prefetch == 0
+    assert geo((64, 1024, 1024), (1,), cpu=False).prefetch == 0
+    # padded rows of 100 elements (stride 128): the next row is not where the prefetch lands
+    assert geo((5000, 100), (1,), strides=(128, 1)).prefetch == 0
+    assert geo((5000, 100), (1,)).prefetch == launch.ROW_PREFETCH_BYTES
+    # padded but long rows: the waste past each row is at most 1/32 of it
+    assert geo((8, 1 << 15), (1,), DataType.FLOAT16, strides=(1 << 16, 1)).prefetch == launch.ROW_PREFETCH_BYTES
+    assert geo((8, 1 << 13), (1,), DataType.FLOAT16, strides=(1 << 14, 1)).prefetch == 0

@@ -156,3 +156,33 @@ def test_fp16_rows_across_the_whole_range(device):
     x[3] = -x[3]
     got = run(device, gm.ReduceDesc(AVG, T(D.FLOAT16, x.shape), T(D.FLOAT16, (6, 1)), (1,)), [x])
     check_float(got, x, (1,), D.FLOAT16)
+
+
+PREFETCH_CASES = {
+    # name: (shape, axes, input strides or None); each takes a software-prefetching kernel on CPU
+    # OpenCL devices (checked below against the planner), the columns with an odd count of vectors
+    "col_many_rows_odd_vectors": ((32, 300, 33), (1,), None),
+    "col_many_rows_padded": ((33, 260, 40), (1,), (260 * 48, 48, 1)),
+    "rows_adjacent": ((300, 1000), (1,), None),
+    "rows_padded_long": ((4, 40000), (1,), (40960, 1)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PREFETCH_CASES))
+@pytest.mark.parametrize("dt", [D.FLOAT32, D.FLOAT16, D.INT32], ids=lambda d: d.name)
+def test_prefetched_rows_and_columns(device, case, dt):
+    from gpu_mean.backends import launch
+    from gpu_mean.runtime import planning
+    shape, axes, strides = PREFETCH_CASES[case]
+    ti, to = T(dt, shape, strides), out_desc(dt, shape, axes)
+    plan = planning.plan_reduce("average", dt, shape, ti.effective_strides, to.effective_strides, axes)
+    assert launch.reduce_geometry(plan, is_cpu=True, compute_units=2).prefetch > 0
+    rng = np.random.default_rng(zlib.crc32(case.encode()))
+    if dt == D.INT32:
+        x = rng.integers(-2**31, 2**31, shape, dtype=np.int32)
+        got = run(device, gm.ext.IntegerReduceMeanDesc(ti, to, axes), [x])
+        check_int(got, x, axes, dt)
+    else:
+        x = (rng.random(shape) * 100 + 1).astype(dt.numpy_dtype)
+        got = run(device, gm.ReduceDesc(AVG, ti, to, axes), [x])
+        check_float(got, x, axes, dt)

@@ -33,6 +33,23 @@ class ReduceGeometry:
     cols: int            # columns per work-item (col kernel)
     local: tuple | None = None   # work-group size (None: the runtime's choice)
     row_multi: bool = False      # row kernel over interleaved axes (chunk = outer reduced index)
+    prefetch: int = 0            # CPU software prefetch: row kernel bytes ahead, col kernel rows ahead
+
+
+# Software prefetch on CPU devices (measured on PoCL, 2-core CI VM, 256 MB inputs, side by side):
+# row kernel 2 KB ahead, axes [2] 18.3 -> 21.1 GB/s; column kernel the next 4 rows, axes [1]
+# 19.6 -> 21.4 GB/s. A prefetch that runs past what the work-item reads is wasted bandwidth, so it
+# is only issued where that waste is a small share: rows that are adjacent (the next run is the next
+# work-item's) or long, and column chunks of many rows.
+ROW_PREFETCH_BYTES = 2048
+COL_PREFETCH_ROWS = 4
+PREFETCH_MIN_RUN_BYTES = 32 * ROW_PREFETCH_BYTES
+PREFETCH_MIN_COL_ROWS = 256
+
+
+def _row_prefetch(plan: planning.ReducePlan, length: int, adjacent: bool) -> int:
+    itemsize = int(plan.dtype.element_size)
+    return ROW_PREFETCH_BYTES if adjacent or length * itemsize >= PREFETCH_MIN_RUN_BYTES else 0
 
 
 def reduce_geometry(plan: planning.ReducePlan, *, is_cpu: bool, compute_units: int,
@@ -57,8 +74,9 @@ def reduce_geometry(plan: planning.ReducePlan, *, is_cpu: bool, compute_units: i
                                         min_chunk=64 if is_cpu else 16)
         chunk = planning.chunk_length(length, n_chunks)
         n_chunks = -(-length // chunk)
+        pf = COL_PREFETCH_ROWS if is_cpu and chunk >= PREFETCH_MIN_COL_ROWS else 0
         return ReduceGeometry("col", (n_cb, n_outer, n_chunks), length, chunk, n_chunks, cols,
-                              (1, 1, 1) if is_cpu else None)
+                              (1, 1, 1) if is_cpu else None, prefetch=pf)
     if is_cpu and plan.cls == "general" and len(plan.red_shape) >= 2 and plan.red_strides[-1] == 1 \
             and plan.red_shape[-1] >= 32 and plan.n_reduce // plan.red_shape[-1] * plan.n_out <= 1 << 25:
         # interleaved axes with a dense innermost reduced run: reduce each run with the row kernel
@@ -66,18 +84,23 @@ def reduce_geometry(plan: planning.ReducePlan, *, is_cpu: bool, compute_units: i
         runs = plan.n_reduce // plan.red_shape[-1]
         l0 = 64 if plan.n_out >= 64 else 1
         return ReduceGeometry("row", (round_up(plan.n_out, l0), runs), plan.red_shape[-1], plan.red_shape[-1], runs,
-                              cols, (l0, 1), True)
+                              cols, (l0, 1), True, _row_prefetch(plan, plan.red_shape[-1], False))
     length = plan.n_reduce
     n_chunks = planning.split_count(plan.n_out, length, target_units=target, min_chunk=32768 if is_cpu else 4096)
     chunk = planning.chunk_length(length, n_chunks, 8)
     n_chunks = -(-length // chunk)
     local = None
     grid0 = plan.n_out
+    pf = 0
     if is_cpu:
         l0 = 64 if plan.n_out >= compute_units * 64 * 4 else 1
         local, grid0 = (l0, 1), round_up(plan.n_out, l0)
+        if plan.cls == "row":
+            # a work-group's work-items take consecutive rows: adjacent when the kept stride is the run
+            adjacent = n_chunks == 1 and plan.n_out > 1 and plan.keep_in_strides[-1] == length
+            pf = _row_prefetch(plan, chunk, adjacent)
     return ReduceGeometry(plan.cls if plan.cls == "row" else "general", (grid0, n_chunks), length, chunk,
-                          n_chunks, cols, local)
+                          n_chunks, cols, local, prefetch=pf)
 
 
 def cuda_ew_grid(n: int, vec: int, block: int, sms: int) -> tuple:

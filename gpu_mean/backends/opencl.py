@@ -322,9 +322,10 @@ class ClElementwiseProgram(Program):
 
 # --- reductions ------------------------------------------------------------------------------
 
-def reduce_macros(dt: DataType, fp64: bool, plan: planning.ReducePlan, cols: int, row_multi: bool = False) -> dict:
+def reduce_macros(dt: DataType, fp64: bool, plan: planning.ReducePlan, cols: int, row_multi: bool = False,
+                  prefetch: int = 0) -> dict:
     m = {"KN": len(plan.keep_shape), "RN": len(plan.red_shape), "COLS": cols, "USE_FP64": 0, "COMPENSATED": 0,
-         "ROW_MULTI": int(row_multi), "HALF_BLOCKS": 0}
+         "ROW_MULTI": int(row_multi), "HALF_BLOCKS": 0, "PREFETCH": prefetch}
     if dt in (D.INT32, D.UINT32):
         t, acc = _CL_T[dt], "long" if dt == D.INT32 else "ulong"
         m.update(T=t, ACC=acc, ACC8=acc + "8", LOAD8=f"(p) convert_{acc}8(vload8(0, p))", LOAD1=f"(p) (({acc})(*(p)))",
@@ -350,7 +351,7 @@ class ClReduceProgram(Program):
         plan = self.plan = planning.plan_reduce(op, dt, desc.input.sizes, desc.input.effective_strides,
                                                 desc.output.effective_strides, desc.axes)
         geo = self.geo = launch.reduce_geometry(plan, is_cpu=be.is_cpu, compute_units=be.compute_units)
-        prg = be.program("reduce.cl", reduce_macros(dt, be.fp64, plan, geo.cols, geo.row_multi))
+        prg = be.program("reduce.cl", reduce_macros(dt, be.fp64, plan, geo.cols, geo.row_multi, geo.prefetch))
         cl = be.cl
         self.itemsize = int(dt.element_size)
         self.traffic = (plan.n_reduce + 1) * plan.n_out * self.itemsize
