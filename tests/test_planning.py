@@ -127,6 +127,9 @@ def test_reduce_geometry_cpu_prefetch_only_where_the_lines_are_read():
     assert geo((64, 1024, 1024), (0, 1, 2)).prefetch == launch.ROW_PREFETCH_BYTES   # one long run in chunks
     assert geo((64, 1024, 1024), (1,)).prefetch == launch.COL_PREFETCH_ROWS          # 1024 rows per chunk
     assert geo((64, 1024, 1024), (0,)).prefetch == 0                                 # chunks of 64 rows
+    g = geo((64, 1024, 1024), (0, 2))             # interleaved: dense runs of 1024, adjacent for one k
+    assert g.row_multi and g.prefetch == launch.ROW_PREFETCH_BYTES
+    assert geo((64, 1024, 1024), (0, 2), strides=(1 << 21, 2048, 1)).prefetch == 0   # padded runs
     assert geo((64, 1024, 1024), (2,), cpu=False).prefetch == 0
     assert geo((64, 1024, 1024), (1,), cpu=False).prefetch == 0
     # padded rows of 100 elements (stride 128): the next row is not where the prefetch lands

@@ -84,7 +84,8 @@ def reduce_geometry(plan: planning.ReducePlan, *, is_cpu: bool, compute_units: i
         runs = plan.n_reduce // plan.red_shape[-1]
         l0 = 64 if plan.n_out >= 64 else 1
         return ReduceGeometry("row", (round_up(plan.n_out, l0), runs), plan.red_shape[-1], plan.red_shape[-1], runs,
-                              cols, (l0, 1), True, _row_prefetch(plan, plan.red_shape[-1], False))
+                              cols, (l0, 1), True,
+                              _row_prefetch(plan, plan.red_shape[-1], plan.keep_in_strides[-1] == plan.red_shape[-1]))
     length = plan.n_reduce
     n_chunks = planning.split_count(plan.n_out, length, target_units=target, min_chunk=32768 if is_cpu else 4096)
     chunk = planning.chunk_length(length, n_chunks, 8)
