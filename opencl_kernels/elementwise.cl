@@ -2,13 +2,16 @@
 //
 // Macros (prepended by gpu_mean/backends/opencl.py):
 //   T            storage type of every tensor (half for FLOAT16: storage only, no cl_khr_fp16 needed)
-//   CTV, CT      compute vector type (4 lanes) and its scalar
-//   LOADV(p)     CTV from 4 consecutive elements at p; LOAD1(p) one element as CT
-//   STOREV(v,p)  4 elements to p; STORE1(s,p) one element
+//   VW           lanes of the compute vector (4; 16 for FLOAT16 on CPU devices, where PoCL converts
+//                a vload_half16 at the copy kernel's speed and a vload_half4 at ~0.8x of it)
+//   CTV, CT      compute vector type (VW lanes) and its scalar
+//   LOADV(p)     CTV from VW consecutive elements at p; LOAD1(p) one element as CT
+//   STOREV(v,p)  VW elements to p; STORE1(s,p) one element
 //   OP           1 MEAN, 2 ADD, 3 IDENTITY, 4 NARY_MEAN
 //   NIN          number of inputs; IN_PARAMS the input parameter list; FOREACH_INPUT(X) X(0)..X(NIN-1)
 //   NDIM         rank of the coalesced iteration space (generic kernel only)
 //   HAS_SCALE_BIAS, ACC_DOUBLE (n-ary float sums in fp64), IS_FLOAT, WIDE_COMPUTE (FLOAT16 in float32)
+//   PREFETCH     0 or bytes of software prefetch ahead (CPU devices); PF_LINE elements per 64 bytes
 // Vector loads are vloadn/vload_halfn: they need element alignment only, so any binding offset works.
 // Contraction is off so that x*scale+bias rounds twice, as the CPU reference does.
 #pragma OPENCL FP_CONTRACT OFF
@@ -83,12 +86,24 @@ inline CTV gm_combine(CTV a, CTV b, float scale, float bias) {
 #define RESV CTV
 #endif
 
-// Every operand is one dense run: work-item g owns elements [4*UNROLL*g, 4*UNROLL*(g+1)).
+#if PREFETCH
+// CPU devices: every input PREFETCH bytes ahead of element ``at``, once per 64-byte line of elements
+// (PF_LINE elements); the host turns it on where the lines ahead are read next
+#define GM_PF_INPUT(k) __builtin_prefetch((__global const char*)(in##k + off##k + GM_PF_POS(k)) + PREFETCH);
+#define GM_PREFETCH_INPUTS(at) if (((at) % PF_LINE) == 0) { FOREACH_INPUT(GM_PF_INPUT) }
+#else
+#define GM_PREFETCH_INPUTS(at)
+#endif
+
+// Every operand is one dense run: work-item g owns elements [VW*UNROLL*g, VW*UNROLL*(g+1)).
 __kernel void gm_ew_contig(__global T* out, ulong out_off, ulong n, float scale, float bias IN_PARAMS) {
-    ulong first = (ulong)get_global_id(0) * 4 * UNROLL;
-    if (first + 4 * UNROLL <= n) {
+    ulong first = (ulong)get_global_id(0) * VW * UNROLL;
+    if (first + VW * UNROLL <= n) {
         for (int u = 0; u < UNROLL; ++u) {
-            ulong base = first + 4 * u;
+            ulong base = first + VW * u;
+#define GM_PF_POS(k) base
+            GM_PREFETCH_INPUTS(base)
+#undef GM_PF_POS
 #define LOADV_AT(p, o, k) LOADV((p) + (o) + base)
             RESV r;
             GM_COMPUTE(r)
@@ -154,7 +169,10 @@ __kernel void gm_ew_rows(__global T* out, ulong out_off, ulong n_runs, __constan
     long pos[NIN + 1], i0;
     long iend = gm_run_start(meta, (long)g, RUN_ROWS, pos, &i0);
     long i = i0;
-    for (; i + 4 <= iend; i += 4) {
+    for (; i + VW <= iend; i += VW) {
+#define GM_PF_POS(k) (pos[k] + i)
+        GM_PREFETCH_INPUTS(i)
+#undef GM_PF_POS
 #define LOADV_AT(p, o, k) LOADV((p) + (o) + pos[k] + i)
         RESV r;
         GM_COMPUTE(r)

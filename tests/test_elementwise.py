@@ -1,6 +1,8 @@
 """Element-wise MEAN, ADD, IDENTITY and the one-pass n-ary mean against the exact oracle, on every device."""
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import oracle
 import pytest
@@ -211,3 +213,38 @@ def test_large_1d_fast_path(device):
         s = a.astype(np.float64) + b.astype(np.float64)
     want = (s / 2).astype(np.float32)    # float64 then float32: innocuous double rounding (53 >= 2*24+2)
     assert oracle.equal_bits(got, want)
+
+
+# FLOAT16 arithmetic runs 16 lanes wide on CPU OpenCL devices and the inputs are prefetched when
+# dense or in long rows: lengths around the vector and work-item sizes, broadcast rows with a
+# vector body and a tail, and rows long enough for the prefetch (named, seeded)
+F16_WIDE_CASES = {
+    "len_1": ((1,), None), "len_15": ((15,), None), "len_16": ((16,), None), "len_17": ((17,), None),
+    "len_63": ((63,), None), "len_65": ((65,), None), "len_4099": ((4099,), None),
+    "rows_broadcast_100": ((7, 100), (0, 1)),
+    "rows_broadcast_long": ((3, 40000), (0, 1)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(F16_WIDE_CASES))
+@pytest.mark.parametrize("op", ["mean", "add", "scale_bias"])
+def test_fp16_wide_vectors_and_prefetch(device, case, op):
+    shape, b_strides = F16_WIDE_CASES[case]
+    rng = np.random.default_rng(zlib.crc32(case.encode()))
+    a = random_data(D.FLOAT16, shape, 3)
+    a.flat[:: 7] = np.float16(65504)                      # overflow candidates and subnormals mixed in
+    a.flat[3:: 11] = np.float16(6e-08)
+    b = np.ascontiguousarray(np.broadcast_to(random_data(D.FLOAT16, shape, 4)[:1], shape)) if b_strides \
+        else random_data(D.FLOAT16, shape, 4)
+    t, tb = T(D.FLOAT16, shape), T(D.FLOAT16, shape, b_strides)
+    if op == "mean":
+        got = run(device, gm.ElementWiseMeanDesc(t, tb, t), [a, b])
+        assert oracle.equal_bits(got, oracle.mean2(a, b, np.float16))
+        return
+    if op == "add":
+        desc, ins = gm.ElementWiseAddDesc(t, tb, t), [a, b]
+    else:
+        sb = gm.ScaleBias(float(rng.choice([0.3333333, 3.0, -1.25])), float(rng.choice([0.0, 1.5, -7.0])))
+        desc, ins = gm.ElementWiseIdentityDesc(t, t, sb), [a]
+    # the CPU device is the reference (its float16 arithmetic is tested against the oracle above)
+    assert oracle.equal_bits(run(device, desc, ins), run(gm.create_device("cpu"), desc, ins))

