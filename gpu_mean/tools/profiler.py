@@ -96,9 +96,12 @@ def prepare_device(dev, case):
 PAUSE_S = 0.15   # after each block: lets a peer's spinning worker threads go to sleep
 
 
-def side_by_side(fns: dict, repeat: int, rounds: int = 3) -> dict:
-    """{name: median seconds}: every callable warmed up, then timed in ``rounds`` alternating blocks."""
+def side_by_side(fns: dict, repeat: int, rounds: int | None = None) -> dict:
+    """{name: median seconds}: every callable warmed up, then timed in ``rounds`` alternating blocks
+    (by default blocks of two calls: this VM's bandwidth drifts over seconds, and one slow period
+    inside a block of four once cost a case 40 % against the copy kernel measured before it)."""
     times: dict = {name: [] for name in fns}
+    rounds = rounds or max(1, -(-repeat // 2))
     per_round = max(1, -(-repeat // rounds))
     for fn in fns.values():
         fn()
