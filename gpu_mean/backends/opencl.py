@@ -281,7 +281,6 @@ class ClElementwiseProgram(Program):
         # CPU devices: 64 contiguous elements per work-item (measured on PoCL: 4% above 32 and 10%
         # above 8 for copy and mean); GPUs: short blocks, so that neighbouring work-items stay coalesced
         self.unroll = 64 // vw if be.is_cpu else (4 if plan.dtype.element_size <= 2 else 2)
-        self.vw = vw
         m.update(OP=code, NIN=nin, NDIM=plan.ndim, RUN=self.RUN, RUN_ROWS=self.RUN_ROWS, UNROLL=self.unroll,
                  PREFETCH=launch.ew_prefetch(plan, be.is_cpu), PF_LINE=max(1, 64 // int(plan.dtype.element_size)),
                  IN_PARAMS="".join(f", __global const T* in{k}, ulong off{k}" for k in range(nin)),

@@ -261,9 +261,10 @@ def main(device=None, size_mb=256, repeat=10, peers=False) -> int:
     shape = (64, 1024, n // (64 * 1024)) if n >= 64 * 1024 * 8 else (n,)
     print(f"profile: {dev.name}; float32 input {shape} = {n * 4 / 2**20:.0f} MiB; median of {repeat}")
     rows = []
-    # host time before and after the big cases: on the CI-class VM, freeing hundreds of MB raises the
-    # OpenCL runtime's own enqueue+finish round trip for the rest of the process (measured: an empty
-    # PoCL kernel 19 -> 30 us), so one number alone would depend on where it was taken
+    # host time before and after the big cases: on the CI-class VM the OpenCL runtime's own
+    # enqueue+finish round trip moves with the VM's state during a run (measured after the big cases:
+    # 18.6-38.9 us in one session, 16 us again in a fresh process), so one number alone would depend
+    # on where it was taken
     ho_start = host_overhead(dev)
     all_cases = cases(shape)
     copy_case = all_cases[0]
