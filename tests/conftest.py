@@ -16,8 +16,10 @@ import gpu_mean as gm  # noqa: E402
 from gpu_mean import backends  # noqa: E402
 
 # "opencl:0-nofp64" is the OpenCL device with fp64 switched off: it forces the kernels' paths for
-# devices without cl_khr_fp64 (compensated float accumulation) onto every test.
-ALL_DEVICE_IDS = ["cpu", "opencl:0", "opencl:0-nofp64", "cuda:0"]
+# devices without cl_khr_fp64 (compensated float accumulation) onto every test. "opencl:0-gpupaths"
+# runs the kernel variants and launch geometry an OpenCL GPU gets (4-wide vectors, short blocks, no
+# prefetch, many reduction chunks) on the device present, so that a machine without a GPU tests them.
+ALL_DEVICE_IDS = ["cpu", "opencl:0", "opencl:0-nofp64", "opencl:0-gpupaths", "cuda:0"]
 
 
 def _wanted():
@@ -49,9 +51,11 @@ def device(request):
 
 
 def make_device(spec: str):
-    if spec.endswith("-nofp64"):
+    if spec.endswith(("-nofp64", "-gpupaths")):
         from gpu_mean.backends import opencl
-        return gm.Device(opencl.make_backend(int(spec.split(":")[1].split("-")[0]), allow_fp64=False))
+        index = int(spec.split(":")[1].split("-")[0])
+        return gm.Device(opencl.make_backend(index, allow_fp64=not spec.endswith("-nofp64"),
+                                             gpu_paths=spec.endswith("-gpupaths")))
     return gm.create_device(spec)
 
 

@@ -18,7 +18,7 @@ PATTERN = r"(test_mean_|test_reduce_mean_|test_operator_reduced_mean)"
 
 def _register():
     for spec in _wanted():
-        if spec.endswith("-nofp64"):
+        if spec.endswith(("-nofp64", "-gpupaths")):   # test-only variants of opencl:0, run by the other suites
             continue
         found, _ = backends._discover(spec.split(":")[0])
         if not found:

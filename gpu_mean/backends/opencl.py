@@ -104,13 +104,17 @@ class KernelArgs:
 _MISSING = object()
 
 
-def make_backend(index: int = 0, allow_fp64: bool = True) -> OpenCLBackend:
-    """A fresh backend for device ``index``; allow_fp64=False forces the no-fp64 kernels (tests)."""
+def make_backend(index: int = 0, allow_fp64: bool = True, gpu_paths: bool = False) -> OpenCLBackend:
+    """A fresh backend for device ``index`` (tests): allow_fp64=False forces the no-fp64 kernels,
+    gpu_paths=True the kernel variants, geometry and memory a GPU device gets, on whatever device it is."""
     found, reason = discover()
     if not found:
         raise RuntimeError(reason)
     b = found[index]
-    return OpenCLBackend(b.cl_device, b.platform, index, None, allow_fp64)
+    be = OpenCLBackend(b.cl_device, b.platform, index, None, allow_fp64)
+    if gpu_paths:
+        be.is_cpu = be.host_backed = False
+    return be
 
 
 class OpenCLBackend(Backend):
