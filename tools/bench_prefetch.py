@@ -1,0 +1,56 @@
+"""Software prefetch on a CPU OpenCL device, off against on, side by side in one process.
+
+    python tools/bench_prefetch.py                       # every profiler case of a 256 MiB input
+    python tools/bench_prefetch.py --cases "reduce f32 axes [1]" "reduce f32 axes [2]" --peers
+
+"off" is the same build with the planner's prefetch distances set to 0 (``launch.ROW_PREFETCH_BYTES``
+and ``launch.COL_PREFETCH_ROWS``), so every kernel is compiled without the prefetch; "on" is the
+shipped setting. ``--peers`` adds onnxruntime where the profiler has it for the case.
+"""
+from __future__ import annotations
+
+import argparse
+
+import gpu_mean as gm
+from gpu_mean.backends import launch
+from gpu_mean.tools import profiler
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="opencl")
+    ap.add_argument("--size-mb", type=int, default=256)
+    ap.add_argument("--repeat", type=int, default=40)
+    ap.add_argument("--cases", nargs="*", help="profiler case names (default: all)")
+    ap.add_argument("--peers", action="store_true")
+    a = ap.parse_args()
+    n = a.size_mb * 2**20 // 4
+    shape = (64, 1024, n // (64 * 1024))
+    cases = [c for c in profiler.cases(shape) if not a.cases or c.name in a.cases]
+    shipped = launch.ROW_PREFETCH_BYTES, launch.COL_PREFETCH_ROWS
+    fns, traffic = {}, {}
+    for label, setting in (("off", (0, 0)), ("on", shipped)):
+        launch.ROW_PREFETCH_BYTES, launch.COL_PREFETCH_ROWS = setting
+        dev = gm.create_device(a.device)   # a fresh device: programs are cached per device
+        for c in cases:
+            fns[(c.name, label)] = profiler.prepare_device(dev, c)
+            traffic[(c.name, label)] = c.traffic
+    launch.ROW_PREFETCH_BYTES, launch.COL_PREFETCH_ROWS = shipped
+    if a.peers:
+        for c in cases:
+            f = profiler.ort_peer(c, shape)
+            if f is not None:
+                fns[(c.name, "onnxruntime")], traffic[(c.name, "onnxruntime")] = f, c.traffic
+    times = profiler.side_by_side(fns, a.repeat)
+    print(f"prefetch off/on on {dev.name}; float32 input {shape}; median of {a.repeat}")
+    for c in cases:
+        line = f"  {c.name:26s}"
+        for label in ("off", "on", "onnxruntime"):
+            if (c.name, label) in times:
+                line += f" | {label} {traffic[(c.name, label)] / times[(c.name, label)] / 1e9:6.1f} GB/s"
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
