@@ -56,9 +56,8 @@ def ew_prefetch(plan, is_cpu: bool) -> int:
         return 0
     if plan.contiguous:
         return ROW_PREFETCH_BYTES
-    rows_dense = all(st[-1] == 1 for st in plan.strides)
     long_rows = plan.shape[-1] * int(plan.dtype.element_size) >= PREFETCH_MIN_RUN_BYTES
-    return ROW_PREFETCH_BYTES if rows_dense and long_rows else 0
+    return ROW_PREFETCH_BYTES if plan.rows_dense and long_rows else 0
 
 
 def _row_prefetch(plan: planning.ReducePlan, length: int, adjacent: bool) -> int:

@@ -92,13 +92,12 @@ class KernelArgs:
         self.last: dict = {}
 
     def set(self, i: int, value, dtype=None) -> None:
-        key = id(value) if dtype is None else int(value)
-        if self.last.get(i, _MISSING) == key and (dtype is not None or self.last.get(("ref", i)) is value):
+        key = value if dtype is None else int(value)      # buffers by identity, scalars by value
+        last = self.last.get(i, _MISSING)
+        if last is key or (dtype is not None and last == key):
             return
         self.kernel.set_arg(i, value if dtype is None else dtype(value))
         self.last[i] = key
-        if dtype is None:
-            self.last[("ref", i)] = value
 
 
 _MISSING = object()
@@ -111,14 +110,11 @@ def make_backend(index: int = 0, allow_fp64: bool = True, gpu_paths: bool = Fals
     if not found:
         raise RuntimeError(reason)
     b = found[index]
-    be = OpenCLBackend(b.cl_device, b.platform, index, None, allow_fp64)
-    if gpu_paths:
-        be.is_cpu = be.host_backed = False
-    return be
+    return OpenCLBackend(b.cl_device, b.platform, index, None, allow_fp64, gpu_paths)
 
 
 class OpenCLBackend(Backend):
-    def __init__(self, device, platform, index: int, ctx=None, allow_fp64: bool = True):
+    def __init__(self, device, platform, index: int, ctx=None, allow_fp64: bool = True, gpu_paths: bool = False):
         cl = _cl()
         self.cl = cl
         self.cl_device = device
@@ -127,7 +123,7 @@ class OpenCLBackend(Backend):
         self.queue = cl.CommandQueue(self.ctx)
         ext = device.extensions.split()
         self.fp64 = allow_fp64 and "cl_khr_fp64" in ext
-        self.is_cpu = bool(device.type & cl.device_type.CPU)
+        self.is_cpu = bool(device.type & cl.device_type.CPU) and not gpu_paths
         self.host_backed = self.is_cpu and bool(device.host_unified_memory)
         self.compute_units = device.max_compute_units
         self.info = DeviceInfo("opencl", index, device.name.strip(), device.vendor.strip(),
@@ -236,8 +232,8 @@ _CL_T = {D.FLOAT32: "float", D.FLOAT16: "half", D.FLOAT64: "double", D.INT32: "i
 def ew_vector_width(op: str, dt: DataType, has_scale_bias: bool, is_cpu: bool) -> int:
     """Lanes of the compute vector: 16 for FLOAT16 arithmetic on CPU devices (PoCL converts a
     vload_half16 at the copy kernel's speed, a vload_half4 at 0.75-0.95x of it), otherwise 4."""
-    converts = dt == D.FLOAT16 and op in ("mean", "add", "identity") and (op != "identity" or has_scale_bias)
-    return 16 if is_cpu and converts else 4
+    converts = op in ("mean", "add") or (op == "identity" and has_scale_bias)   # not a bit copy, not n-ary
+    return 16 if is_cpu and dt == D.FLOAT16 and converts else 4
 
 
 def ew_macros(op: str, dt: DataType, has_scale_bias: bool, fp64: bool, vw: int = 4) -> dict:
@@ -303,10 +299,9 @@ class ClElementwiseProgram(Program):
             self.first_in = 5
             self.gsize, self.lsize = launch.ew_contig_geometry(n, vw * self.unroll, be.is_cpu)
         else:
-            rows_dense = all(st[-1] == 1 for st in plan.strides)
-            self.kernel = cl.Kernel(prg, "gm_ew_rows" if rows_dense else "gm_ew_strided")
+            self.kernel = cl.Kernel(prg, "gm_ew_rows" if plan.rows_dense else "gm_ew_strided")
             rows = plan.count // plan.shape[-1]
-            n_runs = rows * -(-plan.shape[-1] // (self.RUN_ROWS if rows_dense else self.RUN))
+            n_runs = rows * -(-plan.shape[-1] // (self.RUN_ROWS if plan.rows_dense else self.RUN))
             self.meta = be.constant(list(plan.shape) + [s for st in plan.strides for s in st])
             self.kernel.set_arg(2, np.uint64(n_runs))
             self.kernel.set_arg(3, self.meta)

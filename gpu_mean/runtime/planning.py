@@ -43,6 +43,11 @@ class ElementwisePlan:
         """Every operand is one dense run: the vectorized fast path applies."""
         return self.ndim == 1 and all(st[0] == 1 for st in self.strides)
 
+    @property
+    def rows_dense(self) -> bool:
+        """Every operand's innermost dimension is dense: rows can move as vectors."""
+        return all(st[-1] == 1 for st in self.strides)
+
 
 def coalesce_elementwise(shape, operand_strides) -> tuple[tuple, tuple]:
     """Coalesced (shape, per-operand strides). The last operand (the output) sets the order."""
