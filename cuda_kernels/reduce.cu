@@ -33,13 +33,13 @@ __device__ __forceinline__ ACC gm_warp_sum(ACC v) {
     return v;
 }
 
-__device__ __forceinline__ void gm_emit(ACC total, unsigned long long n, T* out, ACC* part,
+__device__ __forceinline__ void gm_emit(ACC total, unsigned long long n, OUT_T* out, ACC* part,
                                         const long long* meta, long long k, long long chunk, long long n_out) {
     if (part) part[chunk * n_out + k] = total;
     else STORE_RESULT(total, n, out + gm_keep_offset(meta, k, 2));
 }
 
-extern "C" __global__ void gm_reduce_row(const T* __restrict__ in, T* __restrict__ out, ACC* __restrict__ part,
+extern "C" __global__ void gm_reduce_row(const T* __restrict__ in, OUT_T* __restrict__ out, ACC* __restrict__ part,
                                          const long long* __restrict__ meta, long long n_out, long long len,
                                          long long clen, unsigned long long n) {
     __shared__ ACC warp_sums[BLOCK / 32];
@@ -77,7 +77,7 @@ extern "C" __global__ void gm_reduce_row(const T* __restrict__ in, T* __restrict
 }
 
 // [outer kept..., R (stride rs), inner kept I (stride 1 in input and output)]
-extern "C" __global__ void gm_reduce_col(const T* __restrict__ in, T* __restrict__ out, ACC* __restrict__ part,
+extern "C" __global__ void gm_reduce_col(const T* __restrict__ in, OUT_T* __restrict__ out, ACC* __restrict__ part,
                                          const long long* __restrict__ meta, long long n_out, long long len,
                                          long long clen, unsigned long long n, long long inner, long long rs) {
     __shared__ ACC tile[COL_Y][33];
@@ -105,7 +105,7 @@ extern "C" __global__ void gm_reduce_col(const T* __restrict__ in, T* __restrict
     }
 }
 
-extern "C" __global__ void gm_reduce_general(const T* __restrict__ in, T* __restrict__ out, ACC* __restrict__ part,
+extern "C" __global__ void gm_reduce_general(const T* __restrict__ in, OUT_T* __restrict__ out, ACC* __restrict__ part,
                                              const long long* __restrict__ meta, long long n_out, long long len,
                                              long long clen, unsigned long long n) {
     long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x, chunk = blockIdx.y;
@@ -135,7 +135,7 @@ extern "C" __global__ void gm_reduce_general(const T* __restrict__ in, T* __rest
 }
 
 extern "C" __global__ void gm_reduce_finalize(const ACC* __restrict__ part, long long n_chunks, long long n_out,
-                                              T* __restrict__ out, const long long* __restrict__ meta,
+                                              OUT_T* __restrict__ out, const long long* __restrict__ meta,
                                               unsigned long long n) {
     long long k = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= n_out) return;

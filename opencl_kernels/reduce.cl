@@ -62,24 +62,24 @@ inline long gm_keep_offset(__constant long* meta, long k, int which) {
     return KN > 0 ? off + k * meta[KN * which] : 0;
 }
 
-inline void gm_finish(gm_acc a, ulong n, __global T* out, __constant long* meta, long k) {
+inline void gm_finish(gm_acc a, ulong n, __global OUT_T* out, __constant long* meta, long k) {
     STORE_RESULT(GM_ACC_TOTAL(a), n, out + gm_keep_offset(meta, k, 2));
 }
 
 // one output already located: its element in out, or its partial slot (pp non-null)
-inline void gm_emit_at(gm_acc a, ulong n, __global T* o, __global gm_acc* pp) {
+inline void gm_emit_at(gm_acc a, ulong n, __global OUT_T* o, __global gm_acc* pp) {
     if (pp) *pp = a;
     else STORE_RESULT(GM_ACC_TOTAL(a), n, o);
 }
 
-inline void gm_emit(gm_acc a, ulong n, __global T* out, __global gm_acc* part, __constant long* meta,
+inline void gm_emit(gm_acc a, ulong n, __global OUT_T* out, __global gm_acc* part, __constant long* meta,
                     long k, long chunk, long n_out) {
     if (part) part[chunk * n_out + k] = a;
     else gm_finish(a, n, out, meta, k);
 }
 
 // Row class: the reduced run is contiguous. Work-item (k, chunk) sums [chunk*clen, +clen) of row k.
-__kernel void gm_reduce_row(__global const T* in, ulong in_off, __global T* out, ulong out_off,
+__kernel void gm_reduce_row(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
                             __global gm_acc* part, ulong part_off, int use_part, __constant long* meta,
                             long n_out, long len, long clen, ulong n) {
     long k = get_global_id(0), chunk = get_global_id(1);
@@ -136,7 +136,7 @@ __kernel void gm_reduce_row(__global const T* in, ulong in_off, __global T* out,
 // Column class: [outer kept..., R (stride rs), inner kept I (stride 1 in input and output)].
 // Work-item (column block, outer index, chunk) sums COLS adjacent columns over a chunk of rows:
 // every row read is COLS contiguous elements, and no work-item ever walks a whole column alone.
-__kernel void gm_reduce_col(__global const T* in, ulong in_off, __global T* out, ulong out_off,
+__kernel void gm_reduce_col(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
                             __global gm_acc* part, ulong part_off, int use_part, __constant long* meta,
                             long n_out, long len, long clen, ulong n, long inner, long rs) {
     long cb = get_global_id(0), o = get_global_id(1), chunk = get_global_id(2);
@@ -145,7 +145,7 @@ __kernel void gm_reduce_col(__global const T* in, ulong in_off, __global T* out,
     long k0 = o * inner + c0;
     __global const T* p = in + in_off + gm_keep_offset(meta, k0, 1);
     // the COLS outputs of this work-item are adjacent (inner stride 1 in the output and in the partials)
-    __global T* ob = out + out_off + gm_keep_offset(meta, k0, 2);
+    __global OUT_T* ob = out + out_off + gm_keep_offset(meta, k0, 2);
     __global gm_acc* pb = use_part ? part + part_off + chunk * n_out + k0 : 0;
     long r = chunk * clen, rend = min(len, r + clen);
     if (c0 + COLS <= inner) {
@@ -207,7 +207,7 @@ __kernel void gm_reduce_col(__global const T* in, ulong in_off, __global T* out,
 
 // General class: interleaved axes, broadcast or padded inputs. Work-item (k, chunk) walks a chunk
 // of the reduced index space with a carried multi-index.
-__kernel void gm_reduce_general(__global const T* in, ulong in_off, __global T* out, ulong out_off,
+__kernel void gm_reduce_general(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
                                 __global gm_acc* part, ulong part_off, int use_part, __constant long* meta,
                                 long n_out, long len, long clen, ulong n) {
     long k = get_global_id(0), chunk = get_global_id(1);
@@ -240,7 +240,7 @@ __kernel void gm_reduce_general(__global const T* in, ulong in_off, __global T* 
 
 // Second pass: combine the chunk partials of each output in a fixed order (deterministic).
 __kernel void gm_reduce_finalize(__global const gm_acc* part, ulong part_off, long n_chunks, long n_out,
-                                 __global T* out, ulong out_off, __constant long* meta, ulong n) {
+                                 __global OUT_T* out, ulong out_off, __constant long* meta, ulong n) {
     long k = get_global_id(0);
     if (k >= n_out) return;
     part += part_off;

@@ -10,10 +10,13 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from gpu_mean.backends import cuda_macros, launch
+from gpu_mean.backends import cuda_geometry as launch
+from gpu_mean.backends import cuda_macros
 from gpu_mean.backends.kernels import kernel_dir, kernel_source
+from gpu_mean.backends.typespell import header
 from gpu_mean.descriptors.tensor import packed_strides
 from gpu_mean.descriptors.types import DataType as D
+from gpu_mean.descriptors.types import KernelOp
 from gpu_mean.runtime import planning
 
 NVCC = shutil.which("nvcc")
@@ -30,7 +33,16 @@ EW_VARIANTS = [
 
 def _plan(shape, axes, dt=D.FLOAT32):
     out_shape = tuple(1 if i in axes else s for i, s in enumerate(shape))
-    return planning.plan_reduce("average", dt, shape, packed_strides(shape), packed_strides(out_shape), axes)
+    op = KernelOp.REDUCE_MEAN
+    return planning.plan_reduce(op, dt, shape, packed_strides(shape), packed_strides(out_shape), axes)
+
+
+def _ew_plan(op: str, dt, nin: int, ndim: int, sb: bool):
+    """An element-wise plan of ``ndim`` coalesced dimensions (broadcast inputs keep them apart)."""
+    shape = (3,) * ndim
+    bc = tuple(0 if d % 2 else s for d, s in enumerate(packed_strides(shape)))
+    strides = (bc if ndim > 1 else packed_strides(shape),) * nin + (packed_strides(shape),)
+    return planning.ElementwisePlan(KernelOp(op), dt, nin, shape, strides, 0.5 if sb else 1.0, 0.0, sb)
 
 
 RED_VARIANTS = [(D.FLOAT32, (64, 1024), (1,), True), (D.FLOAT16, (8, 100000), (1,), False),
@@ -40,9 +52,10 @@ RED_VARIANTS = [(D.FLOAT32, (64, 1024), (1,), True), (D.FLOAT16, (8, 100000), (1
 
 def _sources():
     for op, dt, nin, ndim, sb in EW_VARIANTS:
-        yield f"ew_{op}_{dt.name}_{nin}_{ndim}", cuda_macros.ew_macros(op, dt, nin, ndim, sb), "elementwise.cu"
+        m = cuda_macros.ew_macros(_ew_plan(op, dt, nin, ndim, sb))
+        yield f"ew_{op}_{dt.name}_{nin}_{ndim}", m, "elementwise.cu"
     for dt, shape, axes, warp in RED_VARIANTS:
-        yield f"red_{dt.name}_{len(shape)}_{len(axes)}", cuda_macros.reduce_macros(dt, _plan(shape, axes, dt), 256,
+        yield f"red_{dt.name}_{len(shape)}_{len(axes)}", cuda_macros.reduce_macros(_plan(shape, axes, dt), 256,
                                                                                    warp, 8), "reduce.cu"
 
 
@@ -55,7 +68,7 @@ def test_every_cuda_kernel_variant_compiles(tmp_path):
     jobs = []
     for name, macros, fname in _sources():
         src = tmp_path / f"{name}.cu"
-        src.write_text(cuda_macros.header(macros) + kernel_source("cuda_kernels", fname))
+        src.write_text(header(macros) + kernel_source("cuda_kernels", fname))
         jobs.append((name, src))
 
     def compile_one(job):
@@ -98,9 +111,9 @@ def test_cuda_reduce_geometry_never_one_block():
 
 
 def test_cuda_macros_integer_add_wraps_through_unsigned():
-    m = cuda_macros.ew_macros("add", D.INT32, 2, 1, False)
+    m = cuda_macros.ew_macros(_ew_plan("add", D.INT32, 2, 1, False))
     assert m["CT"] == "unsigned long long" and m["FROM_CT(x)"] == "((int)(unsigned int)(x))"
-    m = cuda_macros.ew_macros("identity", D.FLOAT16, 1, 1, False)
+    m = cuda_macros.ew_macros(_ew_plan("identity", D.FLOAT16, 1, 1, False))
     assert m["T"] == "unsigned short" and m["VEC"] == 8
     assert np.dtype(np.float16).itemsize == 2
 
@@ -178,7 +191,7 @@ def test_cuda_elementwise_arguments_match_the_kernels(desc_kind):
     else:
         desc = gm.ElementWiseMeanDesc(t, t, t)
     be = _FakeBackend()
-    prog = CudaElementwiseProgram(be, desc)
+    prog = CudaElementwiseProgram(be, planning.plan_operator(desc))
     off = 4 if desc_kind == "contig_unaligned" else 0
     prog.run([(_Mem(4096), off)] * len(desc.input_tensors()), [(_Mem(8192), 0)], None)
     (name, grid, block, args), = be.calls
@@ -198,7 +211,7 @@ def test_cuda_reduce_arguments_match_the_kernels(shape, axes):
     desc = gm.ReduceDesc(gm.ReduceFunction.AVERAGE, gm.TensorDesc(D.FLOAT32, shape), gm.TensorDesc(D.FLOAT32, out),
                          axes)
     be = _FakeBackend()
-    prog = CudaReduceProgram(be, desc)
+    prog = CudaReduceProgram(be, planning.plan_operator(desc))
     tmp = (_Mem(1 << 20), 256) if prog.temporary_size else None
     prog.run([(_Mem(4096), 0)], [(_Mem(8192), 16)], tmp)
     for name, grid, block, args in be.calls:

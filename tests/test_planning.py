@@ -1,12 +1,13 @@
 """Host-side planning and launch geometry: pure functions, no device."""
 from __future__ import annotations
 
-from gpu_mean.backends import launch
+from gpu_mean.backends import opencl_geometry as launch
 from gpu_mean.descriptors.tensor import packed_strides
-from gpu_mean.descriptors.types import DataType
+from gpu_mean.descriptors.types import DataType, KernelOp
 from gpu_mean.runtime import planning
 
 F = DataType.FLOAT32
+ROW_PF, COL_PF = launch.DEFAULT_TUNING.row_prefetch_bytes, launch.DEFAULT_TUNING.col_prefetch_rows
 
 
 def test_coalesce_packed_to_one_dim():
@@ -33,16 +34,16 @@ def test_coalesce_all_size_one():
 
 
 def test_plan_contiguous_flag():
-    p = planning.ElementwisePlan("mean", F, 2, (60,), ((1,), (1,), (1,)))
+    p = planning.ElementwisePlan(KernelOp.MEAN, F, 2, (60,), ((1,), (1,), (1,)))
     assert p.contiguous and p.count == 60
-    assert not planning.ElementwisePlan("mean", F, 2, (4, 15), ((0, 1), (15, 1), (15, 1))).contiguous
+    assert not planning.ElementwisePlan(KernelOp.MEAN, F, 2, (4, 15), ((0, 1), (15, 1), (15, 1))).contiguous
 
 
 def _plan(shape, axes, in_strides=None, out_strides=None):
     in_strides = in_strides or packed_strides(shape)
     out_shape = tuple(1 if i in axes else s for i, s in enumerate(shape))
     out_strides = out_strides or packed_strides(out_shape)
-    return planning.plan_reduce("average", F, shape, in_strides, out_strides, axes)
+    return planning.plan_reduce(KernelOp.REDUCE_MEAN, F, shape, in_strides, out_strides, axes)
 
 
 def test_reduce_classes():
@@ -105,8 +106,8 @@ def test_reduce_geometry_gpu_splits_more():
 
 
 def test_ew_geometry():
-    assert launch.ew_contig_geometry(1000, 4, True) == ((256,), (256,))
-    assert launch.ew_contig_geometry(4 * 256 + 1, 4, True) == ((512,), (256,))
+    assert launch.ew_contig_geometry(1000, 4) == ((256,), (256,))
+    assert launch.ew_contig_geometry(4 * 256 + 1, 4) == ((512,), (256,))
 
 
 def test_reduce_geometry_interleaved_dense_runs():
@@ -121,22 +122,23 @@ def test_reduce_geometry_cpu_prefetch_only_where_the_lines_are_read():
     where that waste is small: adjacent or long rows, column chunks of many rows, never on GPUs."""
     def geo(shape, axes, dtype=DataType.FLOAT32, cpu=True, strides=None):
         out_strides = packed_strides(tuple(1 if i in axes else s for i, s in enumerate(shape)))
-        plan = planning.plan_reduce("average", dtype, shape, strides or packed_strides(shape), out_strides, axes)
+        in_strides = strides or packed_strides(shape)
+        plan = planning.plan_reduce(KernelOp.REDUCE_MEAN, dtype, shape, in_strides, out_strides, axes)
         return launch.reduce_geometry(plan, is_cpu=cpu, compute_units=2)
-    assert geo((64, 1024, 1024), (2,)).prefetch == launch.ROW_PREFETCH_BYTES        # adjacent rows
-    assert geo((64, 1024, 1024), (0, 1, 2)).prefetch == launch.ROW_PREFETCH_BYTES   # one long run in chunks
-    assert geo((64, 1024, 1024), (1,)).prefetch == launch.COL_PREFETCH_ROWS          # 1024 rows per chunk
+    assert geo((64, 1024, 1024), (2,)).prefetch == ROW_PF        # adjacent rows
+    assert geo((64, 1024, 1024), (0, 1, 2)).prefetch == ROW_PF   # one long run in chunks
+    assert geo((64, 1024, 1024), (1,)).prefetch == COL_PF          # 1024 rows per chunk
     assert geo((64, 1024, 1024), (0,)).prefetch == 0                                 # chunks of 64 rows
     g = geo((64, 1024, 1024), (0, 2))             # interleaved: dense runs of 1024, adjacent for one k
-    assert g.row_multi and g.prefetch == launch.ROW_PREFETCH_BYTES
+    assert g.row_multi and g.prefetch == ROW_PF
     assert geo((64, 1024, 1024), (0, 2), strides=(1 << 21, 2048, 1)).prefetch == 0   # padded runs
     assert geo((64, 1024, 1024), (2,), cpu=False).prefetch == 0
     assert geo((64, 1024, 1024), (1,), cpu=False).prefetch == 0
     # padded rows of 100 elements (stride 128): the next row is not where the prefetch lands
     assert geo((5000, 100), (1,), strides=(128, 1)).prefetch == 0
-    assert geo((5000, 100), (1,)).prefetch == launch.ROW_PREFETCH_BYTES
+    assert geo((5000, 100), (1,)).prefetch == ROW_PF
     # padded but long rows: the waste past each row is at most 1/32 of it
-    assert geo((8, 1 << 15), (1,), DataType.FLOAT16, strides=(1 << 16, 1)).prefetch == launch.ROW_PREFETCH_BYTES
+    assert geo((8, 1 << 15), (1,), DataType.FLOAT16, strides=(1 << 16, 1)).prefetch == ROW_PF
     assert geo((8, 1 << 13), (1,), DataType.FLOAT16, strides=(1 << 14, 1)).prefetch == 0
 
 
@@ -145,11 +147,11 @@ def test_ew_prefetch_only_for_dense_or_long_rows():
 
     def pf(shape, b_strides=None, dt=DataType.FLOAT32, cpu=True):
         t, tb = gm.TensorDesc(dt, shape), gm.TensorDesc(dt, shape, b_strides)
-        return launch.ew_prefetch(launch.elementwise_plan(gm.ElementWiseMeanDesc(t, tb, t)), cpu)
-    assert pf((64, 1024, 1024)) == launch.ROW_PREFETCH_BYTES                 # one dense run
-    assert pf((64, 1 << 20), (0, 1)) == launch.ROW_PREFETCH_BYTES            # broadcast, rows of 4 MB
+        return launch.ew_prefetch(planning.plan_operator(gm.ElementWiseMeanDesc(t, tb, t)), cpu)
+    assert pf((64, 1024, 1024)) == ROW_PF                 # one dense run
+    assert pf((64, 1 << 20), (0, 1)) == ROW_PF            # broadcast, rows of 4 MB
     assert pf((1 << 16, 100), (0, 1)) == 0                                   # rows of 400 bytes
     assert pf((64, 1 << 14), (0, 1), DataType.FLOAT16) == 0                  # rows of 32 KB
-    assert pf((64, 1 << 15), (0, 1), DataType.FLOAT16) == launch.ROW_PREFETCH_BYTES
+    assert pf((64, 1 << 15), (0, 1), DataType.FLOAT16) == ROW_PF
     assert pf((64, 1 << 20), (1, 64)) == 0                                   # permuted: the strided kernel
     assert pf((64, 1024, 1024), cpu=False) == 0

@@ -171,11 +171,12 @@ PREFETCH_CASES = {
 @pytest.mark.parametrize("case", sorted(PREFETCH_CASES))
 @pytest.mark.parametrize("dt", [D.FLOAT32, D.FLOAT16, D.INT32], ids=lambda d: d.name)
 def test_prefetched_rows_and_columns(device, case, dt):
-    from gpu_mean.backends import launch
+    from gpu_mean.backends import opencl_geometry as launch
+    from gpu_mean.descriptors.types import KernelOp
     from gpu_mean.runtime import planning
     shape, axes, strides = PREFETCH_CASES[case]
     ti, to = T(dt, shape, strides), out_desc(dt, shape, axes)
-    plan = planning.plan_reduce("average", dt, shape, ti.effective_strides, to.effective_strides, axes)
+    plan = planning.plan_reduce(KernelOp.REDUCE_MEAN, dt, shape, ti.effective_strides, to.effective_strides, axes)
     assert launch.reduce_geometry(plan, is_cpu=True, compute_units=2).prefetch > 0
     rng = np.random.default_rng(zlib.crc32(case.encode()))
     if dt == D.INT32:
@@ -186,3 +187,38 @@ def test_prefetched_rows_and_columns(device, case, dt):
         x = (rng.random(shape) * 100 + 1).astype(dt.numpy_dtype)
         got = run(device, gm.ReduceDesc(AVG, ti, to, axes), [x])
         check_float(got, x, axes, dt)
+
+
+@pytest.mark.parametrize("dt,wide", [(D.FLOAT32, D.FLOAT64), (D.FLOAT16, D.FLOAT64), (D.INT32, D.INT64),
+                                     (D.UINT32, D.UINT64)])
+@pytest.mark.parametrize("shape,axes", [((7, 3000), (1,)), ((3000, 9), (0,)), ((5, 6, 7), (0, 2)),
+                                        ((4, 50000), (0, 1))])
+def test_ext_reduce_sum_is_the_wide_total(device, dt, wide, shape, axes):
+    """gm.ext.ReduceSumDesc: the exact integer total, and for floats the fp64 total (the partial sums
+    gpu_mean.dask combines); never rounded to the input's type."""
+    if wide == gm.DataType.FLOAT64 and not device.info.fp64:
+        pytest.skip("FLOAT64 outputs need fp64")
+    rng = np.random.default_rng(7)
+    if dt.is_float:
+        x = (rng.random(shape) * 100).astype(dt.numpy_dtype)
+    else:
+        info = np.iinfo(dt.numpy_dtype)
+        x = rng.integers(info.min, info.max, shape, dtype=dt.numpy_dtype, endpoint=True)
+    out = tuple(1 if i in axes else s for i, s in enumerate(shape))
+    desc = gm.ext.ReduceSumDesc(gm.TensorDesc(dt, shape), gm.TensorDesc(wide, out), axes)
+    got = run(device, desc, [x])
+    want = np.sum(x, axis=axes, dtype=wide.numpy_dtype, keepdims=True)
+    if dt.is_float:
+        # wide accumulation in any order (FLOAT16 rows add 8 halves in float first, each exact to
+        # 2^-21): relative error far below one ulp of the input's type (2^-24 for FLOAT32)
+        np.testing.assert_allclose(got, want, rtol=2.0**-30)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+def test_ext_reduce_sum_output_type_is_the_wide_type(cpu):
+    x = gm.TensorDesc(gm.DataType.FLOAT32, (4, 5))
+    with pytest.raises(gm.InvalidArgumentError, match="OutputTensor has data type FLOAT32"):
+        cpu.create_operator(gm.ext.ReduceSumDesc(x, gm.TensorDesc(gm.DataType.FLOAT32, (4, 1)), (1,)))
+    with pytest.raises(gm.InvalidArgumentError, match="the sum of a FLOAT32 InputTensor is FLOAT64"):
+        cpu.create_operator(gm.ext.ReduceSumDesc(x, gm.TensorDesc(gm.DataType.INT64, (4, 1)), (1,)))

@@ -7,8 +7,7 @@ import os
 
 import numpy as np
 
-from ..descriptors.ext import IntegerReduceMeanDesc, NaryMeanDesc
-from ..descriptors.operators import ElementWiseAddDesc, ElementWiseIdentityDesc, ElementWiseMeanDesc, ReduceDesc
+from ..descriptors.types import KernelOp
 from ..runtime import numerics
 from ..runtime.device import DeviceInfo
 from .base import Backend, Program
@@ -20,32 +19,36 @@ def tensor_view(native: np.ndarray, offset: int, desc) -> np.ndarray:
                       strides=tuple(s * dt.itemsize for s in desc.effective_strides))
 
 
+def _compute(plan, xs: list) -> np.ndarray:
+    op, dt = plan.op, plan.dtype
+    if op == KernelOp.MEAN:
+        return numerics.mean2(xs[0], xs[1], dt)
+    if op == KernelOp.ADD:
+        return numerics.add2(xs[0], xs[1], dt)
+    if op == KernelOp.IDENTITY:
+        return numerics.identity(xs[0], dt, (plan.scale, plan.bias) if plan.has_scale_bias else None)
+    if op == KernelOp.NARY_MEAN:
+        return numerics.nary_mean(xs, dt)
+    if op == KernelOp.REDUCE_MEAN:
+        return numerics.reduce_mean(xs[0], plan.axes, dt)
+    return numerics.reduce_sum(xs[0], plan.axes, plan.output_type)
+
+
 class CpuProgram(Program):
-    def __init__(self, desc):
-        self.desc = desc
+    def __init__(self, plan):
+        self.plan = plan
 
     def run(self, inputs, outputs, temporary) -> None:
-        d = self.desc
-        xs = [tensor_view(n, off, t) for (n, off), t in zip(inputs, d.input_tensors())]
-        out_t = d.output_tensors()[0]
-        dt = out_t.data_type
-        if isinstance(d, ElementWiseMeanDesc):
-            r = numerics.mean2(xs[0], xs[1], dt)
-        elif isinstance(d, ElementWiseAddDesc):
-            r = numerics.add2(xs[0], xs[1], dt)
-        elif isinstance(d, ElementWiseIdentityDesc):
-            r = numerics.identity(xs[0], dt, d.scale_bias)
-        elif isinstance(d, NaryMeanDesc):
-            r = numerics.nary_mean(xs, dt)
-        elif isinstance(d, (ReduceDesc, IntegerReduceMeanDesc)):
-            r = numerics.reduce_mean(xs[0], tuple(d.axes), dt)
-        else:
-            raise TypeError(f"no CPU implementation of {type(d).__name__}")
-        out = tensor_view(outputs[0][0], outputs[0][1], out_t)
-        out[...] = r
+        *in_ts, out_t = self.plan.tensors
+        xs = [tensor_view(n, off, t) for (n, off), t in zip(inputs, in_ts)]
+        r = _compute(self.plan, xs)
+        tensor_view(outputs[0][0], outputs[0][1], out_t)[...] = r
 
 
 class CpuBackend(Backend):
+    # numpy raises MemoryError when an allocation fails; nothing else here is a device fault
+    native_errors = (MemoryError,)
+
     def __init__(self):
         self.info = DeviceInfo("cpu", 0, "numpy reference", "numpy " + np.__version__, "CPU",
                                _host_memory(), True, True)
@@ -62,8 +65,11 @@ class CpuBackend(Backend):
     def copy(self, src, src_offset, dst, dst_offset, nbytes):
         dst[dst_offset:dst_offset + nbytes] = src[src_offset:src_offset + nbytes]
 
-    def compile(self, desc, flags):
-        return CpuProgram(desc)
+    def compile(self, plan, flags):
+        return CpuProgram(plan)
+
+    def is_out_of_memory(self, exc):
+        return isinstance(exc, MemoryError)
 
 
 def _host_memory() -> int:

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..descriptors.ext import IntegerReduceMeanDesc
-from ..descriptors.operators import ReduceDesc
 from ..errors import KernelBuildError
 from ..runtime import planning
 from ..runtime.device import DeviceInfo
-from . import cuda_macros, launch
+from . import cuda_geometry, cuda_macros
 from .base import Backend, Program
 from .kernels import kernel_source
-
-ACC_BYTES = 8
+from .typespell import cache_key, header
 
 
 def discover():
@@ -92,10 +89,10 @@ class CudaBackend(Backend):
         return isinstance(exc, self.cp.cuda.memory.OutOfMemoryError)
 
     def function(self, filename: str, macros: dict, name: str):
-        key = (filename, tuple(sorted(macros.items())))
+        key = cache_key(filename, macros)
         mod = self._modules.get(key)
         if mod is None:
-            src = cuda_macros.header(macros) + kernel_source("cuda_kernels", filename)
+            src = header(macros) + kernel_source("cuda_kernels", filename)
             try:
                 with self.dev:
                     mod = self.cp.RawModule(code=src, options=("--std=c++17", "--fmad=false"))
@@ -109,10 +106,10 @@ class CudaBackend(Backend):
         with self.dev:
             return self.cp.asarray(np.asarray(list(values) + [0], np.int64))
 
-    def compile(self, desc, flags):
-        if isinstance(desc, (ReduceDesc, IntegerReduceMeanDesc)):
-            return CudaReduceProgram(self, desc)
-        return CudaElementwiseProgram(self, desc)
+    def compile(self, plan, flags):
+        if isinstance(plan, planning.ReducePlan):
+            return CudaReduceProgram(self, plan)
+        return CudaElementwiseProgram(self, plan)
 
 
 def _ptr(native, offset: int) -> int:
@@ -122,11 +119,10 @@ def _ptr(native, offset: int) -> int:
 class CudaElementwiseProgram(Program):
     BLOCK = 256
 
-    def __init__(self, be: CudaBackend, desc):
+    def __init__(self, be: CudaBackend, plan: planning.ElementwisePlan):
         self.be = be
-        plan = self.plan = launch.elementwise_plan(desc)
-        op, _ = launch.op_of(desc)
-        m = cuda_macros.ew_macros(op, plan.dtype, plan.n_inputs, plan.ndim, plan.has_scale_bias)
+        self.plan = plan
+        m = cuda_macros.ew_macros(plan)
         self.vec = m["VEC"]
         self.itemsize = int(plan.dtype.element_size)
         self.scale, self.bias = np.float32(plan.scale), np.float32(plan.bias)
@@ -137,8 +133,8 @@ class CudaElementwiseProgram(Program):
             self.meta = None
         else:
             self.strided_fn = be.function("elementwise.cu", m, "gm_ew_strided")
-            self.meta = be.device_constant(list(plan.shape) + [s for st in plan.strides for s in st])
-        self.grid = launch.cuda_ew_grid(plan.count, self.vec if plan.contiguous else 1, self.BLOCK, be.sms)
+            self.meta = be.device_constant(plan.meta())
+        self.grid = cuda_geometry.cuda_ew_grid(plan.count, self.vec if plan.contiguous else 1, self.BLOCK, be.sms)
 
     def run(self, inputs, outputs, temporary):
         ptrs = [_ptr(b, o) for b, o in inputs]
@@ -156,23 +152,19 @@ class CudaElementwiseProgram(Program):
 
 
 class CudaReduceProgram(Program):
-    def __init__(self, be: CudaBackend, desc):
+    def __init__(self, be: CudaBackend, plan: planning.ReducePlan):
         self.be = be
-        dt = desc.input.data_type
-        plan = self.plan = planning.plan_reduce("average", dt, desc.input.sizes, desc.input.effective_strides,
-                                                desc.output.effective_strides, desc.axes)
-        g = self.geo = launch.cuda_reduce_geometry(plan, sms=be.sms)
-        m = cuda_macros.reduce_macros(dt, plan, g.block[0] * g.block[1], g.warp_rows, g.block[1])
+        self.plan = plan
+        g = self.geo = cuda_geometry.cuda_reduce_geometry(plan, sms=be.sms)
+        m = cuda_macros.reduce_macros(plan, g.block[0] * g.block[1], g.warp_rows, g.block[1])
         self.fn = be.function("reduce.cu", m, f"gm_reduce_{g.kernel}")
-        self.meta = be.device_constant(list(plan.keep_shape) + list(plan.keep_in_strides) +
-                                       list(plan.keep_out_strides) + list(plan.red_shape) + list(plan.red_strides))
-        self.temporary_size = g.n_chunks * plan.n_out * ACC_BYTES if g.n_chunks > 1 else 0
+        self.meta = be.device_constant(plan.meta())
+        self.temporary_size = plan.temporary_size(g.n_chunks)
         self.tail = (np.int64(plan.n_out), np.int64(g.length), np.int64(g.chunk), np.uint64(plan.n_reduce))
         if g.kernel == "col":
             self.tail += (np.int64(plan.inner), np.int64(plan.row_stride))
         if g.n_chunks > 1:
             self.fin = be.function("reduce.cu", m, "gm_reduce_finalize")
-        self.itemsize = int(dt.element_size)
 
     def run(self, inputs, outputs, temporary):
         g = self.geo

@@ -10,18 +10,18 @@ import warnings
 
 import numpy as np
 
-from ..descriptors.ext import IntegerReduceMeanDesc
-from ..descriptors.operators import ReduceDesc
-from ..descriptors.types import DataType
+from ..descriptors.types import DataType, KernelOp
 from ..errors import KernelBuildError
 from ..runtime import planning
 from ..runtime.device import DeviceInfo
-from . import launch
+from . import opencl_geometry as geometry
 from .base import Backend, Program
 from .kernels import kernel_source
+from .typespell import OPENCL as spell
+from .typespell import cache_key, header
 
 D = DataType
-ACC_BYTES = 8           # every accumulator/partial is 8 bytes (double, long, ulong, float+compensation)
+ACC_BYTES = planning.ACC_BYTES
 _TRIVIAL = "__kernel void gm_probe(__global float* a) { a[get_global_id(0)] = 1.0f; }"
 
 
@@ -103,20 +103,30 @@ class KernelArgs:
 _MISSING = object()
 
 
-def make_backend(index: int = 0, allow_fp64: bool = True, gpu_paths: bool = False) -> OpenCLBackend:
-    """A fresh backend for device ``index`` (tests): allow_fp64=False forces the no-fp64 kernels,
-    gpu_paths=True the kernel variants, geometry and memory a GPU device gets, on whatever device it is."""
+def make_backend(index: int = 0, allow_fp64: bool = True, gpu_paths: bool = False,
+                 tuning: geometry.OpenCLTuning = geometry.DEFAULT_TUNING) -> OpenCLBackend:
+    """A fresh backend for device ``index`` with its own programs (tests and benchmarks):
+    allow_fp64=False forces the no-fp64 kernels, gpu_paths=True the kernel variants, geometry and
+    memory a GPU device gets, on whatever device it is; ``tuning`` replaces the CPU prefetch settings."""
     found, reason = discover()
     if not found:
         raise RuntimeError(reason)
     b = found[index]
-    return OpenCLBackend(b.cl_device, b.platform, index, None, allow_fp64, gpu_paths)
+    return OpenCLBackend(b.cl_device, b.platform, index, None, allow_fp64, gpu_paths, tuning)
+
+
+# OpenCL statuses that mean "no memory for this", by name (pyopencl's status_code)
+_OOM_STATUS = ("MEM_OBJECT_ALLOCATION_FAILURE", "OUT_OF_RESOURCES", "OUT_OF_HOST_MEMORY", "INVALID_BUFFER_SIZE")
 
 
 class OpenCLBackend(Backend):
-    def __init__(self, device, platform, index: int, ctx=None, allow_fp64: bool = True, gpu_paths: bool = False):
+    def __init__(self, device, platform, index: int, ctx=None, allow_fp64: bool = True, gpu_paths: bool = False,
+                 tuning: geometry.OpenCLTuning = geometry.DEFAULT_TUNING):
         cl = _cl()
         self.cl = cl
+        self.native_errors = (cl.Error,)
+        self._oom_codes = frozenset(getattr(cl.status_code, n) for n in _OOM_STATUS)
+        self.tuning = tuning
         self.cl_device = device
         self.platform = platform
         self.ctx = ctx or cl.Context([device])
@@ -187,23 +197,14 @@ class OpenCLBackend(Backend):
         self.queue.finish()
 
     def is_out_of_memory(self, exc):
-        # MEM_OBJECT_ALLOCATION_FAILURE, OUT_OF_RESOURCES, OUT_OF_HOST_MEMORY, INVALID_BUFFER_SIZE
-        codes = {-4, -5, -6, -61}
-        code = getattr(exc, "code", None)
-        try:
-            code = code() if callable(code) else code
-        except Exception:
-            code = None
-        return code in codes or isinstance(exc, MemoryError)
+        return isinstance(exc, self.cl.MemoryError) or getattr(exc, "code", None) in self._oom_codes
 
     # -- programs
     def program(self, filename: str, macros: dict):
-        key = (filename, tuple(sorted(macros.items())))
+        key = cache_key(filename, macros)
         prg = self._programs.get(key)
         if prg is None:
-            # a value starting with "(" is a function-like macro's parameter list: no space before it
-            header = "".join(f"#define {k}{'' if str(v).startswith('(') else ' '}{v}\n" for k, v in macros.items())
-            src = header + kernel_source("opencl_kernels", filename)
+            src = header(macros) + kernel_source("opencl_kernels", filename)
             try:
                 prg = self.cl.Program(self.ctx, src).build(options=["-cl-std=CL1.2"])
             except self.cl.RuntimeError as e:
@@ -216,54 +217,54 @@ class OpenCLBackend(Backend):
         arr = np.asarray(list(values) + [0], np.int64)
         return self.cl.Buffer(self.ctx, self.cl.mem_flags.READ_ONLY | self.cl.mem_flags.COPY_HOST_PTR, hostbuf=arr)
 
-    def compile(self, desc, flags):
-        if isinstance(desc, (ReduceDesc, IntegerReduceMeanDesc)):
-            return ClReduceProgram(self, desc)
-        return ClElementwiseProgram(self, desc)
+    def compile(self, plan, flags):
+        if isinstance(plan, planning.ReducePlan):
+            return ClReduceProgram(self, plan)
+        return ClElementwiseProgram(self, plan)
 
 
 # --- element-wise ----------------------------------------------------------------------------
 
-_UINT = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong"}
-_CL_T = {D.FLOAT32: "float", D.FLOAT16: "half", D.FLOAT64: "double", D.INT32: "int", D.UINT32: "uint",
-         D.INT8: "char", D.UINT8: "uchar", D.INT16: "short", D.UINT16: "ushort", D.INT64: "long", D.UINT64: "ulong"}
+OP_CODE = {KernelOp.MEAN: 1, KernelOp.ADD: 2, KernelOp.IDENTITY: 3, KernelOp.NARY_MEAN: 4}
 
 
-def ew_vector_width(op: str, dt: DataType, has_scale_bias: bool, is_cpu: bool) -> int:
+def ew_vector_width(plan: planning.ElementwisePlan, is_cpu: bool) -> int:
     """Lanes of the compute vector: 16 for FLOAT16 arithmetic on CPU devices (PoCL converts a
     vload_half16 at the copy kernel's speed, a vload_half4 at 0.75-0.95x of it), otherwise 4."""
-    converts = op in ("mean", "add") or (op == "identity" and has_scale_bias)   # not a bit copy, not n-ary
-    return 16 if is_cpu and dt == D.FLOAT16 and converts else 4
+    converts = plan.op in (KernelOp.MEAN, KernelOp.ADD) or (plan.op == KernelOp.IDENTITY and plan.has_scale_bias)
+    return 16 if is_cpu and plan.dtype == D.FLOAT16 and converts else 4
 
 
-def ew_macros(op: str, dt: DataType, has_scale_bias: bool, fp64: bool, vw: int = 4) -> dict:
-    m = {"IS_FLOAT": int(dt.is_float), "HAS_SCALE_BIAS": int(has_scale_bias), "ACC_DOUBLE": 0, "NEEDS_FP64": 0,
+def ew_macros(plan: planning.ElementwisePlan, fp64: bool, vw: int = 4) -> dict:
+    """Storage and compute spelling of an element-wise plan: loads convert to the plan's compute
+    type, stores convert back (FLOAT16 through vload_half/vstore_half_rte, no cl_khr_fp16 needed)."""
+    dt, ct = plan.dtype, plan.compute
+    m = {"IS_FLOAT": int(dt.is_float and not plan.bit_copy), "HAS_SCALE_BIAS": int(plan.has_scale_bias),
+         "ACC_DOUBLE": 0, "NEEDS_FP64": int(dt == D.FLOAT64 and not plan.bit_copy),
          "WIDE_COMPUTE": int(dt == D.FLOAT16), "VW": 4}
-    if op == "identity" and not has_scale_bias:
-        t = _UINT[int(dt.element_size)]   # a bit copy: FLOAT16 moves as ushort, no conversion
-        m.update(T=t, CT=t, IS_FLOAT=0, LOADV="(p) vload4(0, p)", STOREV="(v, p) vstore4(v, 0, p)",
-                 LOAD1="(p) (*(p))", STORE1="(s, p) (*(p) = (s))")
+    if plan.op == KernelOp.NARY_MEAN and dt.is_float:
+        ct = D.FLOAT32 if dt == D.FLOAT16 else dt     # the n-ary sum's wide type is ACC_DOUBLE's business
+        m["ACC_DOUBLE"] = int(fp64)
+    t, c = spell(dt), spell(ct)
+    if plan.bit_copy:
+        t = c     # FLOAT16 moves as ushort: no conversion
+        m.update({"LOADV(p)": "vload4(0, p)", "STOREV(v, p)": "vstore4(v, 0, p)", "LOAD1(p)": "(*(p))",
+                  "STORE1(s, p)": "(*(p) = (s))"})
     elif dt == D.FLOAT16:
-        m.update(T="half", CT="float", LOADV=f"(p) vload_half{vw}(0, p)", STOREV=f"(v, p) vstore_half{vw}_rte(v, 0, p)",
-                 LOAD1="(p) vload_half(0, p)", STORE1="(s, p) vstore_half_rte(s, 0, p)", VW=vw)
-    elif dt in (D.FLOAT32, D.FLOAT64):
-        t = _CL_T[dt]
-        m.update(T=t, CT=t, LOADV="(p) vload4(0, p)", STOREV=f"(v, p) vstore4(convert_{t}4(v), 0, p)",
-                 LOAD1="(p) (*(p))", STORE1=f"(s, p) (*(p) = ({t})(s))", NEEDS_FP64=int(dt == D.FLOAT64))
-    elif op in ("mean", "nary_mean"):
-        t = _CL_T[dt]
-        ct = "long" if dt == D.INT32 else "ulong"
-        m.update(T=t, CT=ct, LOADV=f"(p) convert_{ct}4(vload4(0, p))", STOREV=f"(v, p) vstore4(convert_{t}4(v), 0, p)",
-                 LOAD1=f"(p) (({ct})(*(p)))", STORE1=f"(s, p) (*(p) = ({t})(s))")
+        m.update({"LOADV(p)": f"vload_half{vw}(0, p)", "STOREV(v, p)": f"vstore_half{vw}_rte(v, 0, p)",
+                  "LOAD1(p)": "vload_half(0, p)", "STORE1(s, p)": "vstore_half_rte(s, 0, p)"}, VW=vw)
+    elif dt.is_float:
+        m.update({"LOADV(p)": "vload4(0, p)", "STOREV(v, p)": f"vstore4(convert_{t}4(v), 0, p)",
+                  "LOAD1(p)": "(*(p))", "STORE1(s, p)": f"(*(p) = ({t})(s))"})
+    elif ct in (D.INT64, D.UINT64) and plan.op in (KernelOp.MEAN, KernelOp.NARY_MEAN):
+        m.update({"LOADV(p)": f"convert_{c}4(vload4(0, p))", "STOREV(v, p)": f"vstore4(convert_{t}4(v), 0, p)",
+                  "LOAD1(p)": f"(({c})(*(p)))", "STORE1(s, p)": f"(*(p) = ({t})(s))"})
     else:  # integer ADD wraps: compute in ulong, truncate through the unsigned type of the width
-        t = _CL_T[dt]
-        u = _UINT[int(dt.element_size)]
-        m.update(T=t, CT="ulong", LOADV="(p) convert_ulong4(vload4(0, p))",
-                 STOREV=f"(v, p) vstore4(as_{t}4(convert_{u}4(v)), 0, p)",
-                 LOAD1="(p) ((ulong)(*(p)))", STORE1=f"(s, p) (*(p) = as_{t}(convert_{u}(s)))")
-    if op == "nary_mean" and dt.is_float and fp64:
-        m["ACC_DOUBLE"] = 1
-    m["CTV"] = m["CT"] + str(m["VW"])
+        u = spell.unsigned(dt)
+        m.update({"LOADV(p)": f"convert_{c}4(vload4(0, p))",
+                  "STOREV(v, p)": f"vstore4(as_{t}4(convert_{u}4(v)), 0, p)",
+                  "LOAD1(p)": f"(({c})(*(p)))", "STORE1(s, p)": f"(*(p) = as_{t}(convert_{u}(s)))"})
+    m.update(T=t, CT=c, CTV=c + str(m["VW"]))
     return m
 
 
@@ -271,20 +272,20 @@ class ClElementwiseProgram(Program):
     RUN = 64            # elements per work-item, general strides
     RUN_ROWS = 1024     # elements per work-item when every innermost dimension is dense
 
-    def __init__(self, be: OpenCLBackend, desc):
+    def __init__(self, be: OpenCLBackend, plan: planning.ElementwisePlan):
         self.be = be
-        plan = self.plan = launch.elementwise_plan(desc)
-        op, code = launch.op_of(desc)
-        vw = ew_vector_width(op, plan.dtype, plan.has_scale_bias, be.is_cpu)
-        m = ew_macros(op, plan.dtype, plan.has_scale_bias, be.fp64, vw)
+        self.plan = plan
+        vw = ew_vector_width(plan, be.is_cpu)
+        m = ew_macros(plan, be.fp64, vw)
         nin = plan.n_inputs
         # CPU devices: 64 contiguous elements per work-item (measured on PoCL: 4% above 32 and 10%
         # above 8 for copy and mean); GPUs: short blocks, so that neighbouring work-items stay coalesced
         self.unroll = 64 // vw if be.is_cpu else (4 if plan.dtype.element_size <= 2 else 2)
-        m.update(OP=code, NIN=nin, NDIM=plan.ndim, RUN=self.RUN, RUN_ROWS=self.RUN_ROWS, UNROLL=self.unroll,
-                 PREFETCH=launch.ew_prefetch(plan, be.is_cpu), PF_LINE=max(1, 64 // int(plan.dtype.element_size)),
-                 IN_PARAMS="".join(f", __global const T* in{k}, ulong off{k}" for k in range(nin)),
-                 FOREACH_INPUT="(X) " + " ".join(f"X({k})" for k in range(nin)))
+        m.update({"OP": OP_CODE[plan.op], "NIN": nin, "NDIM": plan.ndim, "RUN": self.RUN, "RUN_ROWS": self.RUN_ROWS,
+                  "UNROLL": self.unroll, "PREFETCH": geometry.ew_prefetch(plan, be.is_cpu, be.tuning),
+                  "PF_LINE": max(1, 64 // int(plan.dtype.element_size)),
+                  "IN_PARAMS": "".join(f", __global const T* in{k}, ulong off{k}" for k in range(nin)),
+                  "FOREACH_INPUT(X)": " ".join(f"X({k})" for k in range(nin))})
         self.itemsize = int(plan.dtype.element_size)
         self.traffic = plan.count * self.itemsize * (nin + 1)    # bytes read and written
         prg = be.program("elementwise.cl", m)
@@ -297,18 +298,18 @@ class ClElementwiseProgram(Program):
             self.kernel.set_arg(3, sc)
             self.kernel.set_arg(4, bi)
             self.first_in = 5
-            self.gsize, self.lsize = launch.ew_contig_geometry(n, vw * self.unroll, be.is_cpu)
+            self.gsize, self.lsize = geometry.ew_contig_geometry(n, vw * self.unroll)
         else:
             self.kernel = cl.Kernel(prg, "gm_ew_rows" if plan.rows_dense else "gm_ew_strided")
             rows = plan.count // plan.shape[-1]
             n_runs = rows * -(-plan.shape[-1] // (self.RUN_ROWS if plan.rows_dense else self.RUN))
-            self.meta = be.constant(list(plan.shape) + [s for st in plan.strides for s in st])
+            self.meta = be.constant(plan.meta())
             self.kernel.set_arg(2, np.uint64(n_runs))
             self.kernel.set_arg(3, self.meta)
             self.kernel.set_arg(4, sc)
             self.kernel.set_arg(5, bi)
             self.first_in = 6
-            self.gsize, self.lsize = launch.round_up_geometry(n_runs, 64)
+            self.gsize, self.lsize = geometry.round_up_geometry(n_runs, 64)
         self.args = KernelArgs(self.kernel)
         self._last = None
 
@@ -330,43 +331,49 @@ class ClElementwiseProgram(Program):
 
 # --- reductions ------------------------------------------------------------------------------
 
-def reduce_macros(dt: DataType, fp64: bool, plan: planning.ReducePlan, cols: int, row_multi: bool = False,
+def reduce_macros(plan: planning.ReducePlan, fp64: bool, cols: int, row_multi: bool = False,
                   prefetch: int = 0) -> dict:
+    """Spelling of a reduction plan: the accumulator is the plan's (FLOAT64 becomes a compensated
+    float pair on a device without fp64); REDUCE_MEAN divides once and rounds once to the input's
+    type, REDUCE_SUM stores the accumulator itself in the wide output type."""
+    dt, acc_t = plan.dtype, plan.acc
     m = {"KN": len(plan.keep_shape), "RN": len(plan.red_shape), "COLS": cols, "USE_FP64": 0, "COMPENSATED": 0,
-         "ROW_MULTI": int(row_multi), "HALF_BLOCKS": 0, "PREFETCH": prefetch}
-    if dt in (D.INT32, D.UINT32):
-        t, acc = _CL_T[dt], "long" if dt == D.INT32 else "ulong"
-        m.update(T=t, ACC=acc, ACC8=acc + "8", LOAD8=f"(p) convert_{acc}8(vload8(0, p))", LOAD1=f"(p) (({acc})(*(p)))",
-                 STORE_RESULT=f"(t, n, p) (*(p) = ({t})((t) / ({acc})(n)))")
-        return m
-    half = dt == D.FLOAT16
-    ld8 = "vload_half8(0, p)" if half else "vload8(0, p)"
-    ld1 = "vload_half(0, p)" if half else "(*(p))"
-    acc = "double" if fp64 else "float"
-    m.update(T="half" if half else "float", ACC=acc, ACC8=acc + "8", USE_FP64=int(fp64), COMPENSATED=int(not fp64),
-             LOAD8=f"(p) convert_{acc}8({ld8})", LOAD1=f"(p) (({acc}){ld1})", HALF_BLOCKS=int(half),
-             TO_ACC8=f"(v) convert_{acc}8(v)")
-    q = f"(t) / ({acc})(n)"
-    m["STORE_RESULT"] = f"(t, n, p) vstore_half_rte({q}, 0, p)" if half else f"(t, n, p) (*(p) = (float)({q}))"
+         "ROW_MULTI": int(row_multi), "HALF_BLOCKS": 0, "PREFETCH": prefetch, "OUT_T": spell(plan.output_type)}
+    if not dt.is_float:
+        t, acc = spell(dt), spell(acc_t)
+        m.update({"T": t, "ACC": acc, "ACC8": acc + "8", "LOAD8(p)": f"convert_{acc}8(vload8(0, p))",
+                  "LOAD1(p)": f"(({acc})(*(p)))"})
+    else:
+        half = dt == D.FLOAT16
+        ld8 = "vload_half8(0, p)" if half else "vload8(0, p)"
+        ld1 = "vload_half(0, p)" if half else "(*(p))"
+        acc = "double" if fp64 else "float"
+        m.update({"T": spell(dt), "ACC": acc, "ACC8": acc + "8", "USE_FP64": int(fp64), "COMPENSATED": int(not fp64),
+                  "LOAD8(p)": f"convert_{acc}8({ld8})", "LOAD1(p)": f"(({acc}){ld1})", "HALF_BLOCKS": int(half),
+                  "TO_ACC8(v)": f"convert_{acc}8(v)"})
+    acc = m["ACC"]
+    if plan.op == KernelOp.REDUCE_SUM:
+        m["STORE_RESULT(t, n, p)"] = "(*(p) = (t))"
+    elif dt == D.FLOAT16:
+        m["STORE_RESULT(t, n, p)"] = f"vstore_half_rte((t) / ({acc})(n), 0, p)"
+    else:   # floats round once to the type; integers: C division truncates toward zero
+        m["STORE_RESULT(t, n, p)"] = f"(*(p) = ({spell(dt)})((t) / ({acc})(n)))"
     return m
 
 
 class ClReduceProgram(Program):
-    def __init__(self, be: OpenCLBackend, desc):
+    def __init__(self, be: OpenCLBackend, plan: planning.ReducePlan):
         self.be = be
-        dt = desc.input.data_type
-        op = "int_average" if isinstance(desc, IntegerReduceMeanDesc) else "average"
-        plan = self.plan = planning.plan_reduce(op, dt, desc.input.sizes, desc.input.effective_strides,
-                                                desc.output.effective_strides, desc.axes)
-        geo = self.geo = launch.reduce_geometry(plan, is_cpu=be.is_cpu, compute_units=be.compute_units)
-        prg = be.program("reduce.cl", reduce_macros(dt, be.fp64, plan, geo.cols, geo.row_multi, geo.prefetch))
+        self.plan = plan
+        geo = self.geo = geometry.reduce_geometry(plan, is_cpu=be.is_cpu, compute_units=be.compute_units,
+                                                  tuning=be.tuning)
+        prg = be.program("reduce.cl", reduce_macros(plan, be.fp64, geo.cols, geo.row_multi, geo.prefetch))
         cl = be.cl
-        self.itemsize = int(dt.element_size)
-        self.traffic = (plan.n_reduce + 1) * plan.n_out * self.itemsize
-        meta = list(plan.keep_shape) + list(plan.keep_in_strides) + list(plan.keep_out_strides) + \
-            list(plan.red_shape) + list(plan.red_strides)
-        self.meta = be.constant(meta)
-        self.temporary_size = geo.n_chunks * plan.n_out * ACC_BYTES if geo.n_chunks > 1 else 0
+        self.itemsize = int(plan.dtype.element_size)
+        self.out_itemsize = int(plan.output_type.element_size)
+        self.traffic = (plan.n_reduce * self.itemsize + self.out_itemsize) * plan.n_out
+        self.meta = be.constant(plan.meta())
+        self.temporary_size = plan.temporary_size(geo.n_chunks)
         k = self.kernel = cl.Kernel(prg, f"gm_reduce_{geo.kernel}")
         k.set_arg(6, np.int32(geo.n_chunks > 1))
         k.set_arg(7, self.meta)
@@ -387,12 +394,12 @@ class ClReduceProgram(Program):
         self.args = KernelArgs(k)
 
     def run(self, inputs, outputs, temporary):
-        be, a, g, isz, u64 = self.be, self.args, self.geo, self.itemsize, np.uint64
+        be, a, g, isz, osz, u64 = self.be, self.args, self.geo, self.itemsize, self.out_itemsize, np.uint64
         (ib, ioff), (ob, ooff) = inputs[0], outputs[0]
         a.set(0, ib)
         a.set(1, ioff // isz, u64)
         a.set(2, ob)
-        a.set(3, ooff // isz, u64)
+        a.set(3, ooff // osz, u64)
         if g.n_chunks > 1:
             tb, toff = temporary
             a.set(4, tb)
@@ -402,7 +409,7 @@ class ClReduceProgram(Program):
             f.set(0, tb)
             f.set(1, toff // ACC_BYTES, u64)
             f.set(4, ob)
-            f.set(5, ooff // isz, u64)
+            f.set(5, ooff // osz, u64)
             be.enqueue(f.kernel, (self.plan.n_out,), None, 0)
         else:
             a.set(4, None)

@@ -5,6 +5,10 @@
   and rounded once. Integers truncate toward zero.
 * IntegerReduceMeanDesc: REDUCE AVERAGE for INT32 and UINT32, exact: 64-bit accumulation, truncation
   toward zero.
+* ReduceSumDesc: the sum over axes into the input's wide type (FLOAT32/FLOAT16 -> FLOAT64,
+  INT32 -> INT64, UINT32 -> UINT64), accumulated as REDUCE AVERAGE accumulates and never rounded
+  to the narrow type. Partial sums of this kind combine into a mean with the one-device accuracy
+  (gpu_mean.dask builds on it). FLOAT64 outputs need a device with fp64.
 """
 from __future__ import annotations
 
@@ -17,10 +21,12 @@ from .operators import (
     OperatorDesc,
     ReduceLike,
     _fail,
+    check_axes,
+    check_reduce_shapes,
     check_same_shape,
 )
 from .tensor import TensorDesc
-from .types import OperatorType
+from .types import KernelOp, OperatorType
 
 MAX_NARY_INPUTS = 64
 
@@ -29,6 +35,7 @@ MAX_NARY_INPUTS = 64
 class NaryMeanDesc(OperatorDesc):
     inputs: tuple
     output: TensorDesc
+    kernel_op = KernelOp.NARY_MEAN
     operator_type = OperatorType.INVALID
     name = "GM_OPERATOR_NARY_MEAN"
     table = tables.EXT_NARY_MEAN
@@ -60,6 +67,7 @@ class IntegerReduceMeanDesc(ReduceLike):
     input: TensorDesc
     output: TensorDesc
     axes: tuple = ()
+    kernel_op = KernelOp.REDUCE_MEAN
     operator_type = OperatorType.INVALID
     name = "GM_OPERATOR_INTEGER_REDUCE_MEAN"
     table = tables.EXT_INTEGER_REDUCE_MEAN
@@ -67,3 +75,27 @@ class IntegerReduceMeanDesc(ReduceLike):
 
     def __post_init__(self):
         self._normalize_axes()
+
+
+@dataclass(frozen=True)
+class ReduceSumDesc(ReduceLike):
+    input: TensorDesc
+    output: TensorDesc
+    axes: tuple = ()
+    kernel_op = KernelOp.REDUCE_SUM
+    operator_type = OperatorType.INVALID
+    name = "GM_OPERATOR_REDUCE_SUM_WIDE"
+    table = tables.EXT_REDUCE_SUM
+    output_table = tables.EXT_REDUCE_SUM_OUTPUT
+    in_place = IN_PLACE_NONE
+
+    def __post_init__(self):
+        self._normalize_axes()
+
+    def _validate_op(self, level):
+        axes = check_axes(self.name, self.axes, self.input.dimension_count)
+        want = tables.WIDE_SUM_TYPE[self.input.data_type]
+        if self.output.data_type != want:
+            _fail(self.name, f"OutputTensor has data type {self.output.data_type.name}; the sum of a "
+                             f"{self.input.data_type.name} InputTensor is {want.name}")
+        check_reduce_shapes(self.name, self.input, self.output, axes, same_type=False)

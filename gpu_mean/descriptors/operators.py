@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ..errors import InvalidArgumentError, UnsupportedError
 from . import tables
 from .tensor import MAX_ELEMENTS, TensorDesc
-from .types import DataType, FeatureLevel, OperatorType, ReduceFunction, TensorFlags
+from .types import DataType, FeatureLevel, KernelOp, OperatorType, ReduceFunction, TensorFlags
 
 IN_PLACE_NONE, IN_PLACE_ONE, IN_PLACE_ANY = "none", "one", "any"
 
@@ -81,11 +81,14 @@ def check_same_shape(op: str, tensors) -> None:
 
 
 class OperatorDesc:
-    """Base of the operator descriptors: a name, a type, tensors with roles, an in-place rule."""
+    """Base of the operator descriptors: a name, a type, what it computes (``kernel_op``), tensors
+    with roles, the support table of its inputs (and of its outputs where they differ), an in-place rule."""
 
     operator_type = OperatorType.INVALID
     name = "OPERATOR"
+    kernel_op: KernelOp
     table = ()
+    output_table = None     # None: the outputs follow ``table`` too
     in_place = IN_PLACE_NONE
 
     def input_tensors(self) -> tuple:
@@ -104,7 +107,7 @@ class OperatorDesc:
         for n, t in zip(self.input_names(), self.input_tensors()):
             check_tensor(self.name, n, t, self.table, level, output=False)
         for n, t in zip(self.output_names(), self.output_tensors()):
-            check_tensor(self.name, n, t, self.table, level, output=True)
+            check_tensor(self.name, n, t, self.output_table or self.table, level, output=True)
         self._validate_op(level)
 
     def _validate_op(self, level: FeatureLevel) -> None:
@@ -156,6 +159,7 @@ class ElementWiseMeanDesc(BinaryElementWise):
     a: TensorDesc
     b: TensorDesc
     output: TensorDesc
+    kernel_op = KernelOp.MEAN
     operator_type = OperatorType.ELEMENT_WISE_MEAN
     name = "DML_OPERATOR_ELEMENT_WISE_MEAN"
     table = tables.ELEMENT_WISE_MEAN
@@ -169,6 +173,7 @@ class ElementWiseAddDesc(BinaryElementWise):
     a: TensorDesc
     b: TensorDesc
     output: TensorDesc
+    kernel_op = KernelOp.ADD
     operator_type = OperatorType.ELEMENT_WISE_ADD
     name = "DML_OPERATOR_ELEMENT_WISE_ADD"
     table = tables.ELEMENT_WISE_ADD
@@ -190,6 +195,7 @@ class ElementWiseIdentityDesc(UnaryTensorOp):
     input: TensorDesc
     output: TensorDesc
     scale_bias: ScaleBias | None = None
+    kernel_op = KernelOp.IDENTITY
     operator_type = OperatorType.ELEMENT_WISE_IDENTITY
     name = "DML_OPERATOR_ELEMENT_WISE_IDENTITY"
     table = tables.ELEMENT_WISE_IDENTITY
@@ -222,8 +228,8 @@ def check_axes(op: str, axes, rank: int, *, allow_empty: bool = True) -> tuple[i
     return ax
 
 
-def check_reduce_shapes(op: str, inp: TensorDesc, out: TensorDesc, axes) -> None:
-    if out.data_type != inp.data_type:
+def check_reduce_shapes(op: str, inp: TensorDesc, out: TensorDesc, axes, *, same_type: bool = True) -> None:
+    if same_type and out.data_type != inp.data_type:
         _fail(op, f"OutputTensor has data type {out.data_type.name} but InputTensor has {inp.data_type.name}; "
                   "they must match")
     if out.dimension_count != inp.dimension_count:
@@ -244,6 +250,7 @@ class ReduceDesc(ReduceLike):
     input: TensorDesc
     output: TensorDesc
     axes: tuple = ()
+    kernel_op = KernelOp.REDUCE_MEAN
     operator_type = OperatorType.REDUCE
     name = "DML_OPERATOR_REDUCE"
     table = tables.REDUCE_AVERAGE

@@ -50,6 +50,10 @@ ELEMENT_WISE_ADD = (
 # frontends need. They have no rows below FL 3.0.
 EXT_NARY_MEAN = ((FL.FL_3_0, DIMS_1_8, frozenset({F32, F16, I32, U32})),)
 EXT_INTEGER_REDUCE_MEAN = ((FL.FL_3_0, DIMS_1_8, frozenset({I32, U32})),)
+# ReduceSumDesc: narrow inputs, each summed into its wide type (the output's only valid type)
+EXT_REDUCE_SUM = ((FL.FL_3_0, DIMS_1_8, frozenset({F32, F16, I32, U32})),)
+EXT_REDUCE_SUM_OUTPUT = ((FL.FL_3_0, DIMS_1_8, frozenset({F64, I64, U64})),)
+WIDE_SUM_TYPE = {F32: F64, F16: F64, I32: I64, U32: U64}
 
 
 def support_row(table, level: FL):

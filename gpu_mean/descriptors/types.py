@@ -126,6 +126,22 @@ class OperatorType(enum.IntEnum):
     REDUCE = 55
 
 
+class KernelOp(enum.Enum):
+    """What a descriptor computes, the one fact the planner and every backend dispatch on (never the
+    descriptor's class). Element-wise operations first, then reductions."""
+
+    MEAN = "mean"               # (a + b) / 2, correctly rounded, no intermediate overflow
+    ADD = "add"                 # a + b; integers wrap
+    IDENTITY = "identity"       # a copy through strides, optionally x * scale + bias
+    NARY_MEAN = "nary_mean"     # the mean of 1..64 inputs, one rounding
+    REDUCE_MEAN = "reduce_mean"  # the mean over axes: floats wide-accumulated, integers exact
+    REDUCE_SUM = "reduce_sum"   # the sum over axes into the wide type (gm.ext partial sums)
+
+    @property
+    def is_reduction(self) -> bool:
+        return self in (KernelOp.REDUCE_MEAN, KernelOp.REDUCE_SUM)
+
+
 class BindingType(enum.IntEnum):
     NONE = 0
     BUFFER = 1

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from ..descriptors.operators import OperatorDesc
 from ..descriptors.types import DataType, ExecutionFlags, Feature, FeatureLevel
 from ..errors import DeviceRemovedError, DmlError, InvalidArgumentError, OutOfMemoryError, UnsupportedError
+from . import planning
 from .objects import BindingTable, Buffer, CommandList, CommandRecorder, CompiledOperator, Operator, OperatorInitializer
 
 
@@ -150,8 +151,9 @@ class Device:
             raise InvalidArgumentError(f"CompileOperator: unknown execution flags {flags!r}") from e
         if int(flags) & ~0x7:
             raise InvalidArgumentError(f"CompileOperator: unknown execution flags 0x{int(flags):x}")
-        program = self._guard(self.backend.compile, op.desc, flags)
-        return CompiledOperator(self, op, flags, program)
+        plan = planning.plan_operator(op.desc)
+        program = self._guard(self.backend.compile, plan, flags)
+        return CompiledOperator(self, op, flags, program, plan)
 
     def create_operator_initializer(self, ops=()) -> OperatorInitializer:
         self._check_alive()

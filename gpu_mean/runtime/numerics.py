@@ -53,10 +53,11 @@ def add2(a: np.ndarray, b: np.ndarray, dt: DataType) -> np.ndarray:
         return np.add(a, b, dtype=a.dtype)  # integers wrap modulo 2^bits
 
 
-def identity(x: np.ndarray, dt: DataType, scale_bias) -> np.ndarray:
+def identity(x: np.ndarray, dt: DataType, scale_bias: tuple | None) -> np.ndarray:
+    """A copy, or x * scale + bias with ``scale_bias = (scale, bias)``."""
     if scale_bias is None:
         return x.copy()
-    scale, bias = F32(scale_bias.scale), F32(scale_bias.bias)
+    scale, bias = F32(scale_bias[0]), F32(scale_bias[1])
     with np.errstate(over="ignore", invalid="ignore"):
         if dt == DataType.FLOAT64:
             return x * F64(scale) + F64(bias)
@@ -91,3 +92,9 @@ def reduce_mean(x: np.ndarray, axes: tuple, dt: DataType) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         s = np.sum(x, axis=axes, dtype=F64, keepdims=True)
         return (s / F64(n)).astype(dt.numpy_dtype)
+
+
+def reduce_sum(x: np.ndarray, axes: tuple, out_dt: DataType) -> np.ndarray:
+    """The gm.ext wide sum: FLOAT64, INT64 or UINT64 totals, keeping the rank."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.sum(x, axis=axes, dtype=out_dt.numpy_dtype, keepdims=True)

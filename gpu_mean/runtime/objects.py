@@ -135,11 +135,12 @@ class Dispatchable:
 class CompiledOperator(Dispatchable):
     """IDMLCompiledOperator: holds the backend's launch program for one validated operator."""
 
-    def __init__(self, device, op: Operator, flags: ExecutionFlags, program):
+    def __init__(self, device, op: Operator, flags: ExecutionFlags, program, plan):
         self.device = device
         self.operator = op
         self.desc = op.desc
         self.flags = flags
+        self.plan = plan
         self.program = program
         self.initialized = False
         self._lock = threading.Lock()

@@ -1,31 +1,74 @@
-"""Host-side planning shared by every GPU backend: pure functions, unit-tested without a device.
+"""From a validated descriptor to a plan: the one place that decides what runs. Pure functions,
+unit-tested without a device; every backend compiles a plan and never looks at a descriptor.
 
+* ``plan_operator(desc)`` reads the descriptor's ``kernel_op`` and returns an ``ElementwisePlan`` or a
+  ``ReducePlan``: the operation, the data types (storage, compute/accumulator, output), the tensors as
+  validated (the CPU device works on these directly) and the coalesced iteration space.
 * Element-wise: drop size-1 dimensions, order by the output's strides, coalesce dimensions that are
   contiguous for every operand (TensorIterator-style). One 1-D contiguous run is the fast class.
 * Reduction: split dimensions into kept and reduced, coalesce each group separately, and classify:
   ``row`` (one reduced run of stride 1), ``col`` (one reduced run, innermost kept run contiguous in
   input and output), ``general`` (anything else: interleaved axes, broadcast or padded inputs).
 * Splitting: how many chunks the reduced run is cut into so that a device has enough independent work.
+* The kernels' metadata (shapes and strides as one int64 array) and temporary sizes, for every GPU backend.
+
+Compute and accumulator types (docs/design.md, "numerics"): FLOAT16 computes in FLOAT32 and rounds
+once; the two-input integer mean sums in 64 bits; integer ADD wraps through UINT64; reductions and the
+n-ary mean accumulate floats in FLOAT64 (a device without fp64 uses a compensated float32 pair for
+reductions and float32 for the n-ary mean) and integers in INT64/UINT64.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..descriptors.types import DataType
+from ..descriptors.tensor import TensorDesc
+from ..descriptors.types import DataType, KernelOp
 
 MAX_DIMS = 8
+ACC_BYTES = 8       # every reduction partial is 8 bytes (double, long, ulong, or float + compensation)
+D = DataType
+_WIDE = {D.FLOAT32: D.FLOAT64, D.FLOAT16: D.FLOAT64, D.FLOAT64: D.FLOAT64, D.INT32: D.INT64, D.UINT32: D.UINT64}
+_UNSIGNED = {1: D.UINT8, 2: D.UINT16, 4: D.UINT32, 8: D.UINT64}
+
+
+def compute_type(op: KernelOp, dt: DataType, has_scale_bias: bool = False) -> DataType:
+    """The type an operation computes or accumulates in (the table every kernel speller reads)."""
+    if op in (KernelOp.NARY_MEAN, KernelOp.REDUCE_MEAN, KernelOp.REDUCE_SUM):
+        return _WIDE[dt]
+    if op == KernelOp.IDENTITY and not has_scale_bias:
+        return _UNSIGNED[int(dt.element_size)]      # a bit copy
+    if dt == D.FLOAT16:
+        return D.FLOAT32
+    if dt.is_float:
+        return dt
+    if op == KernelOp.MEAN:
+        return D.INT64 if dt == D.INT32 else D.UINT64
+    return D.UINT64     # integer ADD (and IDENTITY) wraps modulo 2^bits
 
 
 @dataclass(frozen=True)
 class ElementwisePlan:
-    op: str                 # "mean" | "add" | "identity" | "nary_mean"
-    dtype: DataType
+    op: KernelOp            # MEAN | ADD | IDENTITY | NARY_MEAN
+    dtype: DataType         # storage type of every operand
     n_inputs: int
     shape: tuple            # coalesced iteration shape, outermost first, at least one dimension
     strides: tuple          # one tuple per operand (inputs..., output), in elements
     scale: float = 1.0
     bias: float = 0.0
     has_scale_bias: bool = False
+    tensors: tuple = ()     # the validated TensorDescs (inputs..., output)
+
+    @property
+    def compute(self) -> DataType:
+        return compute_type(self.op, self.dtype, self.has_scale_bias)
+
+    @property
+    def bit_copy(self) -> bool:
+        return self.op == KernelOp.IDENTITY and not self.has_scale_bias
+
+    def meta(self) -> list:
+        """Kernel metadata: the shape, then each operand's strides (inputs..., output)."""
+        return list(self.shape) + [s for st in self.strides for s in st]
 
     @property
     def count(self) -> int:
@@ -75,8 +118,8 @@ def coalesce_elementwise(shape, operand_strides) -> tuple[tuple, tuple]:
 
 @dataclass(frozen=True)
 class ReducePlan:
-    op: str                 # "average" | "int_average"
-    dtype: DataType
+    op: KernelOp            # REDUCE_MEAN | REDUCE_SUM
+    dtype: DataType         # input storage type
     cls: str                # "row" | "col" | "general"
     n_reduce: int           # elements averaged per output (N)
     keep_shape: tuple       # coalesced kept dims, outermost first (may be empty)
@@ -84,6 +127,26 @@ class ReducePlan:
     keep_out_strides: tuple
     red_shape: tuple        # coalesced reduced dims, outermost first (may be empty: N = 1)
     red_strides: tuple
+    out_dtype: DataType | None = None   # None: the input's type (REDUCE_SUM writes the wide type)
+    tensors: tuple = ()     # the validated (input, output) TensorDescs
+    axes: tuple = ()        # the descriptor's axes (the CPU device reduces over these)
+
+    @property
+    def acc(self) -> DataType:
+        return compute_type(self.op, self.dtype)
+
+    @property
+    def output_type(self) -> DataType:
+        return self.out_dtype or self.dtype
+
+    def meta(self) -> list:
+        """Kernel metadata: keep_shape, keep_in, keep_out, red_shape, red_in."""
+        return list(self.keep_shape) + list(self.keep_in_strides) + list(self.keep_out_strides) + \
+            list(self.red_shape) + list(self.red_strides)
+
+    def temporary_size(self, n_chunks: int) -> int:
+        """Bytes of chunk partials for a split reduction (0: one pass, no temporary)."""
+        return n_chunks * self.n_out * ACC_BYTES if n_chunks > 1 else 0
 
     @property
     def n_out(self) -> int:
@@ -122,7 +185,7 @@ def _coalesce_group(dims, shape, stride_lists):
     return tuple(out_shape), tuple(tuple(s) for s in out_strides)
 
 
-def plan_reduce(op: str, dtype: DataType, in_sizes, in_strides, out_strides, axes) -> ReducePlan:
+def plan_reduce(op: KernelOp, dtype: DataType, in_sizes, in_strides, out_strides, axes, **extra) -> ReducePlan:
     shape = tuple(int(s) for s in in_sizes)
     axes = set(int(a) for a in axes)
     red = [d for d in range(len(shape)) if d in axes and shape[d] != 1]
@@ -140,7 +203,8 @@ def plan_reduce(op: str, dtype: DataType, in_sizes, in_strides, out_strides, axe
         cls = "general"
     if len(keep_shape) > MAX_DIMS or len(red_shape) > MAX_DIMS:
         raise AssertionError("a validated descriptor has at most 8 dimensions")
-    return ReducePlan(op, dtype, cls, n, keep_shape, kin, kout, red_shape, red_strides)
+    return ReducePlan(op, dtype, cls, n, keep_shape, kin, kout, red_shape, red_strides,
+                      axes=tuple(sorted(axes)), **extra)
 
 
 def split_count(units: int, length: int, *, target_units: int, min_chunk: int) -> int:
@@ -159,3 +223,20 @@ def chunk_length(length: int, chunks: int, multiple: int = 1) -> int:
     """Elements per chunk, rounded up to ``multiple`` so vector loads stay aligned within a chunk."""
     c = -(-length // chunks)
     return -(-c // multiple) * multiple
+
+
+def plan_operator(desc):
+    """The plan of a validated operator descriptor, from its ``kernel_op`` and its tensors."""
+    op = desc.kernel_op
+    ins, outs = tuple(desc.input_tensors()), tuple(desc.output_tensors())
+    out: TensorDesc = outs[0]
+    if op.is_reduction:
+        x = ins[0]
+        return plan_reduce(op, x.data_type, x.sizes, x.effective_strides, out.effective_strides, desc.axes,
+                           out_dtype=out.data_type if out.data_type != x.data_type else None,
+                           tensors=(x, out))
+    ts = ins + outs
+    shape, strides = coalesce_elementwise(out.sizes, [t.effective_strides for t in ts])
+    sb = getattr(desc, "scale_bias", None)
+    return ElementwisePlan(op, out.data_type, len(ins), shape, strides, sb.scale if sb else 1.0,
+                           sb.bias if sb else 0.0, sb is not None, ts)
