@@ -26,15 +26,15 @@ from .errors import (
     OutOfMemoryError,
     UnsupportedError,
 )
+from .runtime.bindings import BindingTable
 from .runtime.device import Device, DeviceInfo
+from .runtime.execution import CommandRecorder
 from .runtime.objects import (
     BindingProperties,
-    BindingTable,
     Buffer,
     BufferArrayBinding,
     BufferBinding,
     CommandList,
-    CommandRecorder,
     CompiledOperator,
     Operator,
     OperatorInitializer,

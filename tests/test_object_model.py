@@ -1,4 +1,4 @@
-"""Binding, lifecycle, buffer and device-removal rules (reference/directml.md 4 and 5), on every device."""
+"""Binding, lifecycle, buffer and device-removal rules (docs/design.md, "binding rules"), on every device."""
 from __future__ import annotations
 
 import numpy as np
@@ -65,16 +65,20 @@ def test_binding_count(device):
         table.bind_inputs([A, None])
 
 
-def test_buffer_from_another_device(device):
-    other = gm.create_device("cpu") if device.info.backend != "cpu" else gm.create_device("cpu")
-    other_buf = other.create_buffer(16) if other is not device else None
-    if other_buf is None:
-        pytest.skip("needs two device objects")
+def test_buffer_from_another_device_names_both_device_objects(device):
+    """A second Device object of the same hardware is another device: the message tells them apart."""
+    from conftest import make_device
+    other = make_device(device.info.id)
+    assert other is not device
+    other_buf = other.create_buffer(16)
     cop = initialized(device, gm.ElementWiseMeanDesc(F4, F4, F4))
     table = device.create_binding_table(cop)
     A = buf(device, [1, 2, 3, 4])
-    with pytest.raises(gm.InvalidArgumentError, match="belongs to device"):
+    with pytest.raises(gm.InvalidArgumentError, match=f"created by Device object #{other.serial} .*, not by "
+                                                      f"Device object #{device.serial} "):
         table.bind_inputs([A, other_buf])
+    with pytest.raises(gm.InvalidArgumentError, match="created by Device object"):
+        cop.execute(inputs=[A, other_buf], outputs=[A])
 
 
 def test_offset_alignment(device):
@@ -267,26 +271,58 @@ def test_out_of_memory(device):
     device.create_buffer(16)   # the device still works
 
 
-def test_device_removed(device, monkeypatch):
+class _NativeFault(Exception):
+    """Stands for the backend's native error type (pyopencl.Error, CUDARuntimeError, ...)."""
+
+
+def test_native_fault_removes_only_that_device(device, monkeypatch):
     from conftest import make_device
     dev = make_device(device.info.id)  # a device object of its own: removal is per object
-    if dev is device:
-        pytest.skip("device objects are shared")
+    assert dev is not device
     cop = initialized(dev, gm.ElementWiseMeanDesc(F4, F4, F4))
     A = buf(dev, [1, 2, 3, 4])
 
     def fault(*a):
-        raise RuntimeError("simulated device fault")
+        raise _NativeFault("simulated device fault")
 
+    monkeypatch.setattr(dev.backend, "native_errors", (_NativeFault,))
     monkeypatch.setattr(cop.program, "run", fault)
     with pytest.raises(gm.DeviceRemovedError, match="simulated device fault"):
         cop.execute(inputs=[A, A], outputs=[dev.create_buffer(16)])
-    assert isinstance(dev.get_device_removed_reason(), gm.DeviceRemovedError)
+    reason = dev.get_device_removed_reason()
+    assert isinstance(reason, gm.DeviceRemovedError) and "_NativeFault: simulated device fault" in str(reason)
     for call in (lambda: dev.create_buffer(16), lambda: dev.synchronize(), lambda: A.read(),
-                 lambda: dev.create_operator(gm.ElementWiseMeanDesc(F4, F4, F4))):
-        with pytest.raises(gm.DeviceRemovedError):
+                 lambda: dev.create_operator(gm.ElementWiseMeanDesc(F4, F4, F4)), lambda: A.write(np.ones(4, np.float32)),
+                 lambda: dev.execute_command_lists([]), lambda: cop.execute(inputs=[A, A], outputs=[A])):
+        with pytest.raises(gm.DeviceRemovedError, match="was removed: .*simulated device fault"):
             call()
-    assert device.get_device_removed_reason() is None
+    monkeypatch.undo()
+    # the fixture's device object and a newly created one keep working
+    for other in (device, make_device(device.info.id)):
+        assert other.get_device_removed_reason() is None
+        X = buf(other, [1, 2, 3, 4])
+        Y = other.create_buffer(16)
+        compiled(other, gm.ElementWiseMeanDesc(F4, F4, F4)).execute(inputs=[X, X], outputs=[Y])
+        np.testing.assert_array_equal(Y.read(np.float32), [1, 2, 3, 4])
+
+
+def test_python_error_in_our_code_propagates_and_keeps_the_device(device, monkeypatch):
+    """Only native errors are device faults: a Python bug surfaces as itself, the device stays usable."""
+    from conftest import make_device
+    dev = make_device(device.info.id)
+    cop = initialized(dev, gm.ElementWiseMeanDesc(F4, F4, F4))
+    A, Y = buf(dev, [1, 2, 3, 4]), dev.create_buffer(16)
+
+    def bug(*a):
+        raise TypeError("a wrong kernel argument")
+
+    monkeypatch.setattr(cop.program, "run", bug)
+    with pytest.raises(TypeError, match="a wrong kernel argument"):
+        cop.execute(inputs=[A, A], outputs=[Y])
+    assert dev.get_device_removed_reason() is None
+    monkeypatch.undo()
+    cop.execute(inputs=[A, A], outputs=[Y])
+    np.testing.assert_array_equal(Y.read(np.float32), [1, 2, 3, 4])
 
 
 def test_offsets_and_padding_bytes_untouched(device):

@@ -15,9 +15,13 @@ class Program:
 
 
 class Backend:
-    """A device's verbs. Subclasses set ``info`` (a DeviceInfo)."""
+    """A device's verbs over a plan. Subclasses set ``info`` (a DeviceInfo) and ``native_errors``:
+    the exception types of the native layer (driver, runtime, allocator) that mean a device fault.
+    Only those are caught by the executor; ``is_out_of_memory`` says which of them are out-of-memory
+    (by the native status's name). Anything else a backend raises is a bug and propagates as itself."""
 
     info = None
+    native_errors: tuple = ()
 
     def alloc(self, nbytes: int):
         raise NotImplementedError
@@ -31,7 +35,8 @@ class Backend:
     def copy(self, src, src_offset: int, dst, dst_offset: int, nbytes: int) -> None:
         raise NotImplementedError
 
-    def compile(self, desc, flags) -> Program:
+    def compile(self, plan, flags) -> Program:
+        """A Program for a plan (gpu_mean/runtime/planning.py); never sees the descriptor."""
         raise NotImplementedError
 
     def finish(self) -> None:
