@@ -5,15 +5,11 @@ GPU_MEAN_TEST_DEVICES restricts the set, e.g. ``GPU_MEAN_TEST_DEVICES=cpu,opencl
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-import gpu_mean as gm  # noqa: E402
-from gpu_mean import backends  # noqa: E402
+import gpu_mean as gm
+from gpu_mean import backends
 
 # "opencl:0-nofp64" is the OpenCL device with fp64 switched off: it forces the kernels' paths for
 # devices without cl_khr_fp64 (compensated float accumulation) onto every test. "opencl:0-gpupaths"

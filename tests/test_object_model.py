@@ -292,8 +292,9 @@ def test_native_fault_removes_only_that_device(device, monkeypatch):
     reason = dev.get_device_removed_reason()
     assert isinstance(reason, gm.DeviceRemovedError) and "_NativeFault: simulated device fault" in str(reason)
     for call in (lambda: dev.create_buffer(16), lambda: dev.synchronize(), lambda: A.read(),
-                 lambda: dev.create_operator(gm.ElementWiseMeanDesc(F4, F4, F4)), lambda: A.write(np.ones(4, np.float32)),
-                 lambda: dev.execute_command_lists([]), lambda: cop.execute(inputs=[A, A], outputs=[A])):
+                 lambda: dev.create_operator(gm.ElementWiseMeanDesc(F4, F4, F4)),
+                 lambda: A.write(np.ones(4, np.float32)), lambda: dev.execute_command_lists([]),
+                 lambda: cop.execute(inputs=[A, A], outputs=[A])):
         with pytest.raises(gm.DeviceRemovedError, match="was removed: .*simulated device fault"):
             call()
     monkeypatch.undo()

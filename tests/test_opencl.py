@@ -121,7 +121,14 @@ def test_finish_polls_only_after_a_few_small_commands_and_waits_for_all(monkeypa
     monkeypatch.setattr(opencl, "SPIN_S", spin_s)
     monkeypatch.setattr(opencl, "time", types.SimpleNamespace(perf_counter=perf_counter))
     dev = gm.create_device("opencl")
-    be = dev.backend
+    events = []
+    enqueue = cl.enqueue_nd_range_kernel
+
+    def recording_enqueue(*a, **k):
+        ev = enqueue(*a, **k)
+        events.append(ev)
+        return ev
+    monkeypatch.setattr(cl, "enqueue_nd_range_kernel", recording_enqueue)
     limit = opencl.SPIN_MAX_BYTES
     # (elements, reduce axes or None for the element-wise mean, dispatches in the list, polled)
     cases = [(16, None, 1, True), (limit // 12, None, 1, True), (limit // 4, [0], 1, False),
@@ -146,12 +153,15 @@ def test_finish_polls_only_after_a_few_small_commands_and_waits_for_all(monkeypa
         for _ in range(dispatches):
             rec.record_dispatch(cl_list, cop, table)
         out.write(np.zeros(o.sizes, np.float32))   # blocking: the queue is empty again
+        events.clear()
         dev.execute_command_lists([cl_list])
-        ev = be._last_event
+        assert len(events) >= dispatches
         clock.calls = 0
         dev.synchronize()
         assert (clock.calls > 0) == polled, (n, axes, dispatches)
-        assert ev.command_execution_status == cl.command_execution_status.COMPLETE
-        assert be._last_event is None and be._pending_commands == 0
+        assert all(ev.command_execution_status == cl.command_execution_status.COMPLETE for ev in events)
+        clock.calls = 0
+        dev.synchronize()                          # nothing enqueued since: nothing to poll
+        assert clock.calls == 0
         want = np.array([x.astype(np.float64).mean()], np.float32) if axes else x
         np.testing.assert_allclose(out.read_tensor(o), want, rtol=2e-7)
