@@ -3,22 +3,24 @@
     python tools/bench_prefetch.py                       # every profiler case of a 256 MiB input
     python tools/bench_prefetch.py --cases "reduce f32 axes [1]" "reduce f32 axes [2]" --peers
 
-"off" is the same build with the planner's prefetch distances set to 0 (``launch.ROW_PREFETCH_BYTES``
-and ``launch.COL_PREFETCH_ROWS``), so every kernel is compiled without the prefetch; "on" is the
-shipped setting. ``--peers`` adds onnxruntime where the profiler has it for the case.
+"off" is a backend of its own built with prefetch distances of 0 (an ``OpenCLTuning`` passed to
+``opencl.make_backend``), so every kernel is compiled without the prefetch; "on" is a second backend
+with the shipped tuning. Each backend has its own program cache, so neither reuses the other's kernels.
+``--peers`` adds onnxruntime where the profiler has it for the case.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 import gpu_mean as gm
-from gpu_mean.backends import launch
+from gpu_mean.backends import opencl, opencl_geometry
 from gpu_mean.tools import profiler
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="opencl")
+    ap.add_argument("--device", default="opencl:0", help="an OpenCL device, opencl:N")
     ap.add_argument("--size-mb", type=int, default=256)
     ap.add_argument("--repeat", type=int, default=40)
     ap.add_argument("--cases", nargs="*", help="profiler case names (default: all)")
@@ -27,15 +29,15 @@ def main() -> int:
     n = a.size_mb * 2**20 // 4
     shape = (64, 1024, n // (64 * 1024))
     cases = [c for c in profiler.cases(shape) if not a.cases or c.name in a.cases]
-    shipped = launch.ROW_PREFETCH_BYTES, launch.COL_PREFETCH_ROWS
+    index = int(a.device.partition(":")[2] or 0)
+    shipped = opencl_geometry.DEFAULT_TUNING
+    off = dataclasses.replace(shipped, row_prefetch_bytes=0, col_prefetch_rows=0)
     fns, traffic = {}, {}
-    for label, setting in (("off", (0, 0)), ("on", shipped)):
-        launch.ROW_PREFETCH_BYTES, launch.COL_PREFETCH_ROWS = setting
-        dev = gm.create_device(a.device)   # a fresh device: programs are cached per device
+    for label, tuning in (("off", off), ("on", shipped)):
+        dev = gm.Device(opencl.make_backend(index, tuning=tuning))
         for c in cases:
             fns[(c.name, label)] = profiler.prepare_device(dev, c)
             traffic[(c.name, label)] = c.traffic
-    launch.ROW_PREFETCH_BYTES, launch.COL_PREFETCH_ROWS = shipped
     if a.peers:
         for c in cases:
             f = profiler.ort_peer(c, shape)
