@@ -155,3 +155,20 @@ def test_ew_prefetch_only_for_dense_or_long_rows():
     assert pf((64, 1 << 15), (0, 1), DataType.FLOAT16) == ROW_PF
     assert pf((64, 1 << 20), (1, 64)) == 0                                   # permuted: the strided kernel
     assert pf((64, 1024, 1024), cpu=False) == 0
+
+
+def test_program_cache_is_bounded_and_keeps_the_recently_used():
+    from gpu_mean.backends.kernels import ProgramCache
+    cache, builds = ProgramCache(capacity=3), []
+
+    def get(k):
+        return cache.get(k, lambda: builds.append(k) or f"program {k}")
+    for k in "abc":
+        get(k)
+    assert get("a") == "program a" and builds == ["a", "b", "c"]     # a hit builds nothing
+    get("d")                                                           # evicts b, the least recently used
+    assert len(cache) == 3
+    get("a"), get("c")
+    assert builds == ["a", "b", "c", "d"]
+    get("b")
+    assert builds[-1] == "b" and len(cache) == 3

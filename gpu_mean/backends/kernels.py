@@ -1,6 +1,9 @@
-"""Finding kernel source files, from a source checkout or from an installed wheel."""
+"""Finding kernel source files (from a source checkout or an installed wheel), and the bounded cache
+of programs built from them."""
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from functools import cache
 from pathlib import Path
 
@@ -20,3 +23,29 @@ def kernel_dir(kind: str) -> Path:
 @cache
 def kernel_source(kind: str, name: str) -> str:
     return (kernel_dir(kind) / name).read_text()
+
+
+class ProgramCache:
+    """Built programs by (file, macro set), least recently used first out: a long-running process
+    that meets many shapes (a fuzzer, a server) keeps a bounded number of programs alive."""
+
+    def __init__(self, capacity: int = 256):
+        self.capacity = capacity
+        self._items: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key, build):
+        with self._lock:
+            prg = self._items.get(key)
+            if prg is not None:
+                self._items.move_to_end(key)
+                return prg
+        prg = build()
+        with self._lock:
+            self._items[key] = prg
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+        return prg
+
+    def __len__(self) -> int:
+        return len(self._items)

@@ -16,7 +16,7 @@ from ..runtime import planning
 from ..runtime.device import DeviceInfo
 from . import opencl_geometry as geometry
 from .base import Backend, Program
-from .kernels import kernel_source
+from .kernels import ProgramCache, kernel_source
 from .typespell import OPENCL as spell
 from .typespell import cache_key, header
 
@@ -139,7 +139,7 @@ class OpenCLBackend(Backend):
         self.info = DeviceInfo("opencl", index, device.name.strip(), device.vendor.strip(),
                                _type_name(cl, device.type), device.global_mem_size,
                                "cl_khr_fp16" in ext, self.fp64, platform.name.strip())
-        self._programs: dict = {}
+        self._programs = ProgramCache()
         self._drained()
 
     def _drained(self):
@@ -201,17 +201,14 @@ class OpenCLBackend(Backend):
 
     # -- programs
     def program(self, filename: str, macros: dict):
-        key = cache_key(filename, macros)
-        prg = self._programs.get(key)
-        if prg is None:
+        def build():
             src = header(macros) + kernel_source("opencl_kernels", filename)
             try:
-                prg = self.cl.Program(self.ctx, src).build(options=["-cl-std=CL1.2"])
+                return self.cl.Program(self.ctx, src).build(options=["-cl-std=CL1.2"])
             except self.cl.RuntimeError as e:
                 raise KernelBuildError(f"OpenCL build of {filename} with {macros} failed on "
                                        f"{self.info.name}:\n{e}") from e
-            self._programs[key] = prg
-        return prg
+        return self._programs.get(cache_key(filename, macros), build)
 
     def constant(self, values) -> object:
         arr = np.asarray(list(values) + [0], np.int64)
