@@ -1,0 +1,167 @@
+"""What ``gm.mean`` / ``gm.reduce_mean`` keep between calls: per device, a pool of buffers and a
+cache of launches, one per call signature (operator descriptor, which fixes shapes, strides, data
+types and axes; and whether the operands are host arrays or device arrays).
+
+A host-array launch owns pooled input, output and temporary buffers and a command list recorded
+once over them: each call writes the inputs, executes the list (the runtime resolves its launches
+on the second execution and, on CUDA, replays them as a graph) and reads the output. A loop over
+same-shaped host arrays allocates no device memory after its first call.
+
+A device-array launch binds the caller's memory, whose address changes from call to call: its
+operator is compiled with DESCRIPTORS_VOLATILE, so the list recorded once reads the binding table
+at execution and each call only rebinds the table (no recording, no host synchronize).
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+
+import numpy as np
+
+from ..descriptors.types import ExecutionFlags
+from ..runtime.objects import BufferBinding
+
+MAX_LAUNCHES = 64          # call signatures kept per device; the least recently used goes first
+MAX_POOLED_PER_SIZE = 4    # free buffers kept per size class
+
+
+class BufferPool:
+    """Free device buffers of one device by size class (powers of two from 256 bytes)."""
+
+    def __init__(self, dev):
+        self.dev = dev
+        self.free: dict = {}
+        self.allocations = 0     # create_buffer calls made for the pool (tests count them)
+
+    @staticmethod
+    def size_class(nbytes: int) -> int:
+        return max(256, 1 << (int(nbytes) - 1).bit_length())
+
+    def take(self, nbytes: int):
+        size = self.size_class(nbytes)
+        free = self.free.get(size)
+        if free:
+            return free.pop()
+        self.allocations += 1
+        return self.dev.create_buffer(size)
+
+    def give(self, buf) -> None:
+        free = self.free.setdefault(buf.size, [])
+        if len(free) < MAX_POOLED_PER_SIZE:
+            free.append(buf)
+
+
+class Launch:
+    """One compiled operator on one device, initialized, with its command list recorded."""
+
+    def __init__(self, dev, desc, host: bool, pool: BufferPool):
+        self.dev, self.desc, self.host, self.pool = dev, desc, host, pool
+        self.lock = threading.Lock()
+        flags = ExecutionFlags.NONE if host else ExecutionFlags.DESCRIPTORS_VOLATILE
+        cop = self.cop = dev.compile_operator(dev.create_operator(desc), flags)
+        props = cop.binding_properties
+        self.owned = []
+        temp = self._take(props.temporary_resource_size) if props.temporary_resource_size else None
+        pers = self._take(props.persistent_resource_size) if props.persistent_resource_size else None
+        self._initialize(pers)
+        table = self.table = dev.create_binding_table(cop)
+        if temp is not None:
+            table.bind_temporary_resource(BufferBinding(temp))
+        if pers is not None:
+            table.bind_persistent_resource(BufferBinding(pers))
+        self.inputs = self.output = None
+        if host:
+            self.inputs = [self._take(t.total_size_in_bytes) for t in desc.input_tensors()]
+            out_t = desc.output_tensors()[0]
+            self.output = self._take(out_t.total_size_in_bytes)
+            table.bind_inputs([BufferBinding(b, 0, t.total_size_in_bytes)
+                               for b, t in zip(self.inputs, desc.input_tensors())])
+            table.bind_outputs([BufferBinding(self.output, 0, out_t.total_size_in_bytes)])
+        self.cl = dev.create_command_list()
+        if host:
+            dev.create_command_recorder().record_dispatch(self.cl, cop, table)
+            self.cl.close()
+
+    def _take(self, nbytes: int):
+        b = self.pool.take(max(int(nbytes), 4))
+        self.owned.append(b)
+        return b
+
+    def _initialize(self, pers) -> None:
+        dev = self.dev
+        init = dev.create_operator_initializer([self.cop])
+        t = dev.create_binding_table(init)
+        if pers is not None:
+            t.bind_outputs([BufferBinding(pers)])
+        cl = dev.create_command_list()
+        dev.create_command_recorder().record_dispatch(cl, init, t)
+        dev.execute_command_lists([cl])
+
+    def run_host(self, spans) -> np.ndarray:
+        """Upload each input's bytes, run, and return the output's bytes (a fresh host array)."""
+        out_t = self.desc.output_tensors()[0]
+        nbytes = out_t.element_count * out_t.numpy_dtype.itemsize
+        with self.lock:
+            for buf, span in zip(self.inputs, spans):
+                if span.size:
+                    buf.write(span)
+            self.dev.execute_command_lists([self.cl])
+            return self.output.read(out_t.numpy_dtype, out_t.element_count) if nbytes else \
+                np.empty(0, out_t.numpy_dtype)
+
+    def run_device(self, inputs, output) -> None:
+        """Bind the callers' memory (BufferBindings) and enqueue; nothing waits on the host."""
+        with self.lock:
+            if not self.cl.dispatches:
+                self.table.bind_inputs(inputs)
+                self.table.bind_outputs([output])
+                self.dev.create_command_recorder().record_dispatch(self.cl, self.cop, self.table)
+                self.cl.close()
+            else:
+                self.table.bind_inputs(inputs)
+                self.table.bind_outputs([output])
+            self.dev.execute_command_lists([self.cl])
+
+    def release(self) -> None:
+        for b in self.owned:
+            self.pool.give(b)
+        self.owned = []
+
+
+class DeviceCache:
+    def __init__(self, dev):
+        self.pool = BufferPool(dev)
+        self.launches: OrderedDict = OrderedDict()
+        self.lock = threading.Lock()
+
+
+_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_caches_lock = threading.Lock()
+
+
+def device_cache(dev) -> DeviceCache:
+    with _caches_lock:
+        c = _caches.get(dev)
+        if c is None:
+            c = _caches[dev] = DeviceCache(dev)
+        return c
+
+
+def launch_for(dev, desc, host: bool) -> Launch:
+    """The cached launch for (device, descriptor, host or device operands), made on first use."""
+    cache = device_cache(dev)
+    key = (desc, host)
+    with cache.lock:
+        ln = cache.launches.get(key)
+        if ln is not None:
+            cache.launches.move_to_end(key)
+            return ln
+    ln = Launch(dev, desc, host, cache.pool)
+    with cache.lock:
+        cache.launches[key] = ln
+        while len(cache.launches) > MAX_LAUNCHES:
+            _, old = cache.launches.popitem(last=False)
+            with old.lock:
+                old.release()
+    return ln
