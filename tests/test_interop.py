@@ -301,8 +301,8 @@ def test_device_exposes_native_handles(device):
         import pyopencl as cl
         assert isinstance(device.cl_context, cl.Context) and isinstance(device.cl_queue, cl.CommandQueue)
     else:
-        with pytest.raises(gm.UnsupportedError, match="not a opencl device"):
-            device.cl_queue
+        with pytest.raises(gm.UnsupportedError, match="not an OpenCL device"):
+            _ = device.cl_queue
 
 
 # --- inputs -------------------------------------------------------------------------------------

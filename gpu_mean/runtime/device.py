@@ -293,7 +293,8 @@ class Device:
 
     def _native(self, kind: str, attr: str):
         if self.info.backend != kind:
-            raise UnsupportedError(f"{self.name} is not a {kind} device; it has no {kind} handles")
+            label = {"opencl": "an OpenCL", "cuda": "a CUDA"}[kind]
+            raise UnsupportedError(f"{self.name} is not {label} device; it has no {attr} handle")
         return getattr(self.backend, attr)
 
 
