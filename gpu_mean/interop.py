@@ -69,6 +69,8 @@ class _HostSpan:
 
 def host_span(array: np.ndarray, nbytes: int) -> np.ndarray:
     """The bytes from ``array``'s first element on, as a uint8 array sharing its memory (strides >= 0)."""
+    if array.flags.c_contiguous and array.nbytes == nbytes:
+        return array.reshape(-1).view(np.uint8)     # the common case, without the interface object
     return np.asarray(_HostSpan(array, nbytes))
 
 

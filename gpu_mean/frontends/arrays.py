@@ -57,11 +57,11 @@ class Operand:
         return interop.span_elements(self.shape, self.strides) * self.dtype.itemsize
 
 
+_DATA_TYPES = {np.dtype(DataType(d).numpy_dtype): DataType(d) for d in SUPPORTED}
+
+
 def data_type_of(dtype, what: str) -> DataType:
-    try:
-        dt = DataType.from_numpy(dtype)
-    except (KeyError, TypeError):
-        dt = None
+    dt = _DATA_TYPES.get(dtype)      # a dict lookup: DataType.from_numpy walks every type
     if dt not in SUPPORTED:
         hint = ""
         if np.dtype(dtype) in (np.float64, np.int64, np.uint64):
@@ -121,9 +121,9 @@ def result_rule(x) -> tuple:
     return ("cupy", None) if hasattr(x, "__cuda_array_interface__") else ("numpy", None)
 
 
-def as_operand(x, index: int, kind: str, dev, what: str) -> Operand:
+def as_operand(x, index: int, kind: str, dev, what: str, rule=None) -> Operand:
     """The caller's memory, viewed without a copy unless a TensorDesc cannot describe its strides."""
-    rule = result_rule(x)
+    rule = rule or result_rule(x)
     if kind == "host":
         arr = x if isinstance(x, np.ndarray) else (np.asarray(x) if isinstance(x, np.generic) else np.from_dlpack(x))
     elif kind == "cuda":

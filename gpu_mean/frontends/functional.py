@@ -57,21 +57,31 @@ class _Call:
     """The operands of one call, converted, on their device."""
 
     def __init__(self, inputs, device, what: str):
-        kinds = [arrays.classify(x, i, what) for i, x in enumerate(inputs)]
-        self.rule = arrays.check_one_library(inputs, what)
-        self.dev = dev = _device_for(kinds, inputs, device)
-        self.ops = [arrays.as_operand(x, i, k, dev, what) for i, (x, (k, _)) in enumerate(zip(inputs, kinds))]
+        if device is not None and all(type(x) is np.ndarray for x in inputs):
+            # the common case, without the general classification
+            self.rule = ("numpy", None)
+            self.dev = dev = get_device(device)
+            self.ops = [arrays.as_operand(x, i, "host", dev, what, self.rule) for i, x in enumerate(inputs)]
+        else:
+            kinds = [arrays.classify(x, i, what) for i, x in enumerate(inputs)]
+            self.rule = arrays.check_one_library(inputs, what)
+            self.dev = dev = _device_for(kinds, inputs, device)
+            self.ops = [arrays.as_operand(x, i, k, dev, what, self.rule)
+                        for i, (x, (k, _)) in enumerate(zip(inputs, kinds))]
         self.kind = self.ops[0].kind
         # host arrays on the CPU device are its native memory: bound in place, like device arrays
         self.in_place = self.kind != "host" or dev.info.backend == "cpu"
+        self.signature = tuple((o.kind, o.dtype.str, o.shape, o.strides, self.alignment(o)) for o in self.ops)
 
     def alignment(self, op) -> int:
-        off = int(op.array.offset) if self.kind == "opencl" else 0
+        off = int(op.array.offset) if op.kind == "opencl" else 0
         return interop._offset_alignment(off, op.dtype.itemsize)
 
-    def run(self, desc, out_shape):
-        """Execute ``desc`` over the operands; the result as the caller's type, shaped ``out_shape``."""
-        ln = pool.launch_for(self.dev, desc, host=not self.in_place)
+    def run(self, signature, make):
+        """Execute the launch cached for ``signature`` (``make()`` gives its descriptor and result
+        shape on first use); the result as the caller's type."""
+        ln = pool.launch_for(self.dev, signature, not self.in_place, make)
+        desc, out_shape = ln.desc, ln.out_shape
         out_t = desc.output_tensors()[0]
         if not self.in_place:
             res = ln.run_host([interop.host_span(o.array, o.span_bytes) for o in self.ops])
@@ -188,7 +198,6 @@ def _mean(arrays, device, broadcast: bool = True, what: str = "Mean"):
     if len(dtypes) > 1:
         raise InvalidArgumentError(f"{what}: inputs have data types {sorted(map(str, dtypes))}; ONNX Mean takes one "
                                    "type T for every input")
-    dt = data_type_of(ops[0].dtype, what)
     shapes = [o.shape for o in ops]
     if not broadcast and len(set(shapes)) > 1:
         raise InvalidArgumentError(f"{what}: input shapes {shapes} differ; this opset takes same-shaped inputs")
@@ -201,15 +210,17 @@ def _mean(arrays, device, broadcast: bool = True, what: str = "Mean"):
         return call.empty_result(out_shape)
     if len(out_shape) > 8:
         raise UnsupportedError(f"{what}: rank {len(out_shape)} exceeds DirectML's 8 dimensions")
-    descs = [broadcast_desc(dt, o.shape, out_shape, o.strides, call.alignment(o)) for o in ops]
-    out_desc = TensorDesc(dt, tuple(out_shape) or (1,))
-    if len(ops) == 1:
-        desc = ElementWiseIdentityDesc(descs[0], out_desc)
-    elif len(ops) == 2:
-        desc = ElementWiseMeanDesc(descs[0], descs[1], out_desc)
-    else:
-        desc = NaryMeanDesc(tuple(descs), out_desc)
-    return call.run(desc, out_shape)
+
+    def make():
+        dt = data_type_of(ops[0].dtype, what)
+        descs = [broadcast_desc(dt, o.shape, out_shape, o.strides, call.alignment(o)) for o in ops]
+        out_desc = TensorDesc(dt, tuple(out_shape) or (1,))
+        if len(ops) == 1:
+            return ElementWiseIdentityDesc(descs[0], out_desc), out_shape
+        if len(ops) == 2:
+            return ElementWiseMeanDesc(descs[0], descs[1], out_desc), out_shape
+        return NaryMeanDesc(tuple(descs), out_desc), out_shape
+    return call.run(("mean", call.signature), make)
 
 
 # -- ReduceMean ---------------------------------------------------------------------------------
@@ -309,14 +320,15 @@ def _reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool
     n_out = int(np.prod(out_shape, dtype=np.int64))
     if n_out == 0 or any(shape[d] == 0 for d in axes):
         return call.empty_result(out_shape, (np.nan if dt.is_float else 0) if n_out else None)
-    sizes, strides, red_axes = _merge_dims(shape, op.strides, axes)
-    if len(sizes) > 8:
-        raise UnsupportedError(f"{what}: after merging neighbouring axes the tensor still has rank {len(sizes)}; "
-                               "DirectML takes at most 8 dimensions")
-    in_desc = TensorDesc(dt, sizes, strides, guaranteed_base_offset_alignment=call.alignment(op))
-    out_desc = TensorDesc(dt, tuple(1 if d in red_axes else s for d, s in enumerate(sizes)))
-    if dt.is_float:
-        desc = ReduceDesc(ReduceFunction.AVERAGE, in_desc, out_desc, red_axes)
-    else:
-        desc = IntegerReduceMeanDesc(in_desc, out_desc, red_axes)
-    return call.run(desc, out_shape)
+
+    def make():
+        sizes, strides, red_axes = _merge_dims(shape, op.strides, axes)
+        if len(sizes) > 8:
+            raise UnsupportedError(f"{what}: after merging neighbouring axes the tensor still has rank "
+                                   f"{len(sizes)}; DirectML takes at most 8 dimensions")
+        in_desc = TensorDesc(dt, sizes, strides, guaranteed_base_offset_alignment=call.alignment(op))
+        out_desc = TensorDesc(dt, tuple(1 if d in red_axes else s for d, s in enumerate(sizes)))
+        if dt.is_float:
+            return ReduceDesc(ReduceFunction.AVERAGE, in_desc, out_desc, red_axes), out_shape
+        return IntegerReduceMeanDesc(in_desc, out_desc, red_axes), out_shape
+    return call.run(("reduce", call.signature, axes, keepdims), make)

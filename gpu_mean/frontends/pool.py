@@ -2,6 +2,9 @@
 cache of launches, one per call signature (operator descriptor, which fixes shapes, strides, data
 types and axes; and whether the operands are host arrays or device arrays).
 
+Launches are keyed by the call's signature, not by descriptor: building and validating a
+descriptor costs more than the whole launch of a tiny tensor, so a cached call builds none.
+
 A host-array launch owns pooled input, output and temporary buffers and a command list recorded
 once over them: each call writes the inputs, executes the list (the runtime resolves its launches
 on the second execution and, on CUDA, replays them as a graph) and reads the output. A loop over
@@ -148,16 +151,21 @@ def device_cache(dev) -> DeviceCache:
         return c
 
 
-def launch_for(dev, desc, host: bool) -> Launch:
-    """The cached launch for (device, descriptor, host or device operands), made on first use."""
+def launch_for(dev, signature, host: bool, make) -> Launch:
+    """The cached launch for a call signature on ``dev``, made on first use from ``make()``, which
+    validates the call and returns (operator descriptor, result shape). The signature holds what
+    the descriptor is built from (operand kinds, data types, shapes, strides, alignments, and the
+    operator's parameters), so a repeated call builds and validates nothing."""
     cache = device_cache(dev)
-    key = (desc, host)
+    key = (signature, host)
     with cache.lock:
         ln = cache.launches.get(key)
         if ln is not None:
             cache.launches.move_to_end(key)
             return ln
+    desc, out_shape = make()
     ln = Launch(dev, desc, host, cache.pool)
+    ln.out_shape = out_shape
     with cache.lock:
         cache.launches[key] = ln
         while len(cache.launches) > MAX_LAUNCHES:
