@@ -38,6 +38,8 @@ def element_strides(shape, byte_strides, itemsize: int):
     """Byte strides as element strides, or None where a TensorDesc cannot describe them: negative
     strides (DirectML's are unsigned) or strides that are not whole elements. Size-1 dimensions
     take stride 0, whatever the array says, since no step is ever taken along them."""
+    if len(shape) == 1 and byte_strides[0] == itemsize:
+        return (1,) if shape[0] != 1 else (0,)     # the common 1-D case, without the loop
     out = []
     for n, s in zip(shape, byte_strides):
         if n == 1:

@@ -12,6 +12,8 @@ import gpu_mean as gm
 from gpu_mean.frontends import functional, pool
 
 X = np.arange(48, dtype=np.float32).reshape(6, 8)
+# the CPU device binds host memory in place from CPU_IN_PLACE_MIN_BYTES on, and copies below
+BIG = (np.arange(256 * 512, dtype=np.float32) % 1024).reshape(256, 512)
 
 
 def native(dev, a):
@@ -82,15 +84,16 @@ def test_torch_cpu_in_torch_cpu_out(device):
 def test_native_device_arrays_come_back_native_and_stay_on_the_device(device, monkeypatch):
     def no_host_copy(*a, **k):
         raise AssertionError("a device array went through the host")
+    a = BIG if device.info.backend == "cpu" else X      # the CPU device binds big host arrays in place
     monkeypatch.setattr(device.backend, "write", no_host_copy)
     monkeypatch.setattr(device.backend, "read", no_host_copy)
-    x = native(device, X)
+    x = native(device, a)
     r = gm.reduce_mean(x, [0], keepdims=False, device=device)
-    m = gm.mean(x, native(device, X[0]), device=device)
+    m = gm.mean(x, native(device, a[0]), device=device)
     monkeypatch.undo()
     assert type(r) is native_type(device) and type(m) is native_type(device)
-    np.testing.assert_array_equal(host(r), X.mean(0))
-    np.testing.assert_array_equal(host(m), (X + X[0]) / 2)
+    np.testing.assert_array_equal(host(r), a.mean(0))
+    np.testing.assert_array_equal(host(m), (a + a[0]) / 2)
 
 
 def test_torch_cuda_in_torch_cuda_out(device):
@@ -169,8 +172,8 @@ def test_mixed_libraries_name_the_types(device):
 VIEWS = {
     "transpose": lambda a: a.T,
     "step": lambda a: a[:, ::2],
-    "slice": lambda a: a[1:5, 3:],
-    "broadcast": lambda a: _broadcast(a[:1], (4, 8)),
+    "slice": lambda a: a[1:, 3:],
+    "broadcast": lambda a: _broadcast(a[:1], (4, a.shape[1])),
 }
 
 
@@ -183,12 +186,14 @@ def _broadcast(a, shape):
     pytest.skip(f"{type(a).__name__} has no broadcast views")
 
 
+@pytest.mark.parametrize("size", ["small", "big"])
 @pytest.mark.parametrize("source", ["native", "numpy"])
 @pytest.mark.parametrize("view", list(VIEWS))
-def test_strided_views_are_bound_in_place(device, monkeypatch, view, source):
-    src = native(device, X) if source == "native" else X.copy()
+def test_strided_views_are_bound_in_place(device, monkeypatch, view, source, size):
+    x = X if size == "small" else BIG
+    src = native(device, x) if source == "native" else x.copy()
     v = VIEWS[view](src)
-    want_r, want_m = VIEWS[view](X).mean(0), VIEWS[view](X) * 1.0
+    want_r, want_m = VIEWS[view](x).mean(0, dtype=np.float64).astype(np.float32), VIEWS[view](x) * 1.0
     gm.reduce_mean(v, [0], keepdims=False, device=device)     # compile and cache the launch
     gm.mean(v, v, device=device)
     allocs = Spy(monkeypatch, device, "create_buffer")
@@ -200,9 +205,13 @@ def test_strided_views_are_bound_in_place(device, monkeypatch, view, source):
     np.testing.assert_array_equal(host(r), want_r)
     np.testing.assert_array_equal(host(m), want_m)
     if uploads.calls:               # host arrays for a GPU: the uploaded bytes are the caller's own
+        if device.info.backend == "cpu":
+            span = sum((n - 1) * st for n, st in zip(v.shape, v.strides)) + v.itemsize
+            assert span < functional.CPU_IN_PLACE_MIN_BYTES
         for (_, spans), _ in uploads.calls:
             assert all(np.shares_memory(s, src) for s in spans)
         return
+    assert runs.calls
     for (_, ins, _), _ in runs.calls:
         for b in ins:
             assert _same_memory(device, b, src)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -39,22 +38,17 @@ class UnsupportedTypeError(UnsupportedError, TypeError):
     also a TypeError, as Python code expects of a wrong argument type)."""
 
 
-@dataclass
 class Operand:
     """One input: ``kind`` is "host", "cuda" or "opencl"; ``array`` the numpy, CuPy or pyopencl
-    array over the caller's memory; ``strides`` in elements (>= 0); ``rule`` how a result goes back."""
+    array over the caller's memory; ``strides`` in elements (>= 0); ``rule`` how a result goes back;
+    ``span_bytes`` the bytes from the first element through the last."""
 
-    kind: str
-    array: object
-    shape: tuple
-    dtype: np.dtype
-    strides: tuple
-    rule: tuple
-    source: object
+    __slots__ = ("kind", "array", "shape", "dtype", "strides", "rule", "source", "span_bytes")
 
-    @property
-    def span_bytes(self) -> int:
-        return interop.span_elements(self.shape, self.strides) * self.dtype.itemsize
+    def __init__(self, kind, array, shape, dtype, strides, rule, source):
+        self.kind, self.array, self.shape, self.dtype = kind, array, shape, dtype
+        self.strides, self.rule, self.source = strides, rule, source
+        self.span_bytes = interop.span_elements(shape, strides) * dtype.itemsize
 
 
 _DATA_TYPES = {np.dtype(DataType(d).numpy_dtype): DataType(d) for d in SUPPORTED}
@@ -131,9 +125,9 @@ def as_operand(x, index: int, kind: str, dev, what: str, rule=None) -> Operand:
         arr = interop.to_cupy(x, dev)
     else:
         arr = interop.check_cl_array(x, dev, f"{what} input {index}")
-    dtype = np.dtype(arr.dtype)
+    dtype = arr.dtype if kind == "host" else np.dtype(arr.dtype)
     data_type_of(dtype, what)
-    shape = tuple(int(n) for n in arr.shape)
+    shape = arr.shape if kind == "host" else tuple(int(n) for n in arr.shape)
     strides = interop.element_strides(shape, arr.strides, dtype.itemsize)
     if strides is None:
         arr = _packed_copy(arr, kind, dev)

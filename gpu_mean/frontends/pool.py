@@ -63,6 +63,9 @@ class Launch:
         self.lock = threading.Lock()
         flags = ExecutionFlags.NONE if host else ExecutionFlags.DESCRIPTORS_VOLATILE
         cop = self.cop = dev.compile_operator(dev.create_operator(desc), flags)
+        self.in_tensors = desc.input_tensors()
+        self.out_tensor = desc.output_tensors()[0]
+        self.out_count = self.out_tensor.element_count
         props = cop.binding_properties
         self.owned = []
         temp = self._take(props.temporary_resource_size) if props.temporary_resource_size else None
@@ -103,15 +106,12 @@ class Launch:
 
     def run_host(self, spans) -> np.ndarray:
         """Upload each input's bytes, run, and return the output's bytes (a fresh host array)."""
-        out_t = self.desc.output_tensors()[0]
-        nbytes = out_t.element_count * out_t.numpy_dtype.itemsize
         with self.lock:
             for buf, span in zip(self.inputs, spans):
                 if span.size:
                     buf.write(span)
             self.dev.execute_command_lists([self.cl])
-            return self.output.read(out_t.numpy_dtype, out_t.element_count) if nbytes else \
-                np.empty(0, out_t.numpy_dtype)
+            return self.output.read(self.out_tensor.numpy_dtype, self.out_count)
 
     def run_device(self, inputs, output) -> None:
         """Bind the callers' memory (BufferBindings) and enqueue; nothing waits on the host."""
