@@ -344,3 +344,22 @@ def test_public_signatures_show_only_public_parameters():
     assert list(inspect.signature(gm.mean).parameters) == ["arrays", "device"]
     doc = functional.reduce_mean.__doc__
     assert "True (default" in doc and "numpy's default is False" in doc
+
+
+def test_opencl_offsets_and_other_queues(device):
+    if device.info.backend != "opencl":
+        pytest.skip("pyopencl arrays run on an OpenCL device")
+    import pyopencl as cl
+    import pyopencl.array as cla
+    x = np.arange(41, dtype=np.float16)
+    g = cla.to_device(device.cl_queue, x)
+    # a slice starts 2 bytes into its buffer: bound there, with GuaranteedBaseOffsetAlignment 2
+    np.testing.assert_array_equal(gm.mean(g[1:], g[:-1], device=device).get(), (x[1:] + x[:-1]) / 2)
+    binding, desc = gm.Buffer.wrap_array(device, g[3:])
+    assert binding.offset == 6 and desc.guaranteed_base_offset_alignment == 2
+    q2 = cl.CommandQueue(device.cl_context)       # the caller's own queue: ordered by events, not the host
+    a = cla.to_device(q2, X)
+    a += 1
+    r = gm.reduce_mean(a, [0], keepdims=False, device=device)
+    assert r.queue == q2
+    np.testing.assert_array_equal(r.get(), (X + 1).mean(0))

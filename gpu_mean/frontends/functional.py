@@ -98,7 +98,7 @@ class _Call:
             res = ln.run_host([interop.host_span(o.array, o.span_bytes) for o in self.ops])
             return arrays.hand_back(res.reshape(out_shape), self.rule)
         ins = [self._bind(o, t) for o, t in zip(self.ops, ln.in_tensors)]
-        out, arr = self._new_output(ln.out_tensor)
+        out, res = self._new_output(ln)
         if self.kind == "cuda":
             interop.wait_for_current(self.dev)
             ln.run_device(ins, out)
@@ -106,29 +106,34 @@ class _Call:
         elif self.kind == "opencl":
             _cl_wait_for_inputs(self.dev, [o.array for o in self.ops])
             ln.run_device(ins, out)
-            _cl_result_waits(self.dev, arr)
+            _cl_result_waits(self.dev, res)
         else:
             ln.run_device(ins, out)
-        res = arr[:ln.out_count].reshape(out_shape)
         return arrays.hand_back(res, self.rule)
 
     def _bind(self, op, t: TensorDesc) -> BufferBinding:
         buf, off = interop.native_buffer(self.dev, op.array, max(op.span_bytes, 1))
         return BufferBinding(buf, off, t.total_size_in_bytes)
 
-    def _new_output(self, t: TensorDesc):
-        n = -(-t.total_size_in_bytes // t.numpy_dtype.itemsize)
+    def _new_output(self, ln):
+        """(binding, result array): the result is allocated by the caller's array library, shaped as
+        the result, and padded only where TotalTensorSizeInBytes (a multiple of 4) asks for more."""
+        t = ln.out_tensor
+        dtype = t.numpy_dtype
+        n = -(-t.total_size_in_bytes // dtype.itemsize)
+        shape = ln.out_shape if n == ln.out_count else (n,)
         if self.kind == "cuda":
             import cupy
             with cupy.cuda.Device(self.dev.info.index):
-                arr = cupy.empty(n, t.numpy_dtype)
+                arr = cupy.empty(shape, dtype)
         elif self.kind == "opencl":
             import pyopencl.array as cla
-            arr = cla.empty(self.ops[0].array.queue or self.dev.cl_queue, n, t.numpy_dtype)
+            arr = cla.empty(self.ops[0].array.queue or self.dev.cl_queue, shape, dtype)
         else:
-            arr = np.empty(n, t.numpy_dtype)
-        buf, off = interop.native_buffer(self.dev, arr, n * t.numpy_dtype.itemsize)
-        return BufferBinding(buf, off, t.total_size_in_bytes), arr
+            arr = np.empty(shape, dtype)
+        buf, off = interop.native_buffer(self.dev, arr, n * dtype.itemsize)
+        res = arr if n == ln.out_count else arr[:ln.out_count].reshape(ln.out_shape)
+        return BufferBinding(buf, off, t.total_size_in_bytes), res
 
     def empty_result(self, shape, fill=None):
         """A result with no kernel launch (zero-size tensors, means of nothing)."""
@@ -146,25 +151,30 @@ class _Call:
 
 
 def _cl_wait_for_inputs(dev, arrs) -> None:
-    # OpenCL's stream rule: the device queue waits (on the device, not the host) for the pyopencl
-    # events pending on the inputs and for everything queued before on the inputs' own queues
-    import pyopencl as cl
+    # OpenCL's stream rule: the device queue is in order, so arrays made on it need nothing; for
+    # arrays of another queue, it waits (on the device, not the host) for their pending pyopencl
+    # events and for everything queued before on their queues
     q = dev.cl_queue
+    others = {id(a.queue): a.queue for a in arrs if a.queue is not None and a.queue != q}
+    if not others:
+        return
+    import pyopencl as cl
     events = [e for a in arrs for e in a.events]
-    for other in {id(a.queue): a.queue for a in arrs if a.queue is not None and a.queue != q}.values():
+    for other in others.values():
         events.append(cl.enqueue_marker(other))
         other.flush()
-    if events:
-        cl.enqueue_barrier(q, wait_for=events)
+    cl.enqueue_barrier(q, wait_for=events)
 
 
 def _cl_result_waits(dev, arr) -> None:
-    import pyopencl as cl
+    # a result on another queue of the context: that queue waits for our kernels before its next command
     q = dev.cl_queue
+    if arr.queue is None or arr.queue == q:
+        return
+    import pyopencl as cl
     done = cl.enqueue_marker(q)
     arr.add_event(done)
-    if arr.queue is not None and arr.queue != q:
-        cl.enqueue_barrier(arr.queue, wait_for=[done])
+    cl.enqueue_barrier(arr.queue, wait_for=[done])
     q.flush()
 
 
