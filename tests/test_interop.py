@@ -363,3 +363,17 @@ def test_opencl_offsets_and_other_queues(device):
     r = gm.reduce_mean(a, [0], keepdims=False, device=device)
     assert r.queue == q2
     np.testing.assert_array_equal(r.get(), (X + 1).mean(0))
+
+
+def test_evicted_launches_return_their_buffers_to_the_pool(device, monkeypatch):
+    monkeypatch.setattr(pool, "MAX_LAUNCHES", 2)
+    cache = pool.device_cache(device)
+    xs = [np.full((3, 5 + k), k, np.float32) for k in range(4)]
+    for _ in range(3):
+        for k, x in enumerate(xs):      # four signatures through a cache of two
+            np.testing.assert_array_equal(gm.reduce_mean(x, [1], keepdims=False, device=device), np.full(3, k))
+    assert len(cache.launches) <= 2
+    before = cache.pool.allocations
+    for x in xs:
+        gm.reduce_mean(x, [1], device=device)
+    assert cache.pool.allocations == before     # same size classes: evicted buffers are reused

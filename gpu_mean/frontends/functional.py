@@ -92,11 +92,17 @@ class _Call:
     def run(self, signature, make):
         """Execute the launch cached for ``signature`` (``make()`` gives its descriptor and result
         shape on first use); the result as the caller's type."""
-        ln = pool.launch_for(self.dev, signature, not self.in_place, make)
-        out_shape = ln.out_shape
+        while True:
+            ln = pool.launch_for(self.dev, signature, not self.in_place, make)
+            try:
+                return self._run(ln)
+            except pool.Released:
+                continue
+
+    def _run(self, ln):
         if not self.in_place:
             res = ln.run_host([interop.host_span(o.array, o.span_bytes) for o in self.ops])
-            return arrays.hand_back(res.reshape(out_shape), self.rule)
+            return arrays.hand_back(res.reshape(ln.out_shape), self.rule)
         ins = [self._bind(o, t) for o, t in zip(self.ops, ln.in_tensors)]
         out, res = self._new_output(ln)
         if self.kind == "cuda":

@@ -55,11 +55,16 @@ class BufferPool:
             free.append(buf)
 
 
+class Released(Exception):
+    """A launch evicted from the cache while a caller still held it."""
+
+
 class Launch:
     """One compiled operator on one device, initialized, with its command list recorded."""
 
     def __init__(self, dev, desc, host: bool, pool: BufferPool):
         self.dev, self.desc, self.host, self.pool = dev, desc, host, pool
+        self.released = False
         self.lock = threading.Lock()
         flags = ExecutionFlags.NONE if host else ExecutionFlags.DESCRIPTORS_VOLATILE
         cop = self.cop = dev.compile_operator(dev.create_operator(desc), flags)
@@ -107,6 +112,8 @@ class Launch:
     def run_host(self, spans) -> np.ndarray:
         """Upload each input's bytes, run, and return the output's bytes (a fresh host array)."""
         with self.lock:
+            if self.released:
+                raise Released
             for buf, span in zip(self.inputs, spans):
                 if span.size:
                     buf.write(span)
@@ -116,6 +123,8 @@ class Launch:
     def run_device(self, inputs, output) -> None:
         """Bind the callers' memory (BufferBindings) and enqueue; nothing waits on the host."""
         with self.lock:
+            if self.released:
+                raise Released
             if not self.cl.dispatches:
                 self.table.bind_inputs(inputs)
                 self.table.bind_outputs([output])
@@ -127,6 +136,9 @@ class Launch:
             self.dev.execute_command_lists([self.cl])
 
     def release(self) -> None:
+        """Hand the buffers back to the pool (the caller holds ``lock``); a thread that took this
+        launch from the cache before it was evicted gets Released and looks it up again."""
+        self.released = True
         for b in self.owned:
             self.pool.give(b)
         self.owned = []
