@@ -7,7 +7,7 @@ the inputs, execute a recorded command list, read the output) and "bare replay" 
 with a synchronize. On OpenCL, "pyopencl arrays" is the device-array path (no host round trip;
 one queue finish per loop, amortized).
 
-    python tools/bench_functional.py [--devices cpu,opencl] [--rev 68a4cc1] [--calls 2000]
+    python tools/bench_functional.py [--devices cpu,opencl] [--rev 68a4cc1] [--calls 300]
 """
 from __future__ import annotations
 
