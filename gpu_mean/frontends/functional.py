@@ -202,9 +202,11 @@ def mean(*arrays, device=None):
 
     ``arrays``: numpy, CuPy, PyTorch, pyopencl or other DLPack arrays, all of one library, of
     float32, float16, int32 or uint32 (Python lists and scalars are refused; the message says how
-    to pass them). The result has the inputs' type and lives where they live. Strided views are
-    read in place; a copy is made only of an input with negative strides or strides that are not a
-    whole number of elements, which a DirectML TensorDesc cannot describe.
+    to pass them). The result has the inputs' type and lives where they live. Strided views (slices,
+    transposes, broadcasts) are described by the TensorDesc's strides, never repacked: device
+    arrays are bound where they are, host arrays are uploaded as the bytes they span (the CPU device
+    binds host arrays of 128 KiB or more in place). A copy is made only of an input with negative
+    strides or strides that are not a whole number of elements, which a TensorDesc cannot describe.
     ``device``: a Device, a string such as ``"opencl"`` or ``"cuda:0"``, or None (default): the
     device the inputs live on, or for host arrays ``$GPU_MEAN_DEVICE`` or the best device present.
 
@@ -311,8 +313,8 @@ def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool 
     """ONNX ReduceMean-18: the mean of ``x`` over ``axes``.
 
     ``x``: an array as ``gm.mean`` takes it (float32, float16, int32 or uint32); the result has its
-    type and lives where it lives. Strided views are read in place (a copy only for negative strides
-    or strides that are not whole elements, which a DirectML TensorDesc cannot describe).
+    type and lives where it lives. Strided views are described, not repacked, as for ``gm.mean`` (a
+    copy only for negative strides or strides that are not whole elements).
     ``axes``: None (default) or an integer, a sequence of integers or a 1-D integer array; negative
     axes count from the back; each axis at most once. Anything else is an InvalidArgumentError.
     ``keepdims``: True (default, as ONNX; numpy's default is False) keeps reduced axes as size 1.
