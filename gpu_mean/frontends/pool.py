@@ -17,7 +17,6 @@ at execution and each call only rebinds the table (no recording, no host synchro
 from __future__ import annotations
 
 import threading
-import weakref
 from collections import OrderedDict
 
 import numpy as np
@@ -151,16 +150,17 @@ class DeviceCache:
         self.lock = threading.Lock()
 
 
-_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _caches_lock = threading.Lock()
 
 
 def device_cache(dev) -> DeviceCache:
-    with _caches_lock:
-        c = _caches.get(dev)
-        if c is None:
-            c = _caches[dev] = DeviceCache(dev)
-        return c
+    # kept on the device itself: the cache refers back to its device, so a weak-keyed table would
+    # never let either go, while a plain reference cycle is collected with the device
+    c = dev.__dict__.get("_functional_cache")
+    if c is None:
+        with _caches_lock:
+            c = dev.__dict__.setdefault("_functional_cache", DeviceCache(dev))
+    return c
 
 
 def launch_for(dev, signature, host: bool, make) -> Launch:
