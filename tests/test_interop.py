@@ -83,10 +83,11 @@ def test_torch_cpu_in_torch_cpu_out(device):
 
 def test_native_device_arrays_come_back_native_and_stay_on_the_device(device, monkeypatch):
     def no_host_copy(*a, **k):
-        raise AssertionError("a device array went through the host")
+        raise AssertionError("a device array went through the host, or the host waited")
     a = BIG if device.info.backend == "cpu" else X      # the CPU device binds big host arrays in place
     monkeypatch.setattr(device.backend, "write", no_host_copy)
     monkeypatch.setattr(device.backend, "read", no_host_copy)
+    monkeypatch.setattr(device.backend, "finish", no_host_copy)    # stream-ordered: the host never waits
     x = native(device, a)
     r = gm.reduce_mean(x, [0], keepdims=False, device=device)
     m = gm.mean(x, native(device, a[0]), device=device)
