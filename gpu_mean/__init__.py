@@ -25,6 +25,7 @@ from .errors import (
     KernelBuildError,
     OutOfMemoryError,
     UnsupportedError,
+    UnsupportedTypeError,
 )
 from .runtime.bindings import BindingTable
 from .runtime.device import Device, DeviceInfo
@@ -48,6 +49,7 @@ __all__ = [
     "DmlError", "ElementWiseAddDesc", "ElementWiseIdentityDesc", "ElementWiseMeanDesc", "ExecutionFlags", "Feature",
     "FeatureLevel", "InvalidArgumentError", "KernelBuildError", "Operator", "OperatorInitializer", "OperatorType",
     "OutOfMemoryError", "ReduceDesc", "ReduceFunction", "ScaleBias", "TensorDesc", "TensorFlags", "UnsupportedError",
+    "UnsupportedTypeError",
     "backend_status", "calc_buffer_tensor_size", "create_device", "ext", "list_devices",
 ]
 

@@ -30,6 +30,11 @@ class UnsupportedError(DmlError):
     hresult = DXGI_ERROR_UNSUPPORTED
 
 
+class UnsupportedTypeError(UnsupportedError, TypeError):
+    """An operand of a type or data type the mean operators do not take (DXGI_ERROR_UNSUPPORTED;
+    also a TypeError, as Python code expects of a wrong argument type)."""
+
+
 class DeviceRemovedError(DmlError):
     hresult = DXGI_ERROR_DEVICE_REMOVED
 

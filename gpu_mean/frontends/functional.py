@@ -1,12 +1,14 @@
 """``gm.mean`` (ONNX Mean-13) and ``gm.reduce_mean`` (ONNX ReduceMean-18) on any device.
 
-Each call builds descriptors, compiles them once per (device, descriptor) and runs them. numpy
-arrays in give numpy arrays out; CuPy arrays (or anything exporting ``__dlpack__`` on a CUDA
-device) in give CuPy arrays out on the CUDA device, without a trip through the host.
+Arrays go in and come back as the caller holds them (see ``arrays.py`` for the table): numpy in,
+numpy out; CuPy, PyTorch (CPU or CUDA), pyopencl and other DLPack producers in, the same library
+out; device arrays never travel through the host. Strided views are described, not copied.
+Compiled operators, recorded command lists and host-path buffers are kept per call signature
+(``pool.py``), so a repeated call validates and allocates nothing.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
+import math
 
 import numpy as np
 
@@ -16,13 +18,19 @@ from ..descriptors.operators import ElementWiseIdentityDesc, ElementWiseMeanDesc
 from ..descriptors.tensor import TensorDesc, packed_strides
 from ..descriptors.types import DataType, ReduceFunction
 from ..errors import InvalidArgumentError, UnsupportedError
+from ..runtime import interop
 from ..runtime.device import Device
-from ..runtime.objects import Buffer
+from ..runtime.objects import BufferBinding
+from . import arrays, pool
+from .arrays import SUPPORTED, UnsupportedTypeError, data_type_of  # noqa: F401  (public names)
 
-SUPPORTED = (DataType.FLOAT32, DataType.FLOAT16, DataType.INT32, DataType.UINT32)
 _default: dict = {}
-_compiled: OrderedDict = OrderedDict()
-_CACHE_SIZE = 512
+# Below this many input bytes the CPU device copies host inputs into pooled buffers and replays a
+# recorded command list instead of binding the caller's memory: validating fresh bindings costs
+# more than the copy. Measured (2-core shared VM, reduce_mean and mean of float32 squares, us per
+# call, copy vs in place): 1 KiB 37 vs 49, 16 KiB 41 vs 54, 64 KiB 52 vs 59, 128 KiB (mean of two
+# 64 KiB) 81 vs 79, 256 KiB 96 vs 85.
+CPU_IN_PLACE_MIN_BYTES = 128 << 10
 
 
 def get_device(device=None) -> Device:
@@ -36,156 +44,213 @@ def get_device(device=None) -> Device:
     return dev
 
 
-def _compiled_op(dev: Device, desc):
-    key = (id(dev), desc)
-    cop = _compiled.get(key)
-    if cop is None:
-        cop = dev.compile_operator(dev.create_operator(desc))
-        _compiled[key] = cop
-        if len(_compiled) > _CACHE_SIZE:
-            _compiled.popitem(last=False)
-    else:
-        _compiled.move_to_end(key)
-    return cop
+def _device_for(kinds, sources, device) -> Device:
+    """The device asked for; without one, the device the arrays live on (else the default)."""
+    if device is not None:
+        return get_device(device)
+    for (kind, where), x in zip(kinds, sources):
+        if kind == "cuda":
+            return get_device(f"cuda:{where}")
+        if kind == "opencl":
+            for info in backends.list_devices():
+                if info.backend == "opencl":
+                    dev = get_device(f"opencl:{info.index}")
+                    if dev.cl_context == x.context:
+                        return dev
+            raise InvalidArgumentError("the pyopencl array belongs to no gpu_mean OpenCL device's context; make "
+                                       "it with gm.create_device('opencl').cl_queue, or pass device=")
+    return get_device(None)
 
 
-def data_type_of(dtype, what: str) -> DataType:
-    try:
-        dt = DataType.from_numpy(dtype)
-    except KeyError:
-        dt = None
-    if dt not in SUPPORTED:
-        raise UnsupportedError(f"{what}: data type {np.dtype(dtype)} is not supported; gpu_mean's mean operators "
-                               "take float32, float16, int32 and uint32")
-    return dt
+class _Call:
+    """The operands of one call, converted, on their device."""
 
-
-# -- device arrays ------------------------------------------------------------------------------
-
-def _is_device_array(x) -> bool:
-    return hasattr(x, "__cuda_array_interface__") or (hasattr(x, "__dlpack__") and not isinstance(x, np.ndarray))
-
-
-def _to_cupy(x):
-    import cupy
-    if isinstance(x, cupy.ndarray):
-        return x
-    return cupy.from_dlpack(x)
-
-
-class _Arg:
-    """One operand: host data to upload, or a device array wrapped in place."""
-
-    def __init__(self, x, dev: Device):
-        self.device_array = None
-        if _is_device_array(x):
-            if dev.info.backend != "cuda":
-                raise InvalidArgumentError(f"a device array was given but the device is {dev.name}; pass "
-                                           "device='cuda' or a numpy array")
-            arr = _to_cupy(x)
-            if not arr.flags.c_contiguous:
-                arr = arr.copy()
-            self.device_array = arr
-            self.shape, self.dtype = tuple(arr.shape), np.dtype(arr.dtype)
+    def __init__(self, inputs, device, what: str):
+        if device is not None and all(type(x) is np.ndarray for x in inputs):
+            # the common case, without the general classification
+            self.rule = ("numpy", None)
+            self.dev = dev = get_device(device)
+            self.ops = [arrays.as_operand(x, i, "host", dev, what, self.rule) for i, x in enumerate(inputs)]
         else:
-            self.host = np.asarray(x, order="C")   # ascontiguousarray would turn a 0-d array into 1-d
-            self.shape, self.dtype = self.host.shape, self.host.dtype
+            kinds = [arrays.classify(x, i, what) for i, x in enumerate(inputs)]
+            self.rule = arrays.check_one_library(inputs, what)
+            self.dev = dev = _device_for(kinds, inputs, device)
+            self.ops = [arrays.as_operand(x, i, k, dev, what, self.rule)
+                        for i, (x, (k, _)) in enumerate(zip(inputs, kinds))]
+        self.kind = self.ops[0].kind
+        # host arrays on the CPU device are its native memory: bound in place, like device arrays,
+        # once they are big enough that copying them would cost more than binding them
+        self.in_place = self.kind != "host" or (
+            dev.info.backend == "cpu" and sum(o.span_bytes for o in self.ops) >= CPU_IN_PLACE_MIN_BYTES)
+        self.signature = tuple((o.kind, o.dtype.str, o.shape, o.strides, self.alignment(o)) for o in self.ops)
 
-    def buffer(self, dev: Device, nbytes: int) -> Buffer:
-        if self.device_array is not None:
-            return Buffer(dev, self.device_array.data, max(nbytes, self.device_array.nbytes))
-        buf = dev.create_buffer(max(nbytes, 4))
-        if self.host.size:
-            buf.write(self.host)
-        return buf
+    @staticmethod
+    def alignment(op) -> int:
+        if op.kind != "opencl":
+            return 0        # host uploads and CUDA pointers bind at offset 0
+        return interop._offset_alignment(int(op.array.offset), op.dtype.itemsize)
+
+    def run(self, signature, make):
+        """Execute the launch cached for ``signature`` (``make()`` gives its descriptor and result
+        shape on first use); the result as the caller's type."""
+        while True:
+            ln = pool.launch_for(self.dev, signature, not self.in_place, make)
+            try:
+                return self._run(ln)
+            except pool.Released:
+                continue
+
+    def _run(self, ln):
+        if not self.in_place:
+            res = ln.run_host([interop.host_span(o.array, o.span_bytes) for o in self.ops])
+            return arrays.hand_back(res.reshape(ln.out_shape), self.rule)
+        ins = [self._bind(o, t) for o, t in zip(self.ops, ln.in_tensors)]
+        out, res = self._new_output(ln)
+        if self.kind == "cuda":
+            interop.wait_for_current(self.dev)
+            ln.run_device(ins, out)
+            interop.current_waits(self.dev)
+        elif self.kind == "opencl":
+            _cl_wait_for_inputs(self.dev, [o.array for o in self.ops])
+            ln.run_device(ins, out)
+            _cl_result_waits(self.dev, res)
+        else:
+            ln.run_device(ins, out)
+        return arrays.hand_back(res, self.rule)
+
+    def _bind(self, op, t: TensorDesc) -> BufferBinding:
+        buf, off = interop.native_buffer(self.dev, op.array, max(op.span_bytes, 1))
+        return BufferBinding(buf, off, t.total_size_in_bytes)
+
+    def _new_output(self, ln):
+        """(binding, result array): the result is allocated by the caller's array library, shaped as
+        the result, and padded only where TotalTensorSizeInBytes (a multiple of 4) asks for more."""
+        t = ln.out_tensor
+        dtype = t.numpy_dtype
+        n = -(-t.total_size_in_bytes // dtype.itemsize)
+        shape = ln.out_shape if n == ln.out_count else (n,)
+        if self.kind == "cuda":
+            import cupy
+            with cupy.cuda.Device(self.dev.info.index):
+                arr = cupy.empty(shape, dtype)
+        elif self.kind == "opencl":
+            import pyopencl.array as cla
+            arr = cla.empty(self.ops[0].array.queue or self.dev.cl_queue, shape, dtype)
+        else:
+            arr = np.empty(shape, dtype)
+        buf, off = interop.native_buffer(self.dev, arr, n * dtype.itemsize)
+        res = arr if n == ln.out_count else arr[:ln.out_count].reshape(ln.out_shape)
+        return BufferBinding(buf, off, t.total_size_in_bytes), res
+
+    def empty_result(self, shape, fill=None):
+        """A result with no kernel launch (zero-size tensors, means of nothing)."""
+        res = np.empty(shape, self.ops[0].dtype)
+        if fill is not None:
+            res[...] = fill
+        if self.kind == "cuda":
+            import cupy
+            with cupy.cuda.Device(self.dev.info.index):
+                res = cupy.asarray(res)
+        elif self.kind == "opencl":
+            import pyopencl.array as cla
+            res = cla.to_device(self.ops[0].array.queue or self.dev.cl_queue, res)
+        return arrays.hand_back(res, self.rule)
 
 
-def _new_output(dev: Device, shape, dtype, device_out: bool, nbytes: int):
-    if device_out:
-        import cupy
-        with cupy.cuda.Device(dev.info.index):
-            n = max(-(-nbytes // np.dtype(dtype).itemsize), int(np.prod(shape, dtype=np.int64)))
-            arr = cupy.empty(n, dtype)
-        return arr, Buffer(dev, arr.data, arr.nbytes)
-    return None, dev.create_buffer(max(nbytes, 4))
+def _cl_wait_for_inputs(dev, arrs) -> None:
+    # OpenCL's stream rule: the device queue is in order, so arrays made on it need nothing; for
+    # arrays of another queue, it waits (on the device, not the host) for their pending pyopencl
+    # events and for everything queued before on their queues
+    q = dev.cl_queue
+    others = {id(a.queue): a.queue for a in arrs if a.queue is not None and a.queue != q}
+    if not others:
+        return
+    import pyopencl as cl
+    events = [e for a in arrs for e in a.events]
+    for other in others.values():
+        events.append(cl.enqueue_marker(other))
+        other.flush()
+    cl.enqueue_barrier(q, wait_for=events)
 
 
-def _finish(dev, arr, buf, desc, shape, device_out):
-    if device_out:
-        n = int(np.prod(shape, dtype=np.int64))
-        return arr[:n].reshape(shape)
-    return buf.read_tensor(desc).reshape(shape)
+def _cl_result_waits(dev, arr) -> None:
+    # a result on another queue of the context: that queue waits for our kernels before its next command
+    q = dev.cl_queue
+    if arr.queue is None or arr.queue == q:
+        return
+    import pyopencl as cl
+    done = cl.enqueue_marker(q)
+    arr.add_event(done)
+    cl.enqueue_barrier(arr.queue, wait_for=[done])
+    q.flush()
 
 
 # -- Mean ---------------------------------------------------------------------------------------
 
-def broadcast_desc(dt: DataType, in_shape, out_shape) -> TensorDesc:
+def broadcast_desc(dt: DataType, in_shape, out_shape, in_strides=None, align: int = 0) -> TensorDesc:
     """The input described with the output's sizes: right-aligned, stride 0 where it broadcasts."""
     out_shape = tuple(out_shape) or (1,)
     in_shape = tuple(in_shape)
-    own = packed_strides(in_shape)
+    own = packed_strides(in_shape) if in_strides is None else tuple(in_strides)
     pad = len(out_shape) - len(in_shape)
-    strides = []
-    for d in range(len(out_shape)):
-        j = d - pad
-        if j < 0 or in_shape[j] == 1:
-            strides.append(0)
-        else:
-            strides.append(own[j])
-    return TensorDesc(dt, out_shape, tuple(strides))
+    strides = [0 if d < pad or in_shape[d - pad] == 1 else own[d - pad] for d in range(len(out_shape))]
+    return TensorDesc(dt, out_shape, tuple(strides), guaranteed_base_offset_alignment=align)
 
 
-def mean(*arrays, device=None, broadcast: bool = True):
-    """ONNX Mean-13: the element-wise mean of 1..64 same-typed inputs with multidirectional broadcasting.
+def mean(*arrays, device=None):
+    """ONNX Mean-13: the element-wise mean of 1 to 64 inputs of one data type, with numpy-style
+    (multidirectional) broadcasting.
 
-    One input is copied, two run DML ELEMENT_WISE_MEAN, three or more run the one-pass
+    ``arrays``: numpy, CuPy, PyTorch, pyopencl or other DLPack arrays, all of one library, of
+    float32, float16, int32 or uint32 (Python lists and scalars are refused; the message says how
+    to pass them). The result has the inputs' type and lives where they live. Strided views (slices,
+    transposes, broadcasts) are described by the TensorDesc's strides, never repacked: device
+    arrays are bound where they are, host arrays are uploaded as the bytes they span (the CPU device
+    binds host arrays of 128 KiB or more in place). A copy is made only of an input with negative
+    strides or strides that are not a whole number of elements, which a TensorDesc cannot describe.
+    ``device``: a Device, a string such as ``"opencl"`` or ``"cuda:0"``, or None (default): the
+    device the inputs live on, or for host arrays ``$GPU_MEAN_DEVICE`` or the best device present.
+
+    One input is copied, two run DML ELEMENT_WISE_MEAN, three or more the one-pass
     ``gm.ext.NaryMeanDesc`` (every input read once, one rounding). Integers truncate toward zero.
     """
+    return _mean(arrays, device)
+
+
+def _mean(arrays, device, broadcast: bool = True, what: str = "Mean"):
     if not arrays:
-        raise InvalidArgumentError("Mean: at least one input is required")
+        raise InvalidArgumentError(f"{what}: at least one input is required")
     if len(arrays) > MAX_NARY_INPUTS:
-        raise UnsupportedError(f"Mean: {len(arrays)} inputs; gpu_mean takes at most {MAX_NARY_INPUTS}")
-    dev = get_device(device)
-    args = [_Arg(a, dev) for a in arrays]
-    dtypes = {a.dtype for a in args}
+        raise UnsupportedError(f"{what}: {len(arrays)} inputs; gpu_mean takes at most {MAX_NARY_INPUTS}")
+    call = _Call(arrays, device, what)
+    ops = call.ops
+    dtypes = {o.dtype for o in ops}
     if len(dtypes) > 1:
-        raise InvalidArgumentError(f"Mean: inputs have data types {sorted(map(str, dtypes))}; ONNX Mean takes one "
+        raise InvalidArgumentError(f"{what}: inputs have data types {sorted(map(str, dtypes))}; ONNX Mean takes one "
                                    "type T for every input")
-    dt = data_type_of(args[0].dtype, "Mean")
-    shapes = [a.shape for a in args]
+    shapes = [o.shape for o in ops]
     if not broadcast and len(set(shapes)) > 1:
-        raise InvalidArgumentError(f"Mean: input shapes {shapes} differ; this opset takes same-shaped inputs")
+        raise InvalidArgumentError(f"{what}: input shapes {shapes} differ; this opset takes same-shaped inputs")
     try:
         out_shape = np.broadcast_shapes(*shapes)
     except ValueError as e:
-        raise InvalidArgumentError(f"Mean: input shapes {shapes} do not broadcast (ONNX multidirectional "
+        raise InvalidArgumentError(f"{what}: input shapes {shapes} do not broadcast (ONNX multidirectional "
                                    "broadcasting)") from e
-    device_out = any(a.device_array is not None for a in args)
-    if int(np.prod(out_shape, dtype=np.int64)) == 0:
-        return _empty(out_shape, args[0].dtype, dev, device_out)
+    if math.prod(out_shape) == 0:
+        return call.empty_result(out_shape)
     if len(out_shape) > 8:
-        raise UnsupportedError(f"Mean: rank {len(out_shape)} exceeds DirectML's 8 dimensions")
-    descs = [broadcast_desc(dt, a.shape, out_shape) for a in args]
-    out_desc = TensorDesc(dt, tuple(out_shape) or (1,))
-    if len(args) == 1:
-        desc = ElementWiseIdentityDesc(descs[0], out_desc)
-    elif len(args) == 2:
-        desc = ElementWiseMeanDesc(descs[0], descs[1], out_desc)
-    else:
-        desc = NaryMeanDesc(tuple(descs), out_desc)
-    cop = _compiled_op(dev, desc)
-    ins = [a.buffer(dev, d.total_size_in_bytes) for a, d in zip(args, descs)]
-    arr, out = _new_output(dev, out_shape, args[0].dtype, device_out, out_desc.total_size_in_bytes)
-    cop.execute(inputs=ins, outputs=[out])
-    return _finish(dev, arr, out, out_desc, out_shape, device_out)
+        raise UnsupportedError(f"{what}: rank {len(out_shape)} exceeds DirectML's 8 dimensions")
 
-
-def _empty(shape, dtype, dev, device_out):
-    if device_out:
-        import cupy
-        with cupy.cuda.Device(dev.info.index):
-            return cupy.empty(shape, dtype)
-    return np.empty(shape, dtype)
+    def make():
+        dt = data_type_of(ops[0].dtype, what)
+        descs = [broadcast_desc(dt, o.shape, out_shape, o.strides, call.alignment(o)) for o in ops]
+        out_desc = TensorDesc(dt, tuple(out_shape) or (1,))
+        if len(ops) == 1:
+            return ElementWiseIdentityDesc(descs[0], out_desc), out_shape
+        if len(ops) == 2:
+            return ElementWiseMeanDesc(descs[0], descs[1], out_desc), out_shape
+        return NaryMeanDesc(tuple(descs), out_desc), out_shape
+    return call.run(("mean", call.signature), make)
 
 
 # -- ReduceMean ---------------------------------------------------------------------------------
@@ -193,6 +258,9 @@ def _empty(shape, dtype, dev, device_out):
 def normalize_axes(axes, rank: int, *, allow_negative: bool = True, what: str = "ReduceMean") -> tuple:
     out = []
     for a in axes:
+        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
+            raise InvalidArgumentError(f"{what}: axes must be integers; got {a!r} ({type(a).__name__}) in "
+                                       f"{axes!r}")
         a = int(a)
         if a < 0 and not allow_negative:
             raise InvalidArgumentError(f"{what}: axis {a} is negative; this opset takes axes in [0, {rank - 1}]")
@@ -205,60 +273,92 @@ def normalize_axes(axes, rank: int, *, allow_negative: bool = True, what: str = 
     return tuple(out)
 
 
-def _merge_dims(shape, axes):
-    """Drop size-1 dims and merge neighbours of the same kind (both reduced or both kept)."""
-    sizes, red = [], []
-    for d, s in enumerate(shape):
-        if s == 1:
+def _axes_list(axes, what: str) -> tuple:
+    """``axes`` as given (None, an integer, a sequence or a 1-D integer array) as a tuple of its items."""
+    if axes is None:
+        return ()
+    if isinstance(axes, np.ndarray):
+        if axes.ndim > 1 or (axes.size and axes.dtype.kind not in "iu"):
+            raise InvalidArgumentError(f"{what}: axes must be a 1-D array of integers, got {axes.dtype} with shape "
+                                       f"{axes.shape}")
+        return tuple(axes.reshape(-1).tolist())
+    if isinstance(axes, (int, np.integer)) and not isinstance(axes, (bool, np.bool_)):
+        return (axes,)
+    if isinstance(axes, (list, tuple)):
+        return tuple(axes)
+    raise InvalidArgumentError(f"{what}: axes must be None, an integer or a sequence of integers, got {axes!r} "
+                               f"({type(axes).__name__})")
+
+
+def _merge_dims(shape, strides, axes):
+    """Drop size-1 dims and merge neighbours of the same kind (both reduced or both kept) whose
+    strides let one index walk both: stride[d] == stride[d+1] * size[d+1]."""
+    sizes, st, red = [], [], []
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        if n == 1:
             continue
         r = d in axes
-        if sizes and red[-1] == r:
-            sizes[-1] *= s
+        if sizes and red[-1] == r and st[-1] == s * n:
+            sizes[-1] *= n
+            st[-1] = s
         else:
-            sizes.append(s)
+            sizes.append(n)
+            st.append(s)
             red.append(r)
     if not sizes:
-        return (1,), ()
-    return tuple(sizes), tuple(i for i, r in enumerate(red) if r)
+        return (1,), (1,), ()
+    return tuple(sizes), tuple(st), tuple(i for i, r in enumerate(red) if r)
 
 
-def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool = False, device=None,
-                allow_negative: bool = True, what: str = "ReduceMean"):
-    """ONNX ReduceMean-18. Floats: DML REDUCE AVERAGE (wide accumulation, within 1 ulp). INT32/UINT32:
+def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool = False, device=None):
+    """ONNX ReduceMean-18: the mean of ``x`` over ``axes``.
+
+    ``x``: an array as ``gm.mean`` takes it (float32, float16, int32 or uint32); the result has its
+    type and lives where it lives. Strided views are described, not repacked, as for ``gm.mean`` (a
+    copy only for negative strides or strides that are not whole elements).
+    ``axes``: None (default) or an integer, a sequence of integers or a 1-D integer array; negative
+    axes count from the back; each axis at most once. Anything else is an InvalidArgumentError.
+    ``keepdims``: True (default, as ONNX; numpy's default is False) keeps reduced axes as size 1.
+    ``noop_with_empty_axes``: False (default): no axes reduces every axis; True: no axes is an
+    identity (a copy).
+    ``device``: as for ``gm.mean`` (default None: where ``x`` lives, else the default device).
+
+    Floats run DML REDUCE AVERAGE (wide accumulation, within 1 ulp); integers
     ``gm.ext.IntegerReduceMeanDesc`` (exact, truncation toward zero). A reduction over a zero-size
-    dimension gives NaN (floats) or 0 (integers) without launching a kernel."""
-    dev = get_device(device)
-    arg = _Arg(x, dev)
-    dt = data_type_of(arg.dtype, what)
-    shape = arg.shape
+    dimension gives NaN (floats) or 0 (integers) without launching a kernel.
+    """
+    return _reduce_mean(x, axes, keepdims, noop_with_empty_axes, device)
+
+
+def _reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool = False, device=None,
+                 allow_negative: bool = True, what: str = "ReduceMean"):
+    """``reduce_mean`` for the frontends: ``allow_negative`` (opsets before 11 refuse negative axes)
+    and ``what`` (the operator name errors give)."""
+    axes = _axes_list(axes, what)
+    call = _Call([x], device, what)
+    op = call.ops[0]
+    dt = data_type_of(op.dtype, what)
+    shape = op.shape
     rank = len(shape)
-    axes = () if axes is None else tuple(np.atleast_1d(np.asarray(axes, dtype=np.int64)).tolist())
     if not axes:
         if noop_with_empty_axes:
-            return mean(x, device=dev)   # identity: a copy on the device
+            return _mean([x], call.dev, what=what)   # identity: a copy on the device
         axes = tuple(range(rank))
     axes = normalize_axes(axes, rank, allow_negative=allow_negative, what=what)
     out_keep = tuple(1 if d in axes else s for d, s in enumerate(shape))
     out_shape = out_keep if keepdims else tuple(s for d, s in enumerate(shape) if d not in axes)
-    device_out = arg.device_array is not None
-    n_out = int(np.prod(out_shape, dtype=np.int64))
+    n_out = math.prod(out_shape)
     if n_out == 0 or any(shape[d] == 0 for d in axes):
-        res = _empty(out_shape, arg.dtype, dev, device_out)
-        if n_out:
-            res[...] = np.nan if dt.is_float else 0   # mean of nothing: NaN for floats, 0 for integers
-        return res
-    sizes, red_axes = _merge_dims(shape, axes)
-    if len(sizes) > 8:
-        raise UnsupportedError(f"{what}: after merging neighbouring axes the tensor still has rank {len(sizes)}; "
-                               "DirectML takes at most 8 dimensions")
-    in_desc = TensorDesc(dt, sizes)
-    out_desc = TensorDesc(dt, tuple(1 if d in red_axes else s for d, s in enumerate(sizes)))
-    if dt.is_float:
-        desc = ReduceDesc(ReduceFunction.AVERAGE, in_desc, out_desc, red_axes)
-    else:
-        desc = IntegerReduceMeanDesc(in_desc, out_desc, red_axes)
-    cop = _compiled_op(dev, desc)
-    inp = arg.buffer(dev, in_desc.total_size_in_bytes)
-    arr, out = _new_output(dev, out_shape, arg.dtype, device_out, out_desc.total_size_in_bytes)
-    cop.execute(inputs=[inp], outputs=[out])
-    return _finish(dev, arr, out, out_desc, out_shape, device_out)
+        return call.empty_result(out_shape, (np.nan if dt.is_float else 0) if n_out else None)
+
+    def make():
+        sizes, strides, red_axes = _merge_dims(shape, op.strides, axes)
+        if len(sizes) > 8:
+            raise UnsupportedError(f"{what}: after merging neighbouring axes the tensor still has rank "
+                                   f"{len(sizes)}; DirectML takes at most 8 dimensions")
+        in_desc = TensorDesc(dt, sizes, strides, guaranteed_base_offset_alignment=call.alignment(op))
+        out_desc = TensorDesc(dt, tuple(1 if d in red_axes else s for d, s in enumerate(sizes)))
+        if dt.is_float:
+            return ReduceDesc(ReduceFunction.AVERAGE, in_desc, out_desc, red_axes), out_shape
+        return IntegerReduceMeanDesc(in_desc, out_desc, red_axes), out_shape
+    return call.run(("reduce", call.signature, axes, keepdims), make)

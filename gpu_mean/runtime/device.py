@@ -163,3 +163,26 @@ class Device:
 
     def synchronize(self) -> None:
         self.executor.synchronize()
+
+    # -- native handles, for making arrays that live on this device
+    @property
+    def cl_context(self):
+        """The pyopencl Context of an OpenCL device: arrays made in it can be passed to gm.mean /
+        gm.reduce_mean and bound through ``Buffer.wrap_array``."""
+        return self._native("opencl", "ctx")
+
+    @property
+    def cl_queue(self):
+        """The pyopencl CommandQueue this OpenCL device runs every command on (in order)."""
+        return self._native("opencl", "queue")
+
+    @property
+    def cuda_stream(self):
+        """The CuPy Stream (non-blocking) this CUDA device launches on."""
+        return self._native("cuda", "stream")
+
+    def _native(self, kind: str, attr: str):
+        if self.info.backend != kind:
+            label = {"opencl": "an OpenCL", "cuda": "a CUDA"}[kind]
+            raise UnsupportedError(f"{self.name} is not {label} device; it has no {attr} handle")
+        return getattr(self.backend, attr)

@@ -67,6 +67,56 @@ class Buffer:
         view = np.ndarray(desc.sizes, dt, buffer=raw, strides=tuple(s * dt.itemsize for s in desc.effective_strides))
         return np.array(view)
 
+    def write_tensor(self, desc: TensorDesc, array, offset: int = 0) -> None:
+        """The mirror of ``read_tensor``: write ``array`` as the tensor ``desc`` describes at ``offset``.
+
+        The array's data type must be the descriptor's and its shape the descriptor's sizes (a
+        mismatch is an InvalidArgumentError naming both; nothing is converted). Strides are
+        honoured: the bytes between a strided tensor's elements keep their contents.
+        """
+        what = "Buffer.write_tensor"
+        if not isinstance(desc, TensorDesc):
+            raise InvalidArgumentError(f"{what}: desc must be a TensorDesc, got {type(desc).__name__}")
+        a = np.asarray(array)
+        dt = desc.numpy_dtype
+        if a.dtype != dt:
+            raise InvalidArgumentError(f"{what}: the array's data type is {a.dtype} but the TensorDesc's is "
+                                       f"{desc.data_type.name} ({dt}); convert with array.astype(np.{dt.name})")
+        if a.shape != tuple(desc.sizes) and not (a.ndim == 0 and tuple(desc.sizes) == (1,)):
+            raise InvalidArgumentError(f"{what}: the array's shape {a.shape} is not the TensorDesc's sizes "
+                                       f"{tuple(desc.sizes)}")
+        if desc.is_packed:
+            self.write(a, offset)
+            return
+        if desc.has_overlap():
+            raise InvalidArgumentError(f"{what}: strides {desc.strides} map two elements of sizes {desc.sizes} to "
+                                       "one place; such a tensor can be read but not written")
+        nbytes = int((desc.last_index + 1) * dt.itemsize)
+        raw = self.read(np.uint8, nbytes, offset)     # keep what lies between the strided elements
+        view = np.ndarray(desc.sizes, dt, buffer=raw, strides=tuple(s * dt.itemsize for s in desc.effective_strides))
+        view[...] = a.reshape(desc.sizes)
+        self.write(raw, offset)
+
+    def as_tensor(self, desc: TensorDesc, offset: int = 0):
+        """This buffer's memory as the tensor ``desc`` describes, in place (no copy): on CUDA an object
+        with ``__dlpack__`` and ``__cuda_array_interface__`` (``torch.from_dlpack(v)``,
+        ``cupy.asarray(v)``); on OpenCL a ``pyopencl.array.Array`` on ``device.cl_queue``; on the CPU
+        device a numpy array. The view keeps this Buffer alive; writes through it are writes to the
+        buffer. On CUDA the view names the device's stream, so consumers order their reads after
+        work queued on it."""
+        from .interop import export_tensor
+        return export_tensor(self, desc, offset)
+
+    @staticmethod
+    def wrap_array(device, array) -> tuple[BufferBinding, TensorDesc]:
+        """A caller's device array as ``(BufferBinding, TensorDesc)`` to bind, strides kept, no copy:
+        numpy arrays on the CPU device, CuPy / DLPack / ``__cuda_array_interface__`` arrays on the
+        same GPU for CUDA, pyopencl arrays made with ``device.cl_queue`` for OpenCL. The binding's
+        Buffer holds the array's memory alive; the caller must not free or resize it while work
+        that binds it is pending."""
+        from .interop import wrap_array
+        return wrap_array(device, array)
+
 
 @dataclass(frozen=True)
 class BufferBinding:
