@@ -98,7 +98,7 @@ def fake_backend(log, index=1):
     be.cp = types.SimpleNamespace(cuda=types.SimpleNamespace(
         alloc_pinned_memory=alloc_pinned_memory, Event=FakeEvent, function=types.SimpleNamespace(Module=Module),
         memory=types.SimpleNamespace(OutOfMemoryError=PoolOutOfMemory)))
-    be.index, be.cc, be.sms = index, 90, 132
+    be.index, be.cc, be.sms, be.driver_major = index, 90, 132, 13
     be.dev = FakeDevice(log, index)
     be.stream = FakeStream(log)
     be.native_errors = (CudaRuntimeError, CudaDriverError, PoolOutOfMemory)
@@ -125,18 +125,18 @@ def test_kernels_compile_and_load_on_the_backends_gpu(monkeypatch):
     be = fake_backend(log)
     built = []
 
-    def build(filename, macros, cc):
-        built.append((filename, cc))
+    def build(filename, macros, cc, max_major):
+        built.append((filename, cc, max_major))
         log.append(("build",))
         return cuda_compile.CompiledKernel("ptx", b"cubin", "")
 
     monkeypatch.setattr(cuda_compile, "build", build)
     assert be.function("reduce.cu", {"A": 1}, "gm_reduce_row") == "gm_reduce_row"
-    assert built == [("reduce.cu", 90)]           # the backend's own NVRTC path, not CuPy's RawModule
+    assert built == [("reduce.cu", 90, 13)]       # the backend's own NVRTC path, not CuPy's RawModule
     for event in (("build",), ("load", b"cubin"), ("get_function", "gm_reduce_row")):
         assert _inside(log, event), event           # on cuda:1, not on whatever GPU is current
     be.function("reduce.cu", {"A": 1}, "gm_reduce_col")
-    assert built == [("reduce.cu", 90)]           # one module per macro set
+    assert len(built) == 1                        # one module per macro set
 
 
 def test_nvrtc_errors_are_build_errors(monkeypatch):
@@ -215,14 +215,13 @@ def test_discover_names_what_is_missing(monkeypatch):
     _fake_cupy(monkeypatch)
 
     def no_nvrtc():
-        raise cuda_compile.NvrtcError("libnvrtc was not found or does not load")
+        raise cuda_compile.NvrtcError("no usable libnvrtc")
 
-    monkeypatch.setattr(cuda_compile, "nvrtc", no_nvrtc)
+    monkeypatch.setattr(cuda_compile, "nvrtc", lambda major: no_nvrtc())
     found, reason = cuda.discover()
-    assert found == [] and "libnvrtc" in reason
+    assert found == [] and "libnvrtc" in reason and "CUDA 13.0 driver" in reason
 
-    fake_rtc = types.SimpleNamespace(version=(13, 0), path="/x/libnvrtc.so.13")
-    monkeypatch.setattr(cuda_compile, "nvrtc", lambda: fake_rtc)
+    monkeypatch.setattr(cuda_compile, "nvrtc", lambda major: object())
 
     def no_headers():
         raise cuda_compile.NvrtcError("cuda_fp16.h was not found")
@@ -230,10 +229,24 @@ def test_discover_names_what_is_missing(monkeypatch):
     monkeypatch.setattr(cuda_compile, "include_dir", no_headers)
     assert "cuda_fp16.h" in cuda.discover()[1]
 
-    monkeypatch.setattr(cuda_compile, "include_dir", lambda: "/x/include")
-    _fake_cupy(monkeypatch, driver=12080)
-    found, reason = cuda.discover()
-    assert found == [] and "NVRTC 13.0" in reason and "CUDA 12.8 driver" in reason and "cuda12" in reason
+
+def test_nvrtc_newer_than_the_driver_is_passed_over(monkeypatch):
+    versions = {"/a/libnvrtc.so.13": (13, 0), "/b/libnvrtc.so.12": (12, 9)}
+    monkeypatch.setattr(cuda_compile, "nvrtc_candidates", lambda: list(versions))
+
+    class Rtc:
+        def __init__(self, path):
+            self.path, self.version = path, versions[path]
+
+    monkeypatch.setattr(cuda_compile, "Nvrtc", Rtc)
+    cuda_compile.nvrtc.cache_clear()
+    try:
+        assert cuda_compile.nvrtc(13).path == "/a/libnvrtc.so.13"
+        assert cuda_compile.nvrtc(12).path == "/b/libnvrtc.so.12"
+        with pytest.raises(cuda_compile.NvrtcError, match="newer than the driver's CUDA 11"):
+            cuda_compile.nvrtc(11)
+    finally:
+        cuda_compile.nvrtc.cache_clear()
 
 
 def test_nvrtc_is_looked_for_in_the_wheels_and_the_toolkit(monkeypatch, tmp_path):

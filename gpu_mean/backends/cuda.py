@@ -45,14 +45,11 @@ def discover():
     if n == 0:
         return [], "CuPy found no CUDA GPU"
     try:
-        rtc = cuda_compile.nvrtc()
+        cuda_compile.nvrtc(driver // 1000)
         cuda_compile.include_dir()
     except cuda_compile.NvrtcError as e:
-        return [], str(e)
-    if rtc.version[0] > driver // 1000:
-        return [], (f"NVRTC {rtc.version[0]}.{rtc.version[1]} ({rtc.path}) builds kernels that the CUDA "
-                    f"{driver // 1000}.{driver % 1000 // 10} driver cannot load; {_PICK}")
-    return [CudaBackend(i) for i in range(n)], None
+        return [], f"CUDA {driver // 1000}.{driver % 1000 // 10} driver: {e}"
+    return [CudaBackend(i, driver // 1000) for i in range(n)], None
 
 
 def stage_chunks(nbytes: int, chunk: int = STAGE_CHUNK) -> list[tuple[int, int, int]]:
@@ -61,11 +58,12 @@ def stage_chunks(nbytes: int, chunk: int = STAGE_CHUNK) -> list[tuple[int, int, 
 
 
 class CudaBackend(Backend):
-    def __init__(self, index: int):
+    def __init__(self, index: int, driver_major: int | None = None):
         import cupy
         from cupy.cuda import driver, runtime
         self.cp = cupy
         self.index = index
+        self.driver_major = driver_major
         self.dev = cupy.cuda.Device(index)
         props = runtime.getDeviceProperties(index)
         name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
@@ -173,7 +171,7 @@ class CudaBackend(Backend):
             mod = self._modules.get(key)
             if mod is None:
                 try:
-                    image = cuda_compile.build(filename, macros, self.cc).image
+                    image = cuda_compile.build(filename, macros, self.cc, self.driver_major).image
                 except cuda_compile.NvrtcError as e:
                     raise KernelBuildError(f"NVRTC build of {filename} with {macros} failed:\n{e}") from e
                 mod = self.cp.cuda.function.Module()

@@ -143,15 +143,21 @@ class CompiledKernel:
 
 
 @cache
-def nvrtc() -> Nvrtc:
-    """The first libnvrtc that loads; NvrtcError naming every place looked at when none does."""
+def nvrtc(max_major: int | None = None) -> Nvrtc:
+    """The first libnvrtc that loads and, when ``max_major`` is given (the driver's CUDA major
+    version), is no newer than it: a newer NVRTC's kernels would not load. NvrtcError naming every
+    place looked at when none does."""
     tried = []
     for path in nvrtc_candidates():
         try:
-            return Nvrtc(path)
+            rtc = Nvrtc(path)
         except (OSError, NvrtcError, AttributeError) as e:
             tried.append(f"{path} ({e})")
-    raise NvrtcError("libnvrtc was not found or does not load" + (f": tried {'; '.join(tried)}" if tried else
+            continue
+        if max_major is None or rtc.version[0] <= max_major:
+            return rtc
+        tried.append(f"{path} (NVRTC {rtc.version[0]}.{rtc.version[1]} is newer than the driver's CUDA {max_major})")
+    raise NvrtcError("no usable libnvrtc" + (f": tried {'; '.join(tried)}" if tried else
                      " (no nvidia/cu13/lib or nvidia/cuda_nvrtc/lib wheel folder, no $CUDA_PATH, no "
                      "/usr/local/cuda)") + "; pip install 'gpu_mean[cuda13]' (or [cuda12]) installs it")
 
@@ -176,7 +182,8 @@ def variant_source(filename: str, macros: dict) -> str:
     return header(macros) + kernel_source("cuda_kernels", filename)
 
 
-def build(filename: str, macros: dict, cc: int) -> CompiledKernel:
-    """Compile one variant for compute capability ``cc`` (e.g. 90) exactly as the backend does."""
-    rtc = nvrtc()
+def build(filename: str, macros: dict, cc: int, max_major: int | None = None) -> CompiledKernel:
+    """Compile one variant for compute capability ``cc`` (e.g. 90) exactly as the backend does
+    (``max_major``: the driver's CUDA major version, see ``nvrtc``)."""
+    rtc = nvrtc(max_major)
     return rtc.compile(variant_source(filename, macros), options(rtc.target(cc), include_dir()), filename)
