@@ -66,9 +66,12 @@ def test_every_variant_compiles_for_sm90_without_ftz():
         assert "warning" not in out.log.lower(), f"{name}: {out.log}"
 
 
-def test_the_ftz_check_sees_cupys_option():
-    # CuPy's RawModule appends -ftz=true to every compile: the check above must catch that PTX
-    name, fname, macros, _ = next(v for v in program_variants() if v[0] == "ew_mean_FLOAT32_2_contig")
+@pytest.mark.parametrize("variant", ["ew_mean_FLOAT32_2_contig", "ew_scale_bias_FLOAT32_1_strided",
+                                     "ew_nary_FLOAT32_5_rows", "red_ReduceDesc_FLOAT32_64x1024_1"])
+def test_the_ftz_check_sees_cupys_option(variant):
+    # CuPy's RawModule appends -ftz=true to every compile: the check above must catch that PTX in
+    # element-wise arithmetic and in the float32 -> float64 conversions of the sums
+    name, fname, macros, _ = next(v for v in program_variants() if v[0] == variant)
     rtc = cuda_compile.nvrtc()
     opts = cuda_compile.options(rtc.target(CC), cuda_compile.include_dir()) + ("-ftz=true",)
     out = rtc.compile(cuda_compile.variant_source(fname, macros), opts)
