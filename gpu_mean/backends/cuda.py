@@ -41,7 +41,12 @@ def discover():
         n = cupy.cuda.runtime.getDeviceCount()
         driver = cupy.cuda.runtime.driverGetVersion()
     except Exception as e:
-        return [], f"no CUDA driver or GPU ({e})"
+        try:
+            rt = cupy.cuda.runtime.runtimeGetVersion()
+            built = f"CuPy {cupy.__version__} is built for CUDA {rt // 1000}.{rt % 1000 // 10}: "
+        except Exception:
+            built = ""
+        return [], f"no usable CUDA driver or GPU ({e}); {built}{_PICK}"
     if n == 0:
         return [], "CuPy found no CUDA GPU"
     try:
