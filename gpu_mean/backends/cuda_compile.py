@@ -158,17 +158,17 @@ def nvrtc(max_major: int | None = None) -> Nvrtc:
             return rtc
         tried.append(f"{path} (NVRTC {rtc.version[0]}.{rtc.version[1]} is newer than the driver's CUDA {max_major})")
     raise NvrtcError("no usable libnvrtc" + (f": tried {'; '.join(tried)}" if tried else
-                     " (no nvidia/cu13/lib or nvidia/cuda_nvrtc/lib wheel folder, no $CUDA_PATH, no "
-                     "/usr/local/cuda)") + "; pip install 'gpu_mean[cuda13]' (or [cuda12]) installs it")
+                     " in the wheel folders (nvidia/cu13/lib, nvidia/cuda_nvrtc/lib), $CUDA_PATH, $CUDA_HOME or "
+                     "/usr/local/cuda") + "; pip install 'gpu_mean[cuda13]' (or [cuda12]) installs it")
 
 
 @cache
 def include_dir() -> str:
     dirs = include_candidates()
     if not dirs:
-        raise NvrtcError("cuda_fp16.h was not found (NVRTC 13 has no built-in copy): no nvidia/cu13/include or "
-                         "nvidia/cuda_runtime/include wheel folder, no $CUDA_PATH/include, no /usr/local/cuda/include; "
-                         "pip install 'gpu_mean[cuda13]' (or [cuda12]) installs the headers")
+        raise NvrtcError("cuda_fp16.h (which NVRTC 13 does not build in) is in none of the wheel folders "
+                         "(nvidia/cu13/include, nvidia/cuda_runtime/include), $CUDA_PATH/include, $CUDA_HOME/include "
+                         "or /usr/local/cuda/include; pip install 'gpu_mean[cuda13]' (or [cuda12]) installs them")
     return dirs[0]
 
 
