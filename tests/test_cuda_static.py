@@ -67,13 +67,20 @@ def reduce_desc(cls, dt, shape, axes):
     return cls(gm.ReduceFunction.AVERAGE, x, y, axes) if cls is gm.ReduceDesc else cls(x, y, axes)
 
 
-def all_descs():
+def all_plans():
+    """(id, plan) for every case: the operators above, and plans too big for a test to allocate that
+    take 64-bit index arithmetic (strided and rows kernels)."""
     for kind, dt, nin in EW_CASES:
         for layout in LAYOUTS:
-            yield f"ew_{kind}_{dt.name}_{nin}_{layout}", _ew_desc(kind, dt, layout, nin)
+            yield f"ew_{kind}_{dt.name}_{nin}_{layout}", planning.plan_operator(_ew_desc(kind, dt, layout, nin))
     for cls, dt, shape, axes in RED_CASES:
         yield f"red_{cls.__name__}_{dt.name}_{'x'.join(map(str, shape))}_{''.join(map(str, axes))}", \
-            reduce_desc(cls, dt, shape, axes)
+            planning.plan_operator(reduce_desc(cls, dt, shape, axes))
+    big = 1 << 31
+    yield "ew_mean_FLOAT32_2_strided64", planning.ElementwisePlan(
+        KernelOp.MEAN, D.FLOAT32, 2, (1 << 20, 1 << 12), ((1, 1 << 20),) * 2 + ((1 << 12, 1),))
+    yield "ew_nary_FLOAT16_3_rows64", planning.ElementwisePlan(
+        KernelOp.NARY_MEAN, D.FLOAT16, 3, (3, big), ((0, 1),) * 3 + ((big, 1),))
 
 
 # --- a backend that records what the programs ask for ------------------------------------------
@@ -101,8 +108,7 @@ class FakeBackend:
         return FakeFn(name, self.calls, self.stream)
 
 
-def make_program(be, desc):
-    plan = planning.plan_operator(desc)
+def make_program(be, plan):
     cls = CudaReduceProgram if isinstance(plan, planning.ReducePlan) else CudaElementwiseProgram
     return cls(be, plan)
 
@@ -110,9 +116,9 @@ def make_program(be, desc):
 def program_variants():
     """[(id, filename, macros, kernel names)] for every case, as the programs request them."""
     out = []
-    for name, desc in all_descs():
+    for name, plan in all_plans():
         be = FakeBackend()
-        make_program(be, desc)
+        make_program(be, plan)
         fname, macros, _ = be.requests[0]
         assert all(r[0] == fname and r[1] == macros for r in be.requests)
         out.append((name, fname, macros, sorted({r[2] for r in be.requests})))
@@ -217,13 +223,14 @@ class Mem:
         self.ptr = ptr
 
 
-@pytest.mark.parametrize("name,desc", list(all_descs()), ids=[n for n, _ in all_descs()])
-def test_arguments_match_the_kernels_and_launch_on_the_backend_stream(name, desc):
+@pytest.mark.parametrize("name,plan", list(all_plans()), ids=[n for n, _ in all_plans()])
+def test_arguments_match_the_kernels_and_launch_on_the_backend_stream(name, plan):
     be = FakeBackend()
-    prog = make_program(be, desc)
+    prog = make_program(be, plan)
     tmp = (Mem(1 << 20), 256) if prog.temporary_size else None
     for off in (0, 4):   # aligned and unaligned bindings
-        prog.run([(Mem(4096), off)] * len(desc.input_tensors()), [(Mem(8192), off)], tmp)
+        n_in = plan.n_inputs if isinstance(plan, planning.ElementwisePlan) else 1
+        prog.run([(Mem(4096), off)] * n_in, [(Mem(8192), off)], tmp)
     assert be.calls
     for kname, grid, block, args, stream in be.calls:
         check_args(kname, args)
