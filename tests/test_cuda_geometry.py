@@ -53,9 +53,11 @@ def test_nchw_channel_statistics_use_the_row_kernel():
     assert g.kernel == "row" and g.row_multi
 
 
-def test_general_blocks_fit_the_outputs():
+def test_blocks_fit_the_outputs():
     g = geo.cuda_reduce_geometry(reduce_plan((6, 5, 7, 3), (0, 2)), sms=132)
     assert g.kernel == "general" and g.block == (32, 1)
+    g = geo.cuda_reduce_geometry(reduce_plan((16, 3, 1024), (0, 2)), sms=132)
+    assert g.kernel == "row" and g.warp_rows and g.block == (96, 1)    # a warp for each of 3 rows
 
 
 def test_reduce_geometry_never_one_block():
@@ -132,7 +134,7 @@ def simulate_reduce(plan, g):
     gx, gy, gz = tuple(g.grid) + (1,) * (3 - len(g.grid))
     n_out = plan.n_out
     if g.kernel == "row":
-        per_block = geo.BLOCK // 32 if g.warp_rows else 1
+        per_block = g.block[0] // 32 if g.warp_rows else 1
         for bx, by in product(range(gx), range(gy)):
             for chunk, w in product(range(by, g.n_chunks, gy), range(per_block)):
                 for k in range(bx * per_block + w, n_out, gx * per_block):

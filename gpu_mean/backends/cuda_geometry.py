@@ -86,10 +86,13 @@ def _row(plan, n_units: int, length: int, runs: int, target: int, multi: bool) -
         n_chunks = planning.split_count(n_units * tpr, length, target_units=target, min_chunk=tpr * 16)
         chunk = planning.chunk_length(length, n_chunks, 8)
         n_chunks = _cdiv(length, chunk)
-    per_block = BLOCK // 32 if warp_rows else 1
+    # a warp per row: at most 8 warps per block, fewer when there are fewer rows (idle warps would
+    # only hold a block slot)
+    per_block = min(BLOCK // 32, n_units) if warp_rows else 1
+    block = 32 * per_block if warp_rows else BLOCK
     grid = (min(_cdiv(n_units, per_block), MAX_X), min(n_chunks, MAX_YZ))
     smem = 0 if warp_rows else BLOCK // 32 * ACC_BYTES
-    return CudaReduceGeometry("row", grid, (BLOCK, 1), warp_rows, length, chunk, n_chunks, multi, runs, smem)
+    return CudaReduceGeometry("row", grid, (block, 1), warp_rows, length, chunk, n_chunks, multi, runs, smem)
 
 
 def cuda_reduce_geometry(plan: planning.ReducePlan, *, sms: int) -> CudaReduceGeometry:
