@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 
 import pytest
-from test_cuda_static import program_variants
+from test_cuda_static import f32_ftz_lines, program_variants
 
 from gpu_mean.backends import cuda_compile
 
@@ -26,15 +26,6 @@ def _missing() -> str | None:
 
 
 pytestmark = pytest.mark.skipif(_missing() is not None, reason=f"NVRTC or the CUDA headers are absent: {_missing()}")
-
-# float32 arithmetic whose PTX carries a .ftz modifier when flushing is on
-F32_ARITH = re.compile(r"^\s*(?:@%p\d+\s+)?(add|sub|mul|div|fma|rcp|sqrt|min|max|abs|neg|cvt|setp|testp)"
-                       r"[.\w]*\.f32\b.*$", re.M)
-
-
-def f32_ftz_lines(ptx: str) -> list[str]:
-    return [m.group(0).strip() for m in F32_ARITH.finditer(ptx) if ".ftz" in m.group(0)]
-
 
 @cache
 def compiled():

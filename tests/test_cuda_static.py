@@ -9,6 +9,7 @@ import contextlib
 import re
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ import pytest
 import gpu_mean as gm
 from gpu_mean.backends import cuda_macros
 from gpu_mean.backends.cuda import CudaElementwiseProgram, CudaReduceProgram
-from gpu_mean.backends.cuda_compile import variant_source
+from gpu_mean.backends.cuda_compile import BASE_OPTIONS, variant_source
 from gpu_mean.backends.kernels import kernel_dir, kernel_source
 from gpu_mean.descriptors.types import DataType as D
 from gpu_mean.descriptors.types import KernelOp
@@ -125,6 +126,15 @@ def program_variants():
     return out
 
 
+# float32 arithmetic whose PTX carries a .ftz modifier when flushing is on
+F32_ARITH = re.compile(r"^\s*(?:@%p\d+\s+)?(add|sub|mul|div|fma|rcp|sqrt|min|max|abs|neg|cvt|setp|testp)"
+                       r"[.\w]*\.f32\b.*$", re.M)
+
+
+def f32_ftz_lines(ptx: str) -> list[str]:
+    return [m.group(0).strip() for m in F32_ARITH.finditer(ptx) if ".ftz" in m.group(0)]
+
+
 def test_kernel_files_exist():
     assert {p.name for p in kernel_dir("cuda_kernels").glob("*.cu")} == {"elementwise.cu", "reduce.cu"}
 
@@ -136,16 +146,21 @@ def test_every_class_of_program_is_covered():
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 def test_kernels_compile_with_nvcc_too(tmp_path):
-    # NVRTC is what runs (tests/test_cuda_nvrtc.py); nvcc, which CI always has, is a second front end
-    picked = {}
-    for name, fname, macros, kernels in program_variants():
-        picked.setdefault((fname, tuple(kernels)), (name, fname, macros))
-    for name, fname, macros in picked.values():
+    # NVRTC is what runs (tests/test_cuda_nvrtc.py, which needs libnvrtc); nvcc, which CI always has,
+    # compiles every variant with the backend's own option list, and its PTX must not flush either
+
+    def one(v):
+        name, fname, macros, _ = v
         src = tmp_path / f"{name}.cu"
         src.write_text(variant_source(fname, macros))
-        r = subprocess.run([NVCC, "--ptx", "-arch=sm_90", "--std=c++17", "--fmad=false", "--ftz=false", "-o",
-                            str(src.with_suffix(".ptx")), str(src)], capture_output=True, text=True)
-        assert r.returncode == 0, f"{name}:\n{r.stderr}"
+        r = subprocess.run([NVCC, "--ptx", "-arch=sm_90", *BASE_OPTIONS, "-o", str(src.with_suffix(".ptx")),
+                            str(src)], capture_output=True, text=True)
+        return name, r.returncode, r.stderr, src.with_suffix(".ptx")
+
+    with ThreadPoolExecutor(2) as ex:
+        for name, rc, err, ptx in ex.map(one, program_variants()):
+            assert rc == 0, f"{name}:\n{err}"
+            assert not f32_ftz_lines(ptx.read_text()), f"{name}: .ftz on float32 arithmetic"
 
 
 def test_structs_are_passed_by_value():
