@@ -1,7 +1,11 @@
-"""The CUDA backend without a GPU: every kernel variant compiles with nvcc, and the host-side
-planning (launch geometry, argument packing) is checked as pure functions."""
+"""The CUDA backend without a GPU: the kernel variants the programs ask for, their arguments checked
+against the kernels' signatures, the by-value structs and the magic-number division.
+
+``program_variants()`` builds every program of a list of operators on a recording backend, so the
+(file, macros, kernel) triples compiled by tests/test_cuda_nvrtc.py are the ones a GPU would build."""
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import subprocess
@@ -10,212 +14,247 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from gpu_mean.backends import cuda_geometry as launch
+import gpu_mean as gm
 from gpu_mean.backends import cuda_macros
+from gpu_mean.backends.cuda import CudaElementwiseProgram, CudaReduceProgram
+from gpu_mean.backends.cuda_compile import BASE_OPTIONS, variant_source
 from gpu_mean.backends.kernels import kernel_dir, kernel_source
-from gpu_mean.backends.typespell import header
-from gpu_mean.descriptors.tensor import packed_strides
 from gpu_mean.descriptors.types import DataType as D
 from gpu_mean.descriptors.types import KernelOp
 from gpu_mean.runtime import planning
 
 NVCC = shutil.which("nvcc")
-
-EW_VARIANTS = [
-    ("mean", D.FLOAT32, 2, 1, False), ("mean", D.FLOAT16, 2, 3, False), ("mean", D.INT32, 2, 2, False),
-    ("mean", D.UINT32, 2, 8, False), ("add", D.FLOAT16, 2, 1, False), ("add", D.INT8, 2, 2, False),
-    ("add", D.UINT64, 2, 1, False), ("identity", D.FLOAT16, 1, 2, False), ("identity", D.FLOAT32, 1, 1, True),
-    ("identity", D.FLOAT64, 1, 4, True), ("identity", D.INT16, 1, 1, False), ("nary_mean", D.FLOAT32, 5, 1, False),
-    ("nary_mean", D.FLOAT16, 64, 3, False), ("nary_mean", D.INT32, 3, 2, False),
-    ("nary_mean", D.UINT32, 7, 1, False),
-]
+SHAPE = (4, 300)
+LAYOUTS = {"contig": None, "rows": (0, 1), "strided": (1, 4)}     # input strides of a (4, 300) tensor
 
 
-def _plan(shape, axes, dt=D.FLOAT32):
+def _t(dt, strides=None, shape=SHAPE):
+    return gm.TensorDesc(dt, shape, strides)
+
+
+def _ew_desc(kind: str, dt, layout: str, nin: int = 2):
+    a, out = _t(dt, LAYOUTS[layout]), _t(dt)
+    if kind == "mean":
+        return gm.ElementWiseMeanDesc(a, _t(dt), out)
+    if kind == "add":
+        return gm.ElementWiseAddDesc(a, _t(dt), out)
+    if kind == "identity":
+        return gm.ElementWiseIdentityDesc(a, out)
+    if kind == "scale_bias":
+        return gm.ElementWiseIdentityDesc(a, out, gm.ScaleBias(0.5, 1.0))
+    return gm.ext.NaryMeanDesc((a,) + (_t(dt),) * (nin - 1), out)
+
+
+EW_CASES = [("mean", D.FLOAT32, 2), ("mean", D.FLOAT16, 2), ("mean", D.INT32, 2), ("mean", D.UINT32, 2),
+            ("add", D.FLOAT16, 2), ("add", D.INT8, 2), ("add", D.UINT64, 2), ("identity", D.FLOAT16, 1),
+            ("identity", D.INT16, 1), ("scale_bias", D.FLOAT32, 1), ("scale_bias", D.FLOAT64, 1),
+            ("nary", D.FLOAT32, 5), ("nary", D.FLOAT16, 64), ("nary", D.INT32, 3), ("nary", D.UINT32, 7)]
+
+# (descriptor class, dtype, shape, axes): row (warp and block per row), row over interleaved axes,
+# col, general, split (finalize) and unsplit, the wide sum and the integer mean
+RED_CASES = [(gm.ReduceDesc, D.FLOAT32, (64, 1024), (1,)), (gm.ReduceDesc, D.FLOAT16, (8, 100000), (1,)),
+             (gm.ReduceDesc, D.FLOAT32, (1 << 20,), (0,)), (gm.ReduceDesc, D.FLOAT16, (64, 3, 3136), (0, 2)),
+             (gm.ReduceDesc, D.FLOAT32, (300, 64), (0,)), (gm.ReduceDesc, D.FLOAT32, (7, 11, 13), (0, 1, 2)),
+             (gm.ReduceDesc, D.FLOAT32, (6, 5, 7, 3), (0, 2)), (gm.ReduceDesc, D.FLOAT32, (3, 4), ()),
+             (gm.ext.IntegerReduceMeanDesc, D.INT32, (300, 64), (0,)),
+             (gm.ext.IntegerReduceMeanDesc, D.UINT32, (6, 5, 7, 3), (0, 2)),
+             (gm.ext.ReduceSumDesc, D.FLOAT32, (64, 1024), (1,))]
+
+
+def reduce_desc(cls, dt, shape, axes):
     out_shape = tuple(1 if i in axes else s for i, s in enumerate(shape))
-    op = KernelOp.REDUCE_MEAN
-    return planning.plan_reduce(op, dt, shape, packed_strides(shape), packed_strides(out_shape), axes)
+    out_dt = {D.FLOAT32: D.FLOAT64, D.FLOAT16: D.FLOAT64}.get(dt, dt) if cls is gm.ext.ReduceSumDesc else dt
+    x, y = gm.TensorDesc(dt, shape), gm.TensorDesc(out_dt, out_shape)
+    return cls(gm.ReduceFunction.AVERAGE, x, y, axes) if cls is gm.ReduceDesc else cls(x, y, axes)
 
 
-def _ew_plan(op: str, dt, nin: int, ndim: int, sb: bool):
-    """An element-wise plan of ``ndim`` coalesced dimensions (broadcast inputs keep them apart)."""
-    shape = (3,) * ndim
-    bc = tuple(0 if d % 2 else s for d, s in enumerate(packed_strides(shape)))
-    strides = (bc if ndim > 1 else packed_strides(shape),) * nin + (packed_strides(shape),)
-    return planning.ElementwisePlan(KernelOp(op), dt, nin, shape, strides, 0.5 if sb else 1.0, 0.0, sb)
+def all_plans():
+    """(id, plan) for every case: the operators above, and plans too big for a test to allocate that
+    take 64-bit index arithmetic (strided and rows kernels)."""
+    for kind, dt, nin in EW_CASES:
+        for layout in LAYOUTS:
+            yield f"ew_{kind}_{dt.name}_{nin}_{layout}", planning.plan_operator(_ew_desc(kind, dt, layout, nin))
+    for cls, dt, shape, axes in RED_CASES:
+        yield f"red_{cls.__name__}_{dt.name}_{'x'.join(map(str, shape))}_{''.join(map(str, axes))}", \
+            planning.plan_operator(reduce_desc(cls, dt, shape, axes))
+    big = 1 << 31
+    yield "ew_mean_FLOAT32_2_strided64", planning.ElementwisePlan(
+        KernelOp.MEAN, D.FLOAT32, 2, (1 << 20, 1 << 12), ((1, 1 << 20),) * 2 + ((1 << 12, 1),))
+    yield "ew_nary_FLOAT16_3_rows64", planning.ElementwisePlan(
+        KernelOp.NARY_MEAN, D.FLOAT16, 3, (3, big), ((0, 1),) * 3 + ((big, 1),))
 
 
-RED_VARIANTS = [(D.FLOAT32, (64, 1024), (1,), True), (D.FLOAT16, (8, 100000), (1,), False),
-                (D.INT32, (300, 64), (0,), False), (D.UINT32, (6, 5, 7, 3), (0, 2), False),
-                (D.FLOAT32, (7, 11, 13), (0, 1, 2), False), (D.FLOAT32, (3, 4), (), False)]
+# --- a backend that records what the programs ask for ------------------------------------------
+
+class FakeFn:
+    def __init__(self, name, calls, stream):
+        self.name, self.calls, self.stream = name, calls, stream
+
+    def __call__(self, grid, block, args, stream=None):
+        self.calls.append((self.name, grid, block, args, stream))
 
 
-def _sources():
-    for op, dt, nin, ndim, sb in EW_VARIANTS:
-        m = cuda_macros.ew_macros(_ew_plan(op, dt, nin, ndim, sb))
-        yield f"ew_{op}_{dt.name}_{nin}_{ndim}", m, "elementwise.cu"
-    for dt, shape, axes, warp in RED_VARIANTS:
-        yield f"red_{dt.name}_{len(shape)}_{len(axes)}", cuda_macros.reduce_macros(_plan(shape, axes, dt), 256,
-                                                                                   warp, 8), "reduce.cu"
+class FakeBackend:
+    sms = 132
+    cc = 90
+
+    def __init__(self):
+        self.calls, self.requests = [], []
+        self.dev = contextlib.nullcontext()
+        self.stream = object()
+
+    def function(self, filename, macros, name):
+        assert name in signatures(), name
+        self.requests.append((filename, macros, name))
+        return FakeFn(name, self.calls, self.stream)
+
+
+def make_program(be, plan):
+    cls = CudaReduceProgram if isinstance(plan, planning.ReducePlan) else CudaElementwiseProgram
+    return cls(be, plan)
+
+
+def program_variants():
+    """[(id, filename, macros, kernel names)] for every case, as the programs request them."""
+    out = []
+    for name, plan in all_plans():
+        be = FakeBackend()
+        make_program(be, plan)
+        fname, macros, _ = be.requests[0]
+        assert all(r[0] == fname and r[1] == macros for r in be.requests)
+        out.append((name, fname, macros, sorted({r[2] for r in be.requests})))
+    return out
+
+
+# float32 arithmetic whose PTX carries a .ftz modifier when flushing is on
+F32_ARITH = re.compile(r"^\s*(?:@%p\d+\s+)?(add|sub|mul|div|fma|rcp|sqrt|min|max|abs|neg|cvt|setp|testp)"
+                       r"[.\w]*\.f32\b.*$", re.M)
+
+
+def f32_ftz_lines(ptx: str) -> list[str]:
+    return [m.group(0).strip() for m in F32_ARITH.finditer(ptx) if ".ftz" in m.group(0)]
 
 
 def test_kernel_files_exist():
     assert {p.name for p in kernel_dir("cuda_kernels").glob("*.cu")} == {"elementwise.cu", "reduce.cu"}
 
 
-@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
-def test_every_cuda_kernel_variant_compiles(tmp_path):
-    jobs = []
-    for name, macros, fname in _sources():
-        src = tmp_path / f"{name}.cu"
-        src.write_text(header(macros) + kernel_source("cuda_kernels", fname))
-        jobs.append((name, src))
+def test_every_class_of_program_is_covered():
+    kernels = {k for *_, names in program_variants() for k in names}
+    assert kernels == set(signatures()), set(signatures()) - kernels
 
-    def compile_one(job):
-        name, src = job
-        r = subprocess.run([NVCC, "--ptx", "-arch=sm_90", "--std=c++17", "--fmad=false", "-o",
-                            str(src.with_suffix(".ptx")), str(src)], capture_output=True, text=True)
-        return name, r.returncode, r.stderr
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_kernels_compile_with_nvcc_too(tmp_path):
+    # NVRTC is what runs (tests/test_cuda_nvrtc.py, which needs libnvrtc); nvcc, which CI always has,
+    # compiles every variant with the backend's own option list, and its PTX must not flush either
+
+    def one(v):
+        name, fname, macros, _ = v
+        src = tmp_path / f"{name}.cu"
+        src.write_text(variant_source(fname, macros))
+        r = subprocess.run([NVCC, "--ptx", "-arch=sm_90", *BASE_OPTIONS, "-o", str(src.with_suffix(".ptx")),
+                            str(src)], capture_output=True, text=True)
+        return name, r.returncode, r.stderr, src.with_suffix(".ptx")
 
     with ThreadPoolExecutor(2) as ex:
-        results = list(ex.map(compile_one, jobs))
-    failed = [(n, err) for n, rc, err in results if rc != 0]
-    assert not failed, "\n".join(f"{n}:\n{err}" for n, err in failed)
-    ptx = (tmp_path / "ew_mean_FLOAT32_2_1.ptx").read_text()
-    assert "gm_ew_contig_vec" in ptx and re.search(r"ld\.global(\.nc)?\.v4\.f32", ptx)   # 16-byte vector loads
+        for name, rc, err, ptx in ex.map(one, program_variants()):
+            assert rc == 0, f"{name}:\n{err}"
+            assert not f32_ftz_lines(ptx.read_text()), f"{name}: .ftz on float32 arithmetic"
 
 
-def test_inputs_struct_is_passed_by_value():
+def test_structs_are_passed_by_value():
     packed = cuda_macros.pack_inputs([16, 32, 48])
     assert packed.dtype.itemsize == 24 and packed.shape == (1,)
     assert list(packed["p"][0]) == [16, 32, 48]
-    assert cuda_macros.inputs_struct(64).itemsize == 512   # far below CUDA's 4 KB parameter limit
+    plan = planning.plan_operator(_ew_desc("nary", D.FLOAT16, "strided", 64))
+    # within the 4 KB every CUDA driver accepts for kernel parameters, pointers included
+    assert cuda_macros.dims_struct(plan).itemsize + cuda_macros.inputs_struct(64).itemsize + 64 <= 4096
+    dims = cuda_macros.pack_dims(plan)
+    assert list(dims["size"][0]) == list(plan.shape) and dims["stride"][0].tolist() == [list(s) for s in plan.strides]
 
 
-def test_cuda_ew_grid():
-    assert launch.cuda_ew_grid(1000, 4, 256, 132) == (1,)
-    assert launch.cuda_ew_grid(1 << 30, 4, 256, 132) == (132 * 8,)
+@pytest.mark.parametrize("d", [1, 2, 3, 7, 10, 300, 641, 65535, 65536, 99991, (1 << 30) + 3, (1 << 31) - 1])
+def test_magic_division_matches_integer_division(d):
+    magic, shift = cuda_macros.magic_divisor(d)
+    assert 0 < magic < 1 << 32
+    rng = np.random.default_rng(d)
+    ns = [0, 1, d - 1, d, d + 1, 2 * d - 1, (1 << 31) - 1] + [int(x) for x in rng.integers(0, 1 << 31, 2000)]
+    for n in ns:
+        if n < 1 << 31:
+            assert cuda_macros.magic_div(n, magic, shift) == n // d, (n, d)
 
 
-def test_cuda_reduce_geometry_never_one_block():
-    g = launch.cuda_reduce_geometry(_plan((1 << 28,), (0,)), sms=132)
-    assert g.kernel == "row" and g.n_chunks > 100 and g.grid[1] == g.n_chunks        # full reduction split
-    g = launch.cuda_reduce_geometry(_plan((8, 1 << 24), (1,)), sms=132)
-    assert not g.warp_rows and g.n_chunks > 1                                          # few long rows split
-    g = launch.cuda_reduce_geometry(_plan((1 << 22, 16), (1,)), sms=132)
-    assert g.warp_rows and g.n_chunks == 1 and g.grid == ((1 << 22) // 8, 1)          # many short rows
-    g = launch.cuda_reduce_geometry(_plan((1 << 20, 16), (0,)), sms=132)
-    assert g.kernel == "col" and g.n_chunks > 1 and g.block == (32, 8)                # few outputs: split R
-    g = launch.cuda_reduce_geometry(_plan((1024, 65536), (0,)), sms=132)
-    assert g.kernel == "col" and g.grid[0] == 2048                                     # many outputs
+def test_index_width_follows_the_offsets():
+    small = planning.plan_operator(_ew_desc("mean", D.FLOAT32, "strided"))
+    assert cuda_macros.ew_macros(small)["IDX"] == "unsigned int"
+    big = planning.ElementwisePlan(KernelOp.MEAN, D.FLOAT32, 2, (1 << 20, 1 << 12),
+                                   ((1, 1 << 20), (1, 1 << 20), (1 << 12, 1)))
+    m = cuda_macros.ew_macros(big)
+    assert m["IDX"] == "unsigned long long" and m["IDX32"] == 0 and m["ST"] == "unsigned int"
 
 
 def test_cuda_macros_integer_add_wraps_through_unsigned():
-    m = cuda_macros.ew_macros(_ew_plan("add", D.INT32, 2, 1, False))
+    m = cuda_macros.ew_macros(planning.plan_operator(_ew_desc("add", D.INT32, "contig")))
     assert m["CT"] == "unsigned long long" and m["FROM_CT(x)"] == "((int)(unsigned int)(x))"
-    m = cuda_macros.ew_macros(_ew_plan("identity", D.FLOAT16, 1, 1, False))
+    m = cuda_macros.ew_macros(planning.plan_operator(_ew_desc("identity", D.FLOAT16, "contig")))
     assert m["T"] == "unsigned short" and m["VEC"] == 8
-    assert np.dtype(np.float16).itemsize == 2
 
 
 # --- the argument tuples the CUDA programs pass, checked against the kernels' signatures ---------
 
-def _signatures():
-    """{kernel name: [parameter C types]} parsed from the .cu files."""
+def signatures():
+    """{kernel name: [parameter types]} parsed from the .cu files."""
     sigs = {}
     for fname in ("elementwise.cu", "reduce.cu"):
         src = kernel_source("cuda_kernels", fname)
         for m in re.finditer(r'extern "C" __global__ void (\w+)\(([^)]*)\)', src):
-            params = [" ".join(p.replace("__restrict__", "").split()) for p in m.group(2).split(",")]
+            params = [" ".join(p.replace("__restrict__", "").replace("__grid_constant__", "").replace("const ", "")
+                               .split()) for p in m.group(2).split(",")]
             sigs[m.group(1)] = [p.rsplit(" ", 1)[0] for p in params]
     return sigs
 
 
 _SCALARS = {"unsigned long long": np.uint64, "long long": np.int64, "float": np.float32, "int": np.int32}
+_STRUCTS = {"gm_inputs": ("p",), "gm_dims": ("size", "magic", "shift", "stride"),
+            "gm_rmeta": ("keep_shape", "keep_in", "keep_out", "red_shape", "red_in")}
 
 
-def _check_args(kernel: str, args):
-    sig = _signatures()[kernel]
+def check_args(kernel: str, args):
+    sig = signatures()[kernel]
     assert len(args) == len(sig), f"{kernel}: {len(args)} arguments for {len(sig)} parameters"
     for i, (ctype, arg) in enumerate(zip(sig, args)):
         if ctype.endswith("*"):
-            assert isinstance(arg, (np.uint64, _FakeArray)), f"{kernel} arg {i} ({ctype}): {type(arg).__name__}"
-        elif ctype.startswith("const gm_inputs"):
-            assert isinstance(arg, np.ndarray) and arg.dtype.names == ("p",), f"{kernel} arg {i}: by-value struct"
+            assert isinstance(arg, np.uint64), f"{kernel} arg {i} ({ctype}): {type(arg).__name__}"
+        elif ctype in _STRUCTS:
+            assert isinstance(arg, np.ndarray) and arg.shape == (1,) and arg.dtype.names == _STRUCTS[ctype], \
+                f"{kernel} arg {i}: the by-value struct {ctype}"
         else:
             assert type(arg) is _SCALARS[ctype], f"{kernel} arg {i} ({ctype}): {type(arg).__name__}"
 
 
-class _FakeArray:
-    """Stands for a CuPy array of metadata in device memory."""
-
-
-class _FakeFn:
-    def __init__(self, name, calls):
-        self.name, self.calls = name, calls
-
-    def __call__(self, grid, block, args, stream=None):
-        self.calls.append((self.name, grid, block, args))
-
-
-class _FakeBackend:
-    sms = 132
-
-    def __init__(self):
-        self.calls = []
-        self.dev = __import__("contextlib").nullcontext()
-        self.stream = None
-
-    def function(self, filename, macros, name):
-        assert name in _signatures(), name
-        return _FakeFn(name, self.calls)
-
-    def device_constant(self, values):
-        return _FakeArray()
-
-
-class _Mem:
+class Mem:
     def __init__(self, ptr):
         self.ptr = ptr
 
 
-@pytest.mark.parametrize("desc_kind", ["contig", "contig_unaligned", "strided", "nary"])
-def test_cuda_elementwise_arguments_match_the_kernels(desc_kind):
-    import gpu_mean as gm
-    from gpu_mean.backends.cuda import CudaElementwiseProgram
-    t = gm.TensorDesc(D.FLOAT32, (4, 300))
-    if desc_kind == "strided":
-        desc = gm.ElementWiseMeanDesc(gm.TensorDesc(D.FLOAT32, (4, 300), (1, 4)), t, t)
-    elif desc_kind == "nary":
-        desc = gm.ext.NaryMeanDesc((t, t, t), t)
-    else:
-        desc = gm.ElementWiseMeanDesc(t, t, t)
-    be = _FakeBackend()
-    prog = CudaElementwiseProgram(be, planning.plan_operator(desc))
-    off = 4 if desc_kind == "contig_unaligned" else 0
-    prog.run([(_Mem(4096), off)] * len(desc.input_tensors()), [(_Mem(8192), 0)], None)
-    (name, grid, block, args), = be.calls
-    assert name == {"contig": "gm_ew_contig_vec", "contig_unaligned": "gm_ew_contig_scalar",
-                    "strided": "gm_ew_strided", "nary": "gm_ew_contig_vec"}[desc_kind]
-    _check_args(name, args)
-    assert int(args[0]) == 8192 and list(args[1]["p"][0]) == [4096 + off] * len(desc.input_tensors())
-    assert block == (256,) and grid[0] >= 1
-
-
-@pytest.mark.parametrize("shape,axes", [((64, 1024), (1,)), ((1 << 20,), (0,)), ((300, 64), (0,)),
-                                        ((6, 5, 7, 3), (0, 2))])
-def test_cuda_reduce_arguments_match_the_kernels(shape, axes):
-    import gpu_mean as gm
-    from gpu_mean.backends.cuda import CudaReduceProgram
-    out = tuple(1 if i in axes else s for i, s in enumerate(shape))
-    desc = gm.ReduceDesc(gm.ReduceFunction.AVERAGE, gm.TensorDesc(D.FLOAT32, shape), gm.TensorDesc(D.FLOAT32, out),
-                         axes)
-    be = _FakeBackend()
-    prog = CudaReduceProgram(be, planning.plan_operator(desc))
-    tmp = (_Mem(1 << 20), 256) if prog.temporary_size else None
-    prog.run([(_Mem(4096), 0)], [(_Mem(8192), 16)], tmp)
-    for name, grid, block, args in be.calls:
-        _check_args(name, args)
+@pytest.mark.parametrize("name,plan", list(all_plans()), ids=[n for n, _ in all_plans()])
+def test_arguments_match_the_kernels_and_launch_on_the_backend_stream(name, plan):
+    be = FakeBackend()
+    prog = make_program(be, plan)
+    tmp = (Mem(1 << 20), 256) if prog.temporary_size else None
+    for off in (0, 4):   # aligned and unaligned bindings
+        n_in = plan.n_inputs if isinstance(plan, planning.ElementwisePlan) else 1
+        prog.run([(Mem(4096), off)] * n_in, [(Mem(8192), off)], tmp)
+    assert be.calls
+    for kname, grid, block, args, stream in be.calls:
+        check_args(kname, args)
+        # no table in device memory: every argument is a pointer to a binding or a value (the
+        # stride table that was uploaded on CuPy's current stream is gone)
+        assert stream is be.stream
         assert all(g >= 1 for g in grid) and 1 <= int(np.prod(block)) <= 1024
     names = [c[0] for c in be.calls]
-    assert names[0].startswith("gm_reduce_") and (names[1:] == ["gm_reduce_finalize"]) == bool(prog.temporary_size)
+    if isinstance(prog, CudaReduceProgram):
+        assert ("gm_reduce_finalize" in names) == bool(prog.temporary_size)
+    elif name.endswith("contig"):
+        assert names == ["gm_ew_contig_vec", "gm_ew_contig_scalar"]

@@ -1,5 +1,6 @@
-"""The CUDA backend: CuPy RawModule kernels from cuda_kernels/*.cu, compiled by NVRTC for the
-device's architecture and cached per macro set. Without CuPy or a GPU the backend reports why."""
+"""The CUDA backend: kernels from cuda_kernels/*.cu compiled by NVRTC (cuda_compile, no CuPy, no
+``-ftz``), loaded and launched through CuPy on the backend's own stream. Without CuPy, NVRTC, the
+CUDA headers or a GPU, ``discover`` says which one is missing."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,66 +8,140 @@ import numpy as np
 from ..errors import KernelBuildError
 from ..runtime import planning
 from ..runtime.device import DeviceInfo
-from . import cuda_geometry, cuda_macros
+from . import cuda_compile, cuda_geometry, cuda_macros
 from .base import Backend, Program
-from .kernels import kernel_source
-from .typespell import cache_key, header
+from .typespell import cache_key
+
+_PICK = ("pip install 'gpu_mean[cuda13]' for a CUDA 13 driver (580 or newer), 'gpu_mean[cuda12]' for a "
+         "CUDA 12 driver")
+# statuses that mean "no memory for this", by CuPy's name for them (the numbers differ between the
+# runtime and the driver API)
+OOM_STATUS = ("cudaErrorMemoryAllocation", "CUDA_ERROR_OUT_OF_MEMORY")
+# module-load statuses that mean the compiled kernel does not suit this driver or GPU: a build problem
+LOAD_STATUS = ("CUDA_ERROR_INVALID_PTX", "CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "CUDA_ERROR_NO_BINARY_FOR_GPU",
+               "CUDA_ERROR_INVALID_IMAGE", "cudaErrorInvalidPtx", "cudaErrorUnsupportedPtxVersion",
+               "cudaErrorNoKernelImageForDevice", "cudaErrorInvalidKernelImage")
+# host<->device copies from this size on go through pinned staging buffers (two halves, so filling
+# one overlaps the DMA of the other); below it the extra host copy costs more than it saves
+STAGE_MIN = 1 << 20
+STAGE_CHUNK = 8 << 20
+
+
+def status_name(exc: Exception) -> str:
+    """CuPy's CUDA errors read '<status name>: <description>'."""
+    return str(exc).split(":", 1)[0].strip()
 
 
 def discover():
     try:
         import cupy
     except Exception as e:
-        return [], f"CuPy is not installed or does not import ({type(e).__name__}: {e}); pip install 'gpu_mean[cuda]'"
+        return [], f"CuPy is not installed or does not import ({type(e).__name__}: {e}); {_PICK}"
     try:
         n = cupy.cuda.runtime.getDeviceCount()
+        driver = cupy.cuda.runtime.driverGetVersion()
     except Exception as e:
-        return [], f"no CUDA driver or GPU ({e})"
+        try:
+            rt = cupy.cuda.runtime.runtimeGetVersion()
+            built = f"CuPy {cupy.__version__} is built for CUDA {rt // 1000}.{rt % 1000 // 10}: "
+        except Exception:
+            built = ""
+        return [], f"no usable CUDA driver or GPU ({e}); {built}{_PICK}"
     if n == 0:
         return [], "CuPy found no CUDA GPU"
-    return [CudaBackend(i) for i in range(n)], None
+    try:
+        cuda_compile.nvrtc(driver // 1000)
+        cuda_compile.include_dir()
+    except cuda_compile.NvrtcError as e:
+        return [], f"CUDA {driver // 1000}.{driver % 1000 // 10} driver: {e}"
+    return [CudaBackend(i, driver // 1000) for i in range(n)], None
+
+
+def stage_chunks(nbytes: int, chunk: int = STAGE_CHUNK) -> list[tuple[int, int, int]]:
+    """(offset, size, staging half) for each piece of a staged copy, halves alternating."""
+    return [(pos, min(chunk, nbytes - pos), i % 2) for i, pos in enumerate(range(0, nbytes, chunk))]
 
 
 class CudaBackend(Backend):
-    def __init__(self, index: int):
+    def __init__(self, index: int, driver_major: int | None = None):
         import cupy
+        from cupy.cuda import driver, runtime
         self.cp = cupy
         self.index = index
+        self.driver_major = driver_major
         self.dev = cupy.cuda.Device(index)
-        props = cupy.cuda.runtime.getDeviceProperties(index)
+        props = runtime.getDeviceProperties(index)
         name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         self.sms = int(props["multiProcessorCount"])
-        self.cc = f"{props['major']}{props['minor']}"
+        self.cc = int(props["major"]) * 10 + int(props["minor"])
         self.info = DeviceInfo("cuda", index, name, "NVIDIA", "GPU", int(props["totalGlobalMem"]), True, True,
                                f"CUDA, compute capability {props['major']}.{props['minor']}")
+        # device faults; an NVRTC failure is raised as KernelBuildError instead
+        self.native_errors = (runtime.CUDARuntimeError, driver.CUDADriverError, cupy.cuda.memory.OutOfMemoryError)
         with self.dev:
             self.stream = cupy.cuda.Stream(non_blocking=True)
         self._modules: dict = {}
+        self._stage = None
 
     # -- memory
     def alloc(self, nbytes):
         with self.dev:
             return self.cp.cuda.alloc(nbytes)
 
+    def _staging(self):
+        if self._stage is None:
+            with self.dev:
+                mem = self.cp.cuda.alloc_pinned_memory(2 * STAGE_CHUNK)
+                host = np.frombuffer(mem, np.uint8, 2 * STAGE_CHUNK)
+                self._stage = (mem, (host[:STAGE_CHUNK], host[STAGE_CHUNK:]),
+                               (self.cp.cuda.Event(), self.cp.cuda.Event()))
+        return self._stage
+
     def write(self, native, offset, data):
+        src = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         with self.dev:
-            (native + offset).copy_from_host_async(data.ctypes.data, data.nbytes, self.stream)
+            if src.nbytes < STAGE_MIN:
+                (native + offset).copy_from_host_async(src.ctypes.data, src.nbytes, self.stream)
+            else:
+                _, halves, events = self._staging()
+                for pos, n, h in stage_chunks(src.nbytes):
+                    events[h].synchronize()     # the DMA that last read this half is done
+                    halves[h][:n] = src[pos:pos + n]
+                    (native + offset + pos).copy_from_host_async(halves[h].ctypes.data, n, self.stream)
+                    events[h].record(self.stream)
             self.stream.synchronize()
 
     def read(self, native, offset, nbytes):
         out = np.empty(nbytes, np.uint8)
         with self.dev:
-            if nbytes:
-                (native + offset).copy_to_host_async(out.ctypes.data, nbytes, self.stream)
+            if nbytes < STAGE_MIN:
+                if nbytes:
+                    (native + offset).copy_to_host_async(out.ctypes.data, nbytes, self.stream)
+            else:
+                _, halves, events = self._staging()
+                pending = None
+                for pos, n, h in stage_chunks(nbytes):
+                    (native + offset + pos).copy_to_host_async(halves[h].ctypes.data, n, self.stream)
+                    events[h].record(self.stream)
+                    if pending:     # the previous piece drains to numpy while this one is in flight
+                        self._drain(out, halves, events, *pending)
+                    pending = (pos, n, h)
+                self._drain(out, halves, events, *pending)
             self.stream.synchronize()
         return out
+
+    @staticmethod
+    def _drain(out, halves, events, pos, n, h):
+        events[h].synchronize()
+        out[pos:pos + n] = halves[h][:n]
 
     def copy(self, src, src_offset, dst, dst_offset, nbytes):
         with self.dev:
             (dst + dst_offset).copy_from_device_async(src + src_offset, nbytes, self.stream)
 
     def finish(self):
-        self.stream.synchronize()
+        with self.dev:
+            self.stream.synchronize()
 
     # a command list that runs again is captured into a CUDA graph and replayed: one launch for
     # the whole list instead of one Python call and one kernel launch per dispatch
@@ -77,34 +152,42 @@ class CudaBackend(Backend):
             self.stream.begin_capture()
             try:
                 record()
-            finally:
-                graph = self.stream.end_capture()
-        return graph
+            except BaseException:
+                try:
+                    self.stream.end_capture()
+                except Exception:   # the error in flight invalidated the capture; it says why
+                    pass
+                raise
+            return self.stream.end_capture()
 
     def replay(self, graph):
         with self.dev:
             graph.launch(self.stream)
 
     def is_out_of_memory(self, exc):
-        return isinstance(exc, self.cp.cuda.memory.OutOfMemoryError)
+        if isinstance(exc, self.cp.cuda.memory.OutOfMemoryError):
+            return True
+        return isinstance(exc, self.native_errors) and status_name(exc) in OOM_STATUS
 
     def function(self, filename: str, macros: dict, name: str):
+        """A kernel of one variant, compiled and loaded on this backend's GPU (not the current one)."""
         key = cache_key(filename, macros)
-        mod = self._modules.get(key)
-        if mod is None:
-            src = header(macros) + kernel_source("cuda_kernels", filename)
-            try:
-                with self.dev:
-                    mod = self.cp.RawModule(code=src, options=("--std=c++17", "--fmad=false"))
-                    mod.compile()
-            except Exception as e:
-                raise KernelBuildError(f"NVRTC build of {filename} with {macros} failed:\n{e}") from e
-            self._modules[key] = mod
-        return mod.get_function(name)
-
-    def device_constant(self, values):
         with self.dev:
-            return self.cp.asarray(np.asarray(list(values) + [0], np.int64))
+            mod = self._modules.get(key)
+            if mod is None:
+                try:
+                    image = cuda_compile.build(filename, macros, self.cc, self.driver_major).image
+                except cuda_compile.NvrtcError as e:
+                    raise KernelBuildError(f"NVRTC build of {filename} with {macros} failed:\n{e}") from e
+                mod = self.cp.cuda.function.Module()
+                try:
+                    mod.load(image)
+                except self.native_errors as e:
+                    if status_name(e) in LOAD_STATUS:
+                        raise KernelBuildError(f"{self.info.name} cannot load {filename} with {macros}: {e}") from e
+                    raise
+                self._modules[key] = mod
+            return mod.get_function(name)
 
     def compile(self, plan, flags):
         if isinstance(plan, planning.ReducePlan):
@@ -117,38 +200,46 @@ def _ptr(native, offset: int) -> int:
 
 
 class CudaElementwiseProgram(Program):
-    BLOCK = 256
+    BLOCK = cuda_geometry.BLOCK
 
     def __init__(self, be: CudaBackend, plan: planning.ElementwisePlan):
         self.be = be
         self.plan = plan
         m = cuda_macros.ew_macros(plan)
         self.vec = m["VEC"]
-        self.itemsize = int(plan.dtype.element_size)
         self.scale, self.bias = np.float32(plan.scale), np.float32(plan.bias)
-        self.n = np.uint64(plan.count)
+        self.dims = None
+        fn = lambda name: be.function("elementwise.cu", m, name)   # noqa: E731
         if plan.contiguous:
-            self.vec_fn = be.function("elementwise.cu", m, "gm_ew_contig_vec")
-            self.scalar_fn = be.function("elementwise.cu", m, "gm_ew_contig_scalar")
-            self.meta = None
+            self.kind, self.n = "contig", np.uint64(plan.count)
+            self.launch_vec = (fn("gm_ew_contig_vec"), cuda_geometry.cuda_ew_grid(plan.count, self.vec, self.BLOCK,
+                                                                                   be.sms), (self.BLOCK,))
+            self.launch_scalar = (fn("gm_ew_contig_scalar"), cuda_geometry.cuda_ew_grid(plan.count, 1, self.BLOCK,
+                                                                                         be.sms), (self.BLOCK,))
+        elif cuda_geometry.ew_uses_rows(plan):
+            self.kind, self.n = "rows", np.uint64(plan.count // plan.shape[-1])
+            self.dims = cuda_macros.pack_dims(plan)
+            self.launch_scalar = (fn("gm_ew_rows_scalar"), *cuda_geometry.ew_rows_geometry(plan, 1, be.sms))
+            self.launch_vec = None
+            if cuda_geometry.ew_rows_vectorizable(plan):
+                self.launch_vec = (fn("gm_ew_rows_vec"), *cuda_geometry.ew_rows_geometry(plan, self.vec, be.sms))
         else:
-            self.strided_fn = be.function("elementwise.cu", m, "gm_ew_strided")
-            self.meta = be.device_constant(plan.meta())
-        self.grid = cuda_geometry.cuda_ew_grid(plan.count, self.vec if plan.contiguous else 1, self.BLOCK, be.sms)
+            self.kind, self.n = "strided", np.uint64(plan.count)
+            self.dims = cuda_macros.pack_dims(plan)
+            self.launch_vec = None
+            self.launch_scalar = (fn("gm_ew_strided"), cuda_geometry.cuda_ew_grid(plan.count, 1, self.BLOCK, be.sms),
+                                  (self.BLOCK,))
 
     def run(self, inputs, outputs, temporary):
         ptrs = [_ptr(b, o) for b, o in inputs]
         out = _ptr(*outputs[0])
-        packed = cuda_macros.pack_inputs(ptrs)
+        aligned = self.launch_vec is not None and all(p % 16 == 0 for p in ptrs + [out])
+        fn, grid, block = self.launch_vec if aligned else self.launch_scalar
+        args = (np.uint64(out), cuda_macros.pack_inputs(ptrs), self.n)
+        if self.dims is not None:
+            args += (self.dims,)
         with self.be.dev:
-            if self.meta is not None:
-                self.strided_fn(self.grid, (self.BLOCK,), (np.uint64(out), packed, self.n, self.meta, self.scale,
-                                                           self.bias), stream=self.be.stream)
-            else:
-                aligned = all(p % 16 == 0 for p in ptrs + [out])
-                fn = self.vec_fn if aligned else self.scalar_fn
-                fn(self.grid, (self.BLOCK,), (np.uint64(out), packed, self.n, self.scale, self.bias),
-                   stream=self.be.stream)
+            fn(grid, block, args + (self.scale, self.bias), stream=self.be.stream)
 
 
 class CudaReduceProgram(Program):
@@ -156,15 +247,20 @@ class CudaReduceProgram(Program):
         self.be = be
         self.plan = plan
         g = self.geo = cuda_geometry.cuda_reduce_geometry(plan, sms=be.sms)
-        m = cuda_macros.reduce_macros(plan, g.block[0] * g.block[1], g.warp_rows, g.block[1])
+        m = cuda_macros.reduce_macros(plan, g.block[0] * g.block[1], g.warp_rows, g.block[1], g.row_multi)
         self.fn = be.function("reduce.cu", m, f"gm_reduce_{g.kernel}")
-        self.meta = be.device_constant(plan.meta())
+        self.meta = cuda_macros.pack_meta(plan)
         self.temporary_size = plan.temporary_size(g.n_chunks)
-        self.tail = (np.int64(plan.n_out), np.int64(g.length), np.int64(g.chunk), np.uint64(plan.n_reduce))
-        if g.kernel == "col":
-            self.tail += (np.int64(plan.inner), np.int64(plan.row_stride))
+        n_out = plan.n_out
+        self.tail = (np.int64(n_out), np.int64(g.length), np.int64(g.chunk), np.int64(g.n_chunks),
+                     np.uint64(plan.n_reduce))
+        if g.kernel == "row":
+            self.tail += (np.int64(g.runs),)
+        elif g.kernel == "col":
+            self.tail += (np.int64(plan.inner), np.int64(plan.row_stride), np.int64(n_out // plan.inner))
         if g.n_chunks > 1:
             self.fin = be.function("reduce.cu", m, "gm_reduce_finalize")
+            self.fin_geo = g.finalize_geometry(n_out, be.sms)
 
     def run(self, inputs, outputs, temporary):
         g = self.geo
@@ -173,7 +269,6 @@ class CudaReduceProgram(Program):
         with self.be.dev:
             self.fn(g.grid, g.block, (inp, out, part, self.meta) + self.tail, stream=self.be.stream)
             if g.n_chunks > 1:
-                n_out = self.plan.n_out
-                self.fin(((n_out + 255) // 256,), (256,), (part, np.int64(g.n_chunks), np.int64(n_out), out,
-                                                           self.meta, np.uint64(self.plan.n_reduce)),
-                         stream=self.be.stream)
+                grid, block = self.fin_geo
+                self.fin(grid, block, (part, np.int64(g.n_chunks), np.int64(self.plan.n_out), out, self.meta,
+                                       np.uint64(self.plan.n_reduce)), stream=self.be.stream)

@@ -1,53 +1,126 @@
-"""CUDA launch geometry: pure functions of a plan and the device's shape, tested without a GPU."""
+"""CUDA launch geometry: pure functions of a plan and the device's shape, tested without a GPU.
+
+CUDA's limits: gridDim.x <= 2^31 - 1, gridDim.y and gridDim.z <= 65535, at most 1024 threads per
+block, 48 KB of static shared memory. Every kernel loops over its grid in each dimension, so a grid
+is capped at the limits (or at a few waves) and the loops take the rest.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..runtime import planning
 
+MAX_X = (1 << 31) - 1
+MAX_YZ = 65535
+MAX_THREADS = 1024
+MAX_STATIC_SMEM = 48 << 10
+ACC_BYTES = planning.ACC_BYTES
+BLOCK = 256
+# the rows kernel needs rows of at least this many bytes: shorter ones leave most of a warp idle,
+# and the strided kernel (one element per thread) serves them better
+ROWS_MIN_BYTES = 256
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
 
 def cuda_ew_grid(n: int, vec: int, block: int, sms: int) -> tuple:
     """Grid-stride element-wise launch: one pass when small, at most 8 blocks of 256 per SM (H200: 132 SMs)."""
-    items = max(1, -(-n // vec))
-    return (max(1, min(-(-items // block), sms * 8)),)
+    items = max(1, _cdiv(n, vec))
+    return (max(1, min(_cdiv(items, block), sms * 8)),)
+
+
+def ew_uses_rows(plan: planning.ElementwisePlan) -> bool:
+    """The rows kernel: every operand's innermost dimension dense and rows long enough to fill a warp."""
+    return (not plan.contiguous and plan.ndim >= 2 and plan.rows_dense
+            and plan.shape[-1] * int(plan.dtype.element_size) >= ROWS_MIN_BYTES)
+
+
+def ew_rows_vectorizable(plan: planning.ElementwisePlan) -> bool:
+    """16-byte vectors along rows need every row start aligned: every outer stride a multiple of the
+    vector (the base pointers are checked at launch)."""
+    vec = 16 // int(plan.dtype.element_size)
+    return all(s % vec == 0 for st in plan.strides for s in st[:-1])
+
+
+def ew_rows_geometry(plan: planning.ElementwisePlan, w: int, sms: int) -> tuple[tuple, tuple]:
+    """(grid, block) of the rows kernel moving ``w`` elements per piece: threadIdx.x over a row's
+    pieces (a power of two from 32 to 256), threadIdx.y over rows; about 16 blocks per SM."""
+    inner = plan.shape[-1]
+    rows = plan.count // inner
+    pieces = inner // w + inner % w
+    bx = min(BLOCK, max(32, 1 << (pieces - 1).bit_length()))
+    by = BLOCK // bx
+    gy = min(_cdiv(rows, by), MAX_YZ)
+    gx = min(_cdiv(pieces, bx), max(1, _cdiv(sms * 16, gy)), MAX_X)
+    return (gx, gy), (bx, by)
 
 
 @dataclass(frozen=True)
 class CudaReduceGeometry:
     kernel: str          # "row" | "col" | "general"
-    grid: tuple          # gridDim
+    grid: tuple          # gridDim, capped at CUDA's limits (the kernels loop over the rest)
     block: tuple         # blockDim
     warp_rows: bool      # row kernel: a warp per row (short rows) instead of a block per row
-    length: int
-    chunk: int
-    n_chunks: int
+    length: int          # elements per run (row, general), rows (col)
+    chunk: int           # elements (row, general), rows (col) or whole runs (row_multi) per chunk
+    n_chunks: int        # > 1: partials in the temporary resource and a finalize pass
+    row_multi: bool = False   # row kernel over interleaved axes: `runs` dense runs per output
+    runs: int = 1
+    smem: int = 0        # static shared memory per block, bytes
+
+    def finalize_geometry(self, n_out: int, sms: int) -> tuple[tuple, tuple]:
+        return (max(1, min(_cdiv(n_out, BLOCK), sms * 8)),), (BLOCK,)
+
+
+def _row(plan, n_units: int, length: int, runs: int, target: int, multi: bool) -> CudaReduceGeometry:
+    warp_rows = length <= 2048
+    tpr = 32 if warp_rows else BLOCK
+    if multi:   # chunks of whole runs
+        n_chunks = planning.split_count(n_units * tpr, runs, target_units=target,
+                                        min_chunk=max(1, _cdiv(tpr * 16, length)))
+        chunk = planning.chunk_length(runs, n_chunks)
+        n_chunks = _cdiv(runs, chunk)
+    else:
+        n_chunks = planning.split_count(n_units * tpr, length, target_units=target, min_chunk=tpr * 16)
+        chunk = planning.chunk_length(length, n_chunks, 8)
+        n_chunks = _cdiv(length, chunk)
+    # a warp per row: at most 8 warps per block, fewer when there are fewer rows (idle warps would
+    # only hold a block slot)
+    per_block = min(BLOCK // 32, n_units) if warp_rows else 1
+    block = 32 * per_block if warp_rows else BLOCK
+    grid = (min(_cdiv(n_units, per_block), MAX_X), min(n_chunks, MAX_YZ))
+    smem = 0 if warp_rows else BLOCK // 32 * ACC_BYTES
+    return CudaReduceGeometry("row", grid, (block, 1), warp_rows, length, chunk, n_chunks, multi, runs, smem)
 
 
 def cuda_reduce_geometry(plan: planning.ReducePlan, *, sms: int) -> CudaReduceGeometry:
     """GPU mapping: never one block in total, never one block per output when outputs are few:
     the reduced run is split across blocks until the grid has ~4 waves of 256-thread blocks."""
-    target_threads = sms * 2048 * 2
+    target = sms * 2048 * 2
     if plan.cls == "col":
         inner, n_outer, length = plan.inner, plan.n_out // plan.inner, plan.red_shape[0]
         col_y = 8
-        blocks = -(-inner // 32) * n_outer
-        n_chunks = planning.split_count(blocks * 256, length, target_units=target_threads, min_chunk=64)
+        blocks = _cdiv(inner, 32) * n_outer
+        n_chunks = planning.split_count(blocks * 256, length, target_units=target, min_chunk=64)
         chunk = planning.chunk_length(length, n_chunks)
-        n_chunks = -(-length // chunk)
-        return CudaReduceGeometry("col", (-(-inner // 32), n_outer, n_chunks), (32, col_y), False, length, chunk,
-                                  n_chunks)
-    length = plan.n_reduce
+        n_chunks = _cdiv(length, chunk)
+        grid = (min(_cdiv(inner, 32), MAX_X), min(n_outer, MAX_YZ), min(n_chunks, MAX_YZ))
+        return CudaReduceGeometry("col", grid, (32, col_y), False, length, chunk, n_chunks,
+                                  smem=col_y * 33 * ACC_BYTES)
     if plan.cls == "row":
-        warp_rows = length <= 2048
-        threads_per_row = 32 if warp_rows else 256
-        n_chunks = planning.split_count(plan.n_out * threads_per_row, length, target_units=target_threads,
-                                        min_chunk=threads_per_row * 16)
-        chunk = planning.chunk_length(length, n_chunks, 8)
-        n_chunks = -(-length // chunk)
-        rows_per_block = 8 if warp_rows else 1
-        return CudaReduceGeometry("row", (-(-plan.n_out // rows_per_block), n_chunks), (256, 1), warp_rows, length,
-                                  chunk, n_chunks)
-    n_chunks = planning.split_count(plan.n_out, length, target_units=target_threads, min_chunk=256)
+        return _row(plan, plan.n_out, plan.n_reduce, 1, target, False)
+    if len(plan.red_shape) >= 2 and plan.red_strides[-1] == 1 and plan.red_shape[-1] >= 32:
+        # interleaved axes with a dense innermost reduced run (per-channel statistics of NCHW data):
+        # the row kernel reads each run coalesced; the general kernel would read runs H*W apart
+        inner = plan.red_shape[-1]
+        return _row(plan, plan.n_out, inner, plan.n_reduce // inner, target, True)
+    length = plan.n_reduce
+    n_chunks = planning.split_count(plan.n_out, length, target_units=target, min_chunk=256)
     chunk = planning.chunk_length(length, n_chunks)
-    n_chunks = -(-length // chunk)
-    return CudaReduceGeometry("general", (-(-plan.n_out // 256), n_chunks), (256, 1), False, length, chunk, n_chunks)
+    n_chunks = _cdiv(length, chunk)
+    # a block no wider than the outputs (rounded to a warp): idle threads would only cost occupancy
+    block = min(BLOCK, _cdiv(plan.n_out, 32) * 32)
+    grid = (min(_cdiv(plan.n_out, block), MAX_X), min(n_chunks, MAX_YZ))
+    return CudaReduceGeometry("general", grid, (block, 1), False, length, chunk, n_chunks)

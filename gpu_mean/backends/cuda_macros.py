@@ -1,4 +1,6 @@
-"""Macro sets for cuda_kernels/*.cu from a plan: pure, so CI (no GPU) compile-checks every variant."""
+"""Macro sets and by-value argument structs for cuda_kernels/*.cu from a plan: pure, so CI (no GPU)
+compiles every variant, and the kernels' static_asserts check that each struct's numpy layout here
+is the C layout there."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,14 +11,26 @@ from .typespell import CUDA as spell
 
 D = DataType
 OP_CODE = {KernelOp.MEAN: 1, KernelOp.ADD: 2, KernelOp.IDENTITY: 3, KernelOp.NARY_MEAN: 4}
+INT31 = 1 << 31
+
+
+def ew_index_is_32bit(plan: planning.ElementwisePlan) -> bool:
+    """32-bit index arithmetic is exact when every flat index and every operand offset is below 2^31
+    (the magic-number division needs n < 2^31 for its add not to overflow)."""
+    if plan.count >= INT31:
+        return False
+    return all(sum((s - 1) * st for s, st in zip(plan.shape, strides)) < INT31 for strides in plan.strides)
 
 
 def ew_macros(plan: planning.ElementwisePlan) -> dict:
     dt, ct = plan.dtype, plan.compute
     size = int(dt.element_size)
+    idx32 = ew_index_is_32bit(plan)
     m = {"OP": OP_CODE[plan.op], "NIN": plan.n_inputs, "NDIM": plan.ndim, "VEC": 16 // size,
          "HAS_SCALE_BIAS": int(plan.has_scale_bias), "IS_FLOAT": int(dt.is_float and not plan.bit_copy),
-         "ACC_DOUBLE": int(plan.op == KernelOp.NARY_MEAN and dt.is_float)}
+         "ACC_DOUBLE": int(plan.op == KernelOp.NARY_MEAN and dt.is_float),
+         "IDX32": int(idx32), "IDX": "unsigned int" if idx32 else "unsigned long long",
+         "ST": _stride_ctype(plan), "DIMS_BYTES": dims_struct(plan).itemsize}
     if plan.bit_copy:
         t = spell(ct)
         m.update({"T": t, "CT": t, "TO_CT(x)": "(x)", "FROM_CT(x)": "(x)"})
@@ -35,10 +49,61 @@ def ew_macros(plan: planning.ElementwisePlan) -> dict:
     return m
 
 
-def reduce_macros(plan: planning.ReducePlan, block: int, warp_rows: bool, col_y: int) -> dict:
+def _stride_ctype(plan) -> str:
+    wide = any(s >= 1 << 32 for st in plan.strides for s in st)
+    return "unsigned long long" if wide else "unsigned int"
+
+
+def dims_struct(plan: planning.ElementwisePlan) -> np.dtype:
+    """numpy twin of the kernels' ``gm_dims``: sizes, magic divisors, then every operand's strides."""
+    idx = np.uint32 if ew_index_is_32bit(plan) else np.uint64
+    st = np.uint64 if _stride_ctype(plan) == "unsigned long long" else np.uint32
+    nd = plan.ndim
+    return np.dtype([("size", idx, (nd,)), ("magic", np.uint32, (nd,)), ("shift", np.uint32, (nd,)),
+                     ("stride", st, (plan.n_inputs + 1, nd))], align=True)
+
+
+def magic_divisor(d: int) -> tuple[int, int]:
+    """(magic, shift) with n // d == (umulhi(n, magic) + n) >> shift for 0 <= n < 2^31, 1 <= d < 2^31
+    (Granlund and Montgomery's round-up method; the add cannot overflow 32 bits below 2^31)."""
+    if not 1 <= d < INT31:
+        raise ValueError(f"magic divisor {d} out of range")
+    shift = (d - 1).bit_length()
+    return ((1 << 32) * ((1 << shift) - d)) // d + 1, shift
+
+
+def magic_div(n: int, magic: int, shift: int) -> int:
+    """The kernels' 32-bit division, on the host (tests compare it with ``//``)."""
+    t = (n * magic) >> 32
+    return ((t + n) & 0xFFFFFFFF) >> shift
+
+
+def pack_dims(plan: planning.ElementwisePlan) -> np.ndarray:
+    arr = np.zeros(1, dims_struct(plan))
+    arr["size"][0] = plan.shape
+    if ew_index_is_32bit(plan):
+        arr["magic"][0], arr["shift"][0] = zip(*(magic_divisor(s) for s in plan.shape))
+    arr["stride"][0] = plan.strides
+    return arr
+
+
+def inputs_struct(n_inputs: int) -> np.dtype:
+    """The by-value ``gm_inputs`` struct: NIN 64-bit pointers (binding offsets already added)."""
+    return np.dtype([("p", np.uint64, (n_inputs,))], align=True)
+
+
+def pack_inputs(pointers) -> np.ndarray:
+    arr = np.zeros(1, inputs_struct(len(pointers)))
+    arr["p"][0] = pointers
+    return arr
+
+
+def reduce_macros(plan: planning.ReducePlan, block: int, warp_rows: bool, col_y: int, row_multi: bool = False) -> dict:
     dt, acc = plan.dtype, spell(plan.acc)
-    m = {"KN": len(plan.keep_shape), "RN": len(plan.red_shape), "BLOCK": block, "WARP_ROWS": int(warp_rows),
-         "COL_Y": col_y, "T": spell(dt), "ACC": acc, "OUT_T": spell(plan.output_type)}
+    kn, rn = len(plan.keep_shape), len(plan.red_shape)
+    m = {"KN": kn, "RN": rn, "KNA": max(kn, 1), "RNA": max(rn, 1), "BLOCK": block, "WARP_ROWS": int(warp_rows),
+         "ROW_MULTI": int(row_multi), "COL_Y": col_y, "META_BYTES": meta_struct(plan).itemsize, "T": spell(dt),
+         "ACC": acc, "OUT_T": spell(plan.output_type)}
     m["TO_ACC(x)"] = f"(({acc})__half2float(x))" if dt == D.FLOAT16 else f"(({acc})(x))"
     if plan.op == KernelOp.REDUCE_SUM:
         m["STORE_RESULT(t, n, p)"] = "(*(p) = (t))"
@@ -51,12 +116,18 @@ def reduce_macros(plan: planning.ReducePlan, block: int, warp_rows: bool, col_y:
     return m
 
 
-def inputs_struct(n_inputs: int) -> np.dtype:
-    """The by-value ``gm_inputs`` struct: NIN 64-bit pointers (binding offsets already added)."""
-    return np.dtype([("p", np.uint64, (n_inputs,))], align=True)
+def meta_struct(plan: planning.ReducePlan) -> np.dtype:
+    """numpy twin of the kernels' ``gm_rmeta`` (arrays of at least one element: C has no empty ones)."""
+    kn, rn = max(len(plan.keep_shape), 1), max(len(plan.red_shape), 1)
+    return np.dtype([("keep_shape", np.int64, (kn,)), ("keep_in", np.int64, (kn,)), ("keep_out", np.int64, (kn,)),
+                     ("red_shape", np.int64, (rn,)), ("red_in", np.int64, (rn,))], align=True)
 
 
-def pack_inputs(pointers) -> np.ndarray:
-    arr = np.zeros(1, inputs_struct(len(pointers)))
-    arr["p"][0] = pointers
+def pack_meta(plan: planning.ReducePlan) -> np.ndarray:
+    arr = np.zeros(1, meta_struct(plan))
+    kn, rn = len(plan.keep_shape), len(plan.red_shape)
+    for name, values, n in (("keep_shape", plan.keep_shape, kn), ("keep_in", plan.keep_in_strides, kn),
+                            ("keep_out", plan.keep_out_strides, kn), ("red_shape", plan.red_shape, rn),
+                            ("red_in", plan.red_strides, rn)):
+        arr[name][0, :n] = values
     return arr

@@ -1,0 +1,189 @@
+"""Compiling cuda_kernels/*.cu: NVRTC called directly through ctypes, with no CuPy involved.
+
+CuPy's RawModule appends ``-ftz=true`` after the caller's options on every compile and NVRTC keeps
+the last value given, so float32 subnormals would be flushed in every kernel. The backend therefore
+compiles here, with the options below and nothing added, and hands the binary to CuPy only to load.
+CI compiles every kernel variant through this same module (tests/test_cuda_nvrtc.py), so the path it
+checks is the one a GPU runs.
+
+NVRTC 13 has no built-in ``cuda_fp16.h``: the CUDA headers must be found on disk, from the
+``nvidia-cuda-runtime`` wheel (what the ``cuda13``/``cuda12`` extras install), $CUDA_PATH or
+/usr/local/cuda.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import sys
+from dataclasses import dataclass
+from functools import cache
+
+from .kernels import kernel_source
+from .typespell import header
+
+# What every kernel is compiled with. --fmad=false: x*scale+bias rounds twice, as the CPU reference
+# does. --ftz=false, --prec-div, --prec-sqrt: IEEE float32 (NVRTC's defaults, stated so that a
+# changed default or an appended option cannot pass unnoticed).
+BASE_OPTIONS = ("--std=c++17", "--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=true")
+
+
+class NvrtcError(RuntimeError):
+    """NVRTC is missing or a compile failed; the message holds the whole log."""
+
+
+def _wheel_roots() -> list[str]:
+    """site-packages folders where NVIDIA's wheels put ``nvidia/...``."""
+    return [p for p in sys.path if p and os.path.isdir(os.path.join(p, "nvidia"))]
+
+
+def _cuda_homes() -> list[str]:
+    homes = [os.environ.get(v) for v in ("CUDA_PATH", "CUDA_HOME")]
+    return [h for h in homes if h] + ["/usr/local/cuda"]
+
+
+def nvrtc_candidates() -> list[str]:
+    """libnvrtc files in the order they are tried: $GPU_MEAN_NVRTC, the wheels (CUDA 13 puts every
+    library in nvidia/cu13/lib, CUDA 12 in nvidia/cuda_nvrtc/lib), then a toolkit installation."""
+    found = [os.environ["GPU_MEAN_NVRTC"]] if os.environ.get("GPU_MEAN_NVRTC") else []
+    pats = []
+    for root in _wheel_roots():
+        pats += [os.path.join(root, "nvidia", "cu1*", "lib", "libnvrtc.so.*"),
+                 os.path.join(root, "nvidia", "cuda_nvrtc", "lib", "libnvrtc.so.*")]
+    for home in _cuda_homes():
+        pats += [os.path.join(home, "lib64", "libnvrtc.so*"), os.path.join(home, "lib", "libnvrtc.so*")]
+    for pat in pats:
+        found += sorted((f for f in glob.glob(pat) if "builtins" not in f and ".alt." not in f), reverse=True)
+    return list(dict.fromkeys(found))
+
+
+def include_candidates() -> list[str]:
+    """Folders holding cuda_fp16.h: the wheels first, then a toolkit installation."""
+    dirs = []
+    for root in _wheel_roots():
+        dirs += sorted(glob.glob(os.path.join(root, "nvidia", "cu1*", "include")), reverse=True)
+        dirs.append(os.path.join(root, "nvidia", "cuda_runtime", "include"))
+    dirs += [os.path.join(h, "include") for h in _cuda_homes()]
+    return [d for d in dict.fromkeys(dirs) if os.path.isfile(os.path.join(d, "cuda_fp16.h"))]
+
+
+class Nvrtc:
+    """libnvrtc through ctypes: compile a source with given options into PTX and, for a real
+    architecture (sm_XX), a cubin."""
+
+    def __init__(self, path: str):
+        folder = os.path.dirname(path)
+        # libnvrtc opens libnvrtc-builtins by name at compile time; a wheel's folder is not on the
+        # loader's path, so load it first, globally, from beside the library
+        for b in sorted(glob.glob(os.path.join(folder, "libnvrtc-builtins.so.*"))):
+            if ".alt." not in b:
+                ctypes.CDLL(b, mode=ctypes.RTLD_GLOBAL)
+        self.path = path
+        self.lib = ctypes.CDLL(path)
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        self._check(self.lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "nvrtcVersion")
+        self.version = (major.value, minor.value)
+        n = ctypes.c_int()
+        self._check(self.lib.nvrtcGetNumSupportedArchs(ctypes.byref(n)), "nvrtcGetNumSupportedArchs")
+        archs = (ctypes.c_int * n.value)()
+        self._check(self.lib.nvrtcGetSupportedArchs(archs), "nvrtcGetSupportedArchs")
+        self.archs = tuple(archs)
+
+    def _check(self, status: int, what: str, log: str = "") -> None:
+        if status:
+            self.lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+            name = self.lib.nvrtcGetErrorString(status).decode()
+            raise NvrtcError(f"{what}: {name}" + (f"\n{log}" if log else ""))
+
+    def target(self, cc: int) -> str:
+        """sm_<cc> when this NVRTC knows the device (a cubin, nothing left to the driver); otherwise
+        PTX for the newest architecture it knows below the device, which the driver compiles."""
+        if cc in self.archs:
+            return f"sm_{cc}"
+        older = [a for a in self.archs if a <= cc]
+        if not older:
+            raise NvrtcError(f"NVRTC {self.version[0]}.{self.version[1]} cannot target compute capability "
+                             f"{cc // 10}.{cc % 10} (it knows {', '.join(map(str, self.archs))})")
+        return f"compute_{max(older)}"
+
+    def compile(self, source: str, options, name: str = "gm_kernel.cu") -> CompiledKernel:
+        lib, prog = self.lib, ctypes.c_void_p()
+        self._check(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0, None, None),
+                    "nvrtcCreateProgram")
+        try:
+            opts = [o.encode() for o in options]
+            status = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
+            log = self._read(prog, "ProgramLog").decode(errors="replace").rstrip("\x00").strip()
+            self._check(status, f"NVRTC compile of {name} with {' '.join(options)}", log)
+            ptx = self._read(prog, "PTX").rstrip(b"\x00").decode()
+            real = any(o.startswith("--gpu-architecture=sm_") for o in options)
+            cubin = self._read(prog, "CUBIN") if real else b""
+            return CompiledKernel(ptx, cubin, log)
+        finally:
+            lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+    def _read(self, prog, what: str) -> bytes:
+        size = ctypes.c_size_t()
+        self._check(getattr(self.lib, f"nvrtcGet{what}Size")(prog, ctypes.byref(size)), f"nvrtcGet{what}Size")
+        buf = ctypes.create_string_buffer(size.value)
+        self._check(getattr(self.lib, f"nvrtcGet{what}")(prog, buf), f"nvrtcGet{what}")
+        return buf.raw[:size.value]
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    ptx: str
+    cubin: bytes        # empty when compiled for a virtual architecture (compute_XX)
+    log: str
+
+    @property
+    def image(self) -> bytes:
+        """What the driver loads: the cubin, or the PTX (NUL-terminated) for it to compile."""
+        return self.cubin or self.ptx.encode() + b"\x00"
+
+
+@cache
+def nvrtc(max_major: int | None = None) -> Nvrtc:
+    """The first libnvrtc that loads and, when ``max_major`` is given (the driver's CUDA major
+    version), is no newer than it: a newer NVRTC's kernels would not load. NvrtcError naming every
+    place looked at when none does."""
+    tried = []
+    for path in nvrtc_candidates():
+        try:
+            rtc = Nvrtc(path)
+        except (OSError, NvrtcError, AttributeError) as e:
+            tried.append(f"{path} ({e})")
+            continue
+        if max_major is None or rtc.version[0] <= max_major:
+            return rtc
+        tried.append(f"{path} (NVRTC {rtc.version[0]}.{rtc.version[1]} is newer than the driver's CUDA {max_major})")
+    raise NvrtcError("no usable libnvrtc" + (f": tried {'; '.join(tried)}" if tried else
+                     " in the wheel folders (nvidia/cu13/lib, nvidia/cuda_nvrtc/lib), $CUDA_PATH, $CUDA_HOME or "
+                     "/usr/local/cuda") + "; pip install 'gpu_mean[cuda13]' (or [cuda12]) installs it")
+
+
+@cache
+def include_dir() -> str:
+    dirs = include_candidates()
+    if not dirs:
+        raise NvrtcError("cuda_fp16.h (which NVRTC 13 does not build in) is in none of the wheel folders "
+                         "(nvidia/cu13/include, nvidia/cuda_runtime/include), $CUDA_PATH/include, $CUDA_HOME/include "
+                         "or /usr/local/cuda/include; pip install 'gpu_mean[cuda13]' (or [cuda12]) installs them")
+    return dirs[0]
+
+
+def options(target: str, include: str) -> tuple:
+    """The exact option list of every compile: the base options, the target, the header folder."""
+    return BASE_OPTIONS + (f"--gpu-architecture={target}", f"--include-path={include}")
+
+
+def variant_source(filename: str, macros: dict) -> str:
+    """The source of one kernel variant: its ``#define`` lines, then the file."""
+    return header(macros) + kernel_source("cuda_kernels", filename)
+
+
+def build(filename: str, macros: dict, cc: int, max_major: int | None = None) -> CompiledKernel:
+    """Compile one variant for compute capability ``cc`` (e.g. 90) exactly as the backend does
+    (``max_major``: the driver's CUDA major version, see ``nvrtc``)."""
+    rtc = nvrtc(max_major)
+    return rtc.compile(variant_source(filename, macros), options(rtc.target(cc), include_dir()), filename)

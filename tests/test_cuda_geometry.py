@@ -1,0 +1,270 @@
+"""CUDA launch geometry without a GPU: CUDA's limits hold for random shapes (huge and extreme ones
+included), and on small cases a host simulation of each kernel's index mapping reads every input
+element of every output exactly once and writes every output exactly once."""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from itertools import product
+
+import numpy as np
+import pytest
+
+from gpu_mean.backends import cuda_geometry as geo
+from gpu_mean.backends import cuda_macros
+from gpu_mean.descriptors.tensor import packed_strides
+from gpu_mean.descriptors.types import DataType as D
+from gpu_mean.descriptors.types import KernelOp
+from gpu_mean.runtime import planning
+
+
+def reduce_plan(shape, axes, dt=D.FLOAT32, strides=None):
+    out = tuple(1 if i in axes else s for i, s in enumerate(shape))
+    return planning.plan_reduce(KernelOp.REDUCE_MEAN, dt, shape, strides or packed_strides(shape),
+                                packed_strides(out), axes)
+
+
+def ew_plan(shape, in_strides, nin=2, dt=D.FLOAT32):
+    sh, st = planning.coalesce_elementwise(shape, [in_strides] * nin + [packed_strides(shape)])
+    return planning.ElementwisePlan(KernelOp.MEAN, dt, nin, sh, st)
+
+
+def check_limits(grid, block, smem=0):
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    assert 1 <= grid[0] <= geo.MAX_X and 1 <= grid[1] <= geo.MAX_YZ and 1 <= grid[2] <= geo.MAX_YZ, grid
+    assert 1 <= int(np.prod(block)) <= geo.MAX_THREADS and len(block) <= 3, block
+    assert 0 <= smem <= geo.MAX_STATIC_SMEM
+
+
+def test_column_grid_is_capped():
+    # (100000, 16, 64) over axis 1: gridDim.y was the 100000 outer rows, and the launch failed
+    g = geo.cuda_reduce_geometry(reduce_plan((100000, 16, 64), (1,)), sms=132)
+    assert g.kernel == "col"
+    check_limits(g.grid, g.block, g.smem)
+
+
+def test_nchw_channel_statistics_use_the_row_kernel():
+    # (8192, 2, 8192) over (0, 2) put 262144 chunks in gridDim.y, and each 256-thread block had two
+    # live threads reading runs 8192 elements apart
+    g = geo.cuda_reduce_geometry(reduce_plan((8192, 2, 8192), (0, 2)), sms=132)
+    assert g.kernel == "row" and g.row_multi and g.length == 8192 and g.runs == 8192
+    check_limits(g.grid, g.block, g.smem)
+    assert g.grid[0] * g.grid[1] >= 132 * 4     # enough blocks for every SM
+    g = geo.cuda_reduce_geometry(reduce_plan((64, 256, 56 * 56), (0, 2), D.FLOAT16), sms=132)
+    assert g.kernel == "row" and g.row_multi
+
+
+def test_blocks_fit_the_outputs():
+    g = geo.cuda_reduce_geometry(reduce_plan((6, 5, 7, 3), (0, 2)), sms=132)
+    assert g.kernel == "general" and g.block == (32, 1)
+    g = geo.cuda_reduce_geometry(reduce_plan((16, 3, 1024), (0, 2)), sms=132)
+    assert g.kernel == "row" and g.warp_rows and g.block == (96, 1)    # a warp for each of 3 rows
+
+
+def test_reduce_geometry_never_one_block():
+    g = geo.cuda_reduce_geometry(reduce_plan((1 << 28,), (0,)), sms=132)
+    assert g.kernel == "row" and g.n_chunks > 100 and g.grid[1] == g.n_chunks        # full reduction split
+    g = geo.cuda_reduce_geometry(reduce_plan((8, 1 << 24), (1,)), sms=132)
+    assert not g.warp_rows and g.n_chunks > 1                                          # few long rows split
+    g = geo.cuda_reduce_geometry(reduce_plan((1 << 22, 16), (1,)), sms=132)
+    assert g.warp_rows and g.n_chunks == 1 and g.grid == ((1 << 22) // 8, 1)          # many short rows
+    g = geo.cuda_reduce_geometry(reduce_plan((1 << 20, 16), (0,)), sms=132)
+    assert g.kernel == "col" and g.n_chunks > 1 and g.block == (32, 8)                # few outputs: split R
+
+
+def _random_shape(rng):
+    nd = int(rng.integers(1, 6))
+    kind = rng.integers(0, 3)
+    if kind == 0:       # extreme aspect ratios
+        shape = [1] * nd
+        shape[int(rng.integers(0, nd))] = int(rng.integers(1 << 20, 1 << 34))
+        for d in range(nd):
+            shape[d] = shape[d] if shape[d] > 1 else int(rng.integers(1, 4))
+    elif kind == 1:     # more than 2^31 elements
+        shape = [int(rng.integers(1 << 8, 1 << 14)) for _ in range(nd)]
+        while np.prod(shape, dtype=object) < 1 << 31:
+            shape[int(rng.integers(0, nd))] *= 8
+    else:
+        shape = [int(rng.integers(1, 300)) for _ in range(nd)]
+    return tuple(shape)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_geometry_respects_cudas_limits(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(150):
+        shape = _random_shape(rng)
+        nd = len(shape)
+        axes = tuple(d for d in range(nd) if rng.random() < 0.5)
+        sms = int(rng.choice([1, 20, 132, 144]))
+        g = geo.cuda_reduce_geometry(reduce_plan(shape, axes), sms=sms)
+        check_limits(g.grid, g.block, g.smem)
+        if g.n_chunks > 1:
+            check_limits(*g.finalize_geometry(int(np.prod([s for i, s in enumerate(shape) if i not in axes],
+                                                          dtype=object)), sms))
+        bcast = tuple(0 if rng.random() < 0.3 else s for s in packed_strides(shape))
+        p = ew_plan(shape, bcast)
+        if geo.ew_uses_rows(p):
+            for w in (1, 4):
+                check_limits(*geo.ew_rows_geometry(p, w, sms))
+        check_limits(geo.cuda_ew_grid(p.count, 4, geo.BLOCK, sms), (geo.BLOCK,))
+
+
+# --- host simulation of the kernels' index mapping -------------------------------------------
+
+def _keep_offset(plan, k, which):
+    st = plan.keep_in_strides if which == 1 else plan.keep_out_strides
+    off = 0
+    for d in range(len(plan.keep_shape) - 1, -1, -1):
+        k, i = divmod(k, plan.keep_shape[d]) if d else (0, k)
+        off += i * st[d]
+    return off
+
+
+def _red_offset(plan, j, dims):
+    off = 0
+    for d in range(dims - 1, -1, -1):
+        j, i = divmod(j, plan.red_shape[d])
+        off += i * plan.red_strides[d]
+    return off
+
+
+def simulate_reduce(plan, g):
+    """{output offset: Counter of input offsets read}, and how often each (output, chunk) is emitted."""
+    reads, emits = defaultdict(Counter), Counter()
+    gx, gy, gz = tuple(g.grid) + (1,) * (3 - len(g.grid))
+    n_out = plan.n_out
+    if g.kernel == "row":
+        per_block = g.block[0] // 32 if g.warp_rows else 1
+        for bx, by in product(range(gx), range(gy)):
+            for chunk, w in product(range(by, g.n_chunks, gy), range(per_block)):
+                for k in range(bx * per_block + w, n_out, gx * per_block):
+                    base, o = _keep_offset(plan, k, 1), _keep_offset(plan, k, 2)
+                    if g.row_multi:
+                        for r in range(chunk * g.chunk, min(g.runs, chunk * g.chunk + g.chunk)):
+                            ro = _red_offset(plan, r, len(plan.red_shape) - 1) if len(plan.red_shape) > 1 else 0
+                            reads[o].update(base + ro + i for i in range(g.length))
+                    else:
+                        reads[o].update(base + i for i in range(chunk * g.chunk, min(g.length, (chunk + 1) * g.chunk)))
+                    emits[(k, chunk)] += 1
+    elif g.kernel == "col":
+        inner, n_outer, rs = plan.inner, n_out // plan.inner, plan.row_stride
+        for bx, by, bz in product(range(gx), range(gy), range(gz)):
+            for chunk, o, cb in product(range(bz, g.n_chunks, gz), range(by, n_outer, gy),
+                                        range(bx, -(-inner // 32), gx)):
+                for col in range(cb * 32, min(inner, cb * 32 + 32)):
+                    k = o * inner + col
+                    base = _keep_offset(plan, k, 1)
+                    reads[_keep_offset(plan, k, 2)].update(
+                        base + r * rs for r in range(chunk * g.chunk, min(g.length, (chunk + 1) * g.chunk)))
+                    emits[(k, chunk)] += 1
+    else:
+        for bx, by in product(range(gx), range(gy)):
+            for chunk, t in product(range(by, g.n_chunks, gy), range(g.block[0])):
+                for k in range(bx * g.block[0] + t, n_out, gx * g.block[0]):
+                    base = _keep_offset(plan, k, 1)
+                    reads[_keep_offset(plan, k, 2)].update(
+                        base + _red_offset(plan, j, len(plan.red_shape))
+                        for j in range(chunk * g.chunk, min(g.length, (chunk + 1) * g.chunk)))
+                    emits[(k, chunk)] += 1
+    return reads, emits
+
+
+def expected_reads(shape, axes, in_strides):
+    """{output offset (packed output): Counter of input offsets}, straight from the descriptor."""
+    out_strides = packed_strides(tuple(1 if i in axes else s for i, s in enumerate(shape)))
+    exp = defaultdict(Counter)
+    for idx in np.ndindex(*shape):
+        o = sum(i * s for d, (i, s) in enumerate(zip(idx, out_strides)) if d not in axes)
+        exp[o][sum(i * s for i, s in zip(idx, in_strides))] += 1
+    return exp
+
+
+@pytest.fixture
+def small_caps(monkeypatch):
+    # tiny grid limits, so the kernels' loops over their grid run on small cases
+    monkeypatch.setattr(geo, "MAX_X", 3)
+    monkeypatch.setattr(geo, "MAX_YZ", 2)
+
+
+@pytest.mark.parametrize("shape,axes,strides", [
+    ((5, 3000), (1,), None), ((300, 12), (1,), None), ((2, 9000), (1,), None), ((9000,), (0,), None),
+    ((40, 7, 33), (1,), None), ((700, 40), (0,), None), ((3, 6, 64), (0, 2), None), ((4, 3, 40), (0, 2), None),
+    ((6, 5, 7, 3), (0, 2), None), ((7, 11, 13), (0, 1, 2), None), ((3, 4), (), None),
+    ((4, 5, 6), (1,), (60, 1, 5)), ((4, 5, 6), (0, 2), (0, 6, 1))])
+@pytest.mark.parametrize("sms", [1, 2])
+def test_reduce_mapping_covers_every_element_once(small_caps, shape, axes, strides, sms):
+    plan = reduce_plan(shape, axes, strides=strides)
+    g = geo.cuda_reduce_geometry(plan, sms=sms)
+    check_limits(g.grid, g.block, g.smem)
+    reads, emits = simulate_reduce(plan, g)
+    assert reads == expected_reads(shape, axes, strides or packed_strides(shape))
+    assert sorted(emits) == sorted(product(range(plan.n_out), range(g.n_chunks))) and set(emits.values()) == {1}
+
+
+def simulate_ew(plan, kernel, w, grid, block):
+    """{output offset: tuple of input offsets} written by the strided or rows kernel, counting writes."""
+    s = cuda_macros.pack_dims(plan)[0]
+    magic32 = cuda_macros.ew_index_is_32bit(plan)
+    nd, nin = plan.ndim, plan.n_inputs
+
+    def div(n, d):
+        return cuda_macros.magic_div(n, int(s["magic"][d]), int(s["shift"][d])) if magic32 else n // int(s["size"][d])
+
+    def unflatten(i, last):
+        idx = [0] * nd
+        for d in range(last - 1, 0, -1):
+            q = div(i, d)
+            idx[d], i = i - q * int(s["size"][d]), q
+        if last:
+            idx[0] = i
+        return idx
+
+    def offs(idx, last, e=0):
+        return tuple(sum(idx[d] * int(s["stride"][k][d]) for d in range(last)) + e for k in range(nin + 1))
+
+    written = Counter()
+    result = {}
+    gx, gy = tuple(grid) + (1,) * (2 - len(grid))
+    bx, by = tuple(block) + (1,) * (2 - len(block))
+    if kernel == "strided":
+        for i in range(0, plan.count):
+            assert (i % (gx * bx)) < gx * bx
+            o = offs(unflatten(i, nd), nd)
+            written[o[-1]] += 1
+            result[o[-1]] = o[:-1]
+        return result, written
+    inner = plan.shape[-1]
+    nfull, rows = inner // w, plan.count // inner
+    pieces = nfull + inner % w
+    for x0, y0 in product(range(gx * bx), range(gy * by)):
+        for row in range(y0, rows, gy * by):
+            idx = unflatten(row, nd - 1)
+            for v in range(x0, pieces, gx * bx):
+                es = range(v * w, v * w + w) if v < nfull else [nfull * w + v - nfull]
+                for e in es:
+                    o = offs(idx, nd - 1, e)
+                    written[o[-1]] += 1
+                    result[o[-1]] = o[:-1]
+    return result, written
+
+
+@pytest.mark.parametrize("shape,in_strides", [((4, 300), (0, 1)), ((3, 5, 70), (0, 70, 1)), ((2, 3, 4, 66), None),
+                                              ((5, 7), (1, 5)), ((3, 4, 5), (0, 1, 4)), ((6, 131), (0, 1))])
+@pytest.mark.parametrize("sms", [1, 3])
+def test_elementwise_mapping_covers_every_element_once(small_caps, shape, in_strides, sms):
+    in_strides = in_strides or packed_strides(shape)
+    plan = ew_plan(shape, in_strides, nin=2)
+    out_strides = packed_strides(shape)
+    exp = {sum(i * s for i, s in zip(idx, out_strides)): (sum(i * s for i, s in zip(idx, in_strides)),) * 2
+           for idx in np.ndindex(*shape)}
+    if geo.ew_uses_rows(plan):
+        runs = [(1, geo.ew_rows_geometry(plan, 1, sms))]
+        if geo.ew_rows_vectorizable(plan):
+            runs.append((4, geo.ew_rows_geometry(plan, 4, sms)))
+        for w, (grid, block) in runs:
+            check_limits(grid, block)
+            got, written = simulate_ew(plan, "rows", w, grid, block)
+            assert got == exp and set(written.values()) == {1}
+    else:
+        got, written = simulate_ew(plan, "strided", 1, geo.cuda_ew_grid(plan.count, 1, geo.BLOCK, sms), (geo.BLOCK,))
+        assert got == exp and set(written.values()) == {1}
