@@ -13,10 +13,10 @@ from ..runtime.device import DeviceInfo
 from .base import Backend, Program
 
 
-def tensor_view(native: np.ndarray, offset: int, desc) -> np.ndarray:
+def layout(desc) -> tuple:
+    """(sizes, numpy dtype, byte strides) of a tensor: what a view over a byte buffer needs."""
     dt = desc.numpy_dtype
-    return np.ndarray(desc.sizes, dt, buffer=native, offset=offset,
-                      strides=tuple(s * dt.itemsize for s in desc.effective_strides))
+    return desc.sizes, dt, tuple(s * dt.itemsize for s in desc.effective_strides)
 
 
 def _compute(plan, xs: list) -> np.ndarray:
@@ -37,12 +37,15 @@ def _compute(plan, xs: list) -> np.ndarray:
 class CpuProgram(Program):
     def __init__(self, plan):
         self.plan = plan
+        *ins, out = (layout(t) for t in plan.tensors)
+        self.in_layouts, self.out_layout = ins, out
 
     def run(self, inputs, outputs, temporary) -> None:
-        *in_ts, out_t = self.plan.tensors
-        xs = [tensor_view(n, off, t) for (n, off), t in zip(inputs, in_ts)]
+        xs = [np.ndarray(sz, dt, buffer=n, offset=off, strides=st)
+              for (n, off), (sz, dt, st) in zip(inputs, self.in_layouts)]
         r = _compute(self.plan, xs)
-        tensor_view(outputs[0][0], outputs[0][1], out_t)[...] = r
+        (n, off), (sz, dt, st) = outputs[0], self.out_layout
+        np.ndarray(sz, dt, buffer=n, offset=off, strides=st)[...] = r
 
 
 class CpuBackend(Backend):

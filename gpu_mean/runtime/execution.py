@@ -30,7 +30,7 @@ class Executor:
         self.device = device
         self.backend = backend
         self.removed: DmlError | None = None
-        self.lock = threading.RLock()
+        self.lock = threading.Lock()        # never taken twice by one thread: no public entry nests
         self._local = threading.local()     # per-thread scratch for the one-call execute
 
     # -- faults
@@ -39,8 +39,8 @@ class Executor:
             raise DeviceRemovedError(f"{self.device.name} was removed: {self.removed}") from self.removed
 
     def guard(self, what: str, fn, *args):
-        """Run a backend call; native errors become OutOfMemoryError or remove the device."""
-        self.check_alive()
+        """Run a backend call; native errors become OutOfMemoryError or remove the device. Every
+        public entry checks that the device is alive before it gets here."""
         try:
             return fn(*args)
         except self.backend.native_errors as e:
@@ -53,13 +53,16 @@ class Executor:
 
     # -- memory
     def allocate(self, size: int) -> Buffer:
+        self.check_alive()
         return Buffer(self.device, self.guard(f"allocating {size} bytes", self.backend.alloc, size), size)
 
     def write(self, native, offset: int, raw) -> None:
+        self.check_alive()
         with self.lock:
             self.guard("a write", self.backend.write, native, offset, raw)
 
     def read(self, native, offset: int, nbytes: int):
+        self.check_alive()
         with self.lock:
             return self.guard("a read", self.backend.read, native, offset, nbytes)
 
@@ -178,6 +181,7 @@ class Executor:
         self.guard(f"executing {d.desc.name}", d.program.run, *launch_args(d, ins, outs, temp, pers))
 
     def synchronize(self) -> None:
+        self.check_alive()
         with self.lock:
             self.guard("synchronize", self.backend.finish)
 
