@@ -91,6 +91,29 @@ class Case:
             base = f"{self.op} {t} {word}"
         return base
 
+    @property
+    def shape_class(self) -> str:
+        """The performance class of the targets tables (E1-E2, N, R1-R6), derived from the value."""
+        if self.op in ("mean", "add", "identity"):
+            return "E2 broadcast" if self.layout == "broadcast" else "E1 contiguous"
+        if self.op == "nary":
+            return "N n-ary"
+        kept = [s for i, s in enumerate(self.shape) if i not in self.axes and s > 1]
+        red = [i for i in self.axes if self.shape[i] > 1]
+        if not kept:
+            return "R1 full"
+        if red and red != list(range(red[0], red[-1] + 1)):
+            return "R6 non-adjacent axes"
+        if red and red[-1] == len(self.shape) - 1:
+            n = 1
+            for i in red:
+                n *= self.shape[i]
+            return "R2 inner, long" if n >= 512 else "R3 inner, short"
+        outputs = 1
+        for s in kept:
+            outputs *= s
+        return "R4 outer, many outputs" if outputs >= 4096 else "R5 outer, few outputs"
+
     def input_descs(self) -> tuple:
         return self.desc().input_tensors()
 
@@ -137,6 +160,7 @@ class Case:
         return total
 
     def to_json(self) -> dict:
-        return {"name": self.name, "operator": self.operator, "op": self.op, "dtype": self.dtype.name,
+        return {"name": self.name, "class": self.shape_class, "operator": self.operator, "op": self.op,
+                "dtype": self.dtype.name,
                 "shape": list(self.shape), "axes": None if self.axes is None else list(self.axes),
                 "layout": self.layout, "inputs": self.inputs if self.op == "nary" else None}

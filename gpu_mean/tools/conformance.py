@@ -152,6 +152,13 @@ def plan(dev, quick: bool, ops=None, dtypes=None) -> tuple[list, list]:
     return sections, notes
 
 
+def count(dev, quick: bool, ops=None, dtypes=None) -> int:
+    """How many cases and negative cases run_suite will run (for the progress bar)."""
+    sections, _ = plan(dev, quick, ops, dtypes)
+    negs = [n for n in negative_cases(dev.feature_level) if not ops or n[0] in ops]
+    return sum(len(c["cases"]) for s in sections for c in s["cells"]) + len(negs)
+
+
 def run_suite(dev, quick=False, ops=None, dtypes=None, progress=None) -> dict:
     """Runs every (operator, data type, rank) the device's level supports and the negative cases;
     returns the report as a JSON-ready dict."""
@@ -243,10 +250,7 @@ def main(device=None, feature_level=None, quick=False, json_path=None, ops=None,
     from .. import backends
     dev = backends.create_device(device, feature_level)
     print(f"conformance: {dev.name}, feature level {dev.feature_level.label}{' (quick)' if quick else ''}")
-    sections, _ = plan(dev, quick, ops, dtypes)
-    total = sum(len(c["cases"]) for s in sections for c in s["cells"]) + len(
-        [n for n in negative_cases(dev.feature_level) if not ops or n[0] in ops])
-    rep = run_suite(dev, quick, ops, dtypes, Progress(total))
+    rep = run_suite(dev, quick, ops, dtypes, Progress(count(dev, quick, ops, dtypes)))
     for line in format_report(rep):
         print(line)
     s = rep["summary"]
