@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up a fresh machine: Debian's PoCL (the OpenCL CPU device) and a virtual environment at .venv
-# with gpu_mean installed editable plus its OpenCL, ONNX and test extras. Safe to run again.
+# with gpu_mean installed editable plus its OpenCL, ONNX, test and plot extras. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if command -v apt-get >/dev/null 2>&1 && ! dpkg -s pocl-opencl-icd >/dev/null 2>&1; then
@@ -11,4 +11,4 @@ fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[opencl,test]"
+.venv/bin/python -m pip install -q -e ".[opencl,test,plot]"
