@@ -71,6 +71,17 @@ def _ints(text: str) -> tuple:
     return v
 
 
+PEERS = ("numpy", "onnxruntime", "cupy", "torch")
+
+
+def _peers(text: str) -> set:
+    names = {x.strip().lower() for x in text.split(",") if x.strip()}
+    bad = names - set(PEERS)
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"{text!r}: choose from {', '.join(PEERS)}")
+    return names
+
+
 def cmd_devices(args) -> int:
     from . import backends
     status = backends.backend_status()
@@ -133,7 +144,9 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("--sweep", action="store_true", help="sizes from 16 KiB to 4x the last-level cache "
                     "(capped by --size-mb)")
     pr.add_argument("--repeat", type=_positive(int), default=10, help="timed runs per case (median)")
-    pr.add_argument("--peers", action="store_true", help="also time numpy/onnxruntime/CuPy/PyTorch where present")
+    pr.add_argument("--peers", nargs="?", const=True, default=False, type=_peers, metavar="LIST",
+                    help="also time the peers present (numpy, onnxruntime, cupy, torch), or only those listed, "
+                    "e.g. --peers cupy,torch")
     pr.add_argument("--json", metavar="FILE", help="write every number as JSON")
     pr.add_argument("--plot", metavar="FILE.png", help="plot bandwidth against size (needs matplotlib)")
     return p

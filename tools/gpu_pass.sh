@@ -51,16 +51,18 @@ step() {   # step NAME LIMIT_S COMMAND...
 
 $GM devices > "$OUTDIR/devices.log" 2>&1
 step tests 200 env GPU_MEAN_TEST_DEVICES="cpu,${DEV}:0" $PY -m pytest -q -ra -p no:cacheprovider ${GPU_PASS_TESTS:-tests}
-step conformance 90 $GM conformance --device "$DEV" --json "$OUTDIR/conformance.json"
+step conformance 120 $GM conformance --device "$DEV" --json "$OUTDIR/conformance.json"
 if command -v compute-sanitizer >/dev/null 2>&1 && [ "$DEV" = cuda ]; then
   step sanitizer 120 compute-sanitizer --tool memcheck --error-exitcode 9 $GM conformance --device cuda --quick
 else
   echo "| sanitizer | skipped: no compute-sanitizer or not CUDA | - | 0 |" >> "$SUMMARY"
 fi
-step profile 90 $GM profile --device "$DEV" --size-mb "${GPU_PASS_MB:-1024}" --repeat 20 --peers \
+# CuPy and PyTorch are the peers on a GPU (numpy and onnxruntime would time the host CPU)
+PEERS=${GPU_PASS_PEERS:-cupy,torch}
+step profile 75 $GM profile --device "$DEV" --size-mb "${GPU_PASS_MB:-1024}" --repeat 20 --peers "$PEERS" \
   --json "$OUTDIR/profile.json"
-step sweep 90 $GM profile --device "$DEV" --sweep --size-mb "${GPU_PASS_SWEEP_MB:-512}" --dtype f32 \
-  --op mean --op reduce --repeat 10 --peers --json "$OUTDIR/sweep.json" --plot "$OUTDIR/sweep.png"
+step sweep 75 $GM profile --device "$DEV" --sweep --size-mb "${GPU_PASS_SWEEP_MB:-512}" --dtype f32 \
+  --op mean --op reduce --repeat 10 --peers "$PEERS" --json "$OUTDIR/sweep.json" --plot "$OUTDIR/sweep.png"
 {
   echo
   echo "Logs: one per step (\`<step>.log\`); conformance.json, profile.json, sweep.json, sweep.png."

@@ -199,8 +199,10 @@ def profile(dev, case_list: list[Case], repeat: int, peers: bool, log=print) -> 
             fns["numpy"] = numpy_peer(case)
             fns["onnxruntime"] = ort_peer(case)
             fns.update(gpu_peers(case))
-        times = side_by_side({k: f for k, f in fns.items() if f is not None}, repeat,
-                             pause=PAUSE_S if peers else 0.0)
+            if peers is not True:   # a chosen set of peers
+                fns = {k: f for k, f in fns.items() if k in ("ours", "copy") or k in peers}
+        fns = {k: f for k, f in fns.items() if f is not None}
+        times = side_by_side(fns, repeat, pause=PAUSE_S if "onnxruntime" in fns else 0.0)
         t, tc = times.pop("ours"), times.pop("copy")
         bw, copy_bw = case.traffic / t / 1e9, copy.traffic / tc / 1e9
         row = {**case.to_json(), "bytes": case.traffic, "time_s": t, "gbps": bw, "copy_time_s": tc,
