@@ -108,7 +108,7 @@ def test_conformance_detects_an_accepted_invalid_descriptor(monkeypatch, cpu):
 def test_profile_json_plot_and_skip_note(tmp_path):
     lines = []
     js, png = tmp_path / "p.json", tmp_path / "p.png"
-    assert profile_report.main("cpu", size_mb=0.0625, repeat=1, peers=True, ops=["mean", "reduce"],
+    assert profile_report.main("cpu", size_mb=0.0625, repeat=1, peers={"numpy"}, ops=["mean", "reduce"],
                                dtypes=["FLOAT32"], sweep=True, json_path=str(js), plot_path=str(png),
                                log=lines.append) == 0
     text = "\n".join(lines)
@@ -117,11 +117,20 @@ def test_profile_json_plot_and_skip_note(tmp_path):
     assert {r["input_bytes"] for r in rep["results"]} == {16384, 65536}
     assert all(r["gbps"] > 0 and r["fraction_of_copy"] > 0 for r in rep["results"])
     assert any("numpy" in r["peers"] for r in rep["results"])
+    assert not any("onnxruntime" in r["peers"] for r in rep["results"])   # only the peers asked for
     assert png.read_bytes()[:4] == b"\x89PNG"
     lines.clear()
     profile_report.main("cpu", repeat=1, ops=["reduce"], dtypes=["FLOAT64"], shape=(4, 8), axes=(1,),
                         log=lines.append)
     assert any("skipped reduce f64" in line for line in lines)
+
+
+def test_profile_quick(device):
+    """Every shape class runs on every device in CI, at a tiny size."""
+    results, skipped = profiler.profile(device, profiler.class_cases(4096), repeat=1, peers=False,
+                                        log=lambda *a: None)
+    assert len(results) == 18 and not skipped
+    assert {r["class"] for r in results} >= {"R1 full", "R4 outer, many outputs", "R6 non-adjacent axes"}
 
 
 def test_profile_cases_for_bench_prefetch():

@@ -59,6 +59,7 @@ class Case:
     axes: tuple | None = None      # reductions only
     layout: str = "packed"
     inputs: int = 2                # the n-ary mean's input count
+    klass: str = ""                # the performance class a case list means it to stand for (else derived)
 
     def __post_init__(self):
         if self.op not in OPERATORS:
@@ -93,7 +94,10 @@ class Case:
 
     @property
     def shape_class(self) -> str:
-        """The performance class of the targets tables (E1-E2, N, R1-R6), derived from the value."""
+        """The performance class of the targets tables (E1-E2, N, R1-R6): as given, else derived from
+        the shape and axes (a sweep's smallest sizes would otherwise move a case between classes)."""
+        if self.klass:
+            return self.klass
         if self.op in ("mean", "add", "identity"):
             return "E2 broadcast" if self.layout == "broadcast" else "E1 contiguous"
         if self.op == "nary":

@@ -42,15 +42,15 @@ def class_cases(n: int, dtypes=(F32, F16)) -> list[Case]:
     side = max(1, int((n // 1024) ** 0.5))
     out = []
     for dt in dtypes:
-        out += [Case("mean", dt, _rows(n, 1024)),                         # E1 contiguous
-                Case("mean", dt, _rows(n, 1024), layout="broadcast"),     # E2 broadcast over dim 0
-                Case("nary", dt, _rows(n, 1024), inputs=3),               # n-ary (ext)
-                Case("reduce", dt, (n,), (0,)),                           # R1 full
-                Case("reduce", dt, _rows(n, 4096), (1,)),                 # R2 inner axis, long rows
-                Case("reduce", dt, _rows(n, 8), (1,)),                    # R3 inner axis, short rows
-                Case("reduce", dt, _rows(n, 32768), (0,)),          # R4 outer axis, many outputs
-                Case("reduce", dt, _rows(n, 16), (0,)),             # R5 outer axis, few outputs
-                Case("reduce", dt, (16, 64, side, side), (0, 2, 3))]      # R6 NCHW per channel
+        out += [Case("mean", dt, _rows(n, 1024), klass="E1 contiguous"),
+                Case("mean", dt, _rows(n, 1024), layout="broadcast", klass="E2 broadcast"),
+                Case("nary", dt, _rows(n, 1024), inputs=3, klass="N n-ary"),
+                Case("reduce", dt, (n,), (0,), klass="R1 full"),
+                Case("reduce", dt, _rows(n, 4096), (1,), klass="R2 inner, long"),
+                Case("reduce", dt, _rows(n, 8), (1,), klass="R3 inner, short"),
+                Case("reduce", dt, _rows(n, 32768), (0,), klass="R4 outer, many outputs"),
+                Case("reduce", dt, _rows(n, 16), (0,), klass="R5 outer, few outputs"),
+                Case("reduce", dt, (16, 64, side, side), (0, 2, 3), klass="R6 non-adjacent axes")]
     return out
 
 
@@ -205,7 +205,8 @@ def profile(dev, case_list: list[Case], repeat: int, peers: bool, log=print) -> 
         times = side_by_side(fns, repeat, pause=PAUSE_S if "onnxruntime" in fns else 0.0)
         t, tc = times.pop("ours"), times.pop("copy")
         bw, copy_bw = case.traffic / t / 1e9, copy.traffic / tc / 1e9
-        row = {**case.to_json(), "bytes": case.traffic, "time_s": t, "gbps": bw, "copy_time_s": tc,
+        row = {**case.to_json(), "bytes": case.traffic, "input_bytes": n * case.dtype.numpy_dtype.itemsize,
+               "time_s": t, "gbps": bw, "copy_time_s": tc,
                "copy_gbps": copy_bw, "fraction_of_copy": bw / copy_bw,
                "peers": {p: {"time_s": tp, "gbps": case.traffic / tp / 1e9, "ours_faster": tp / t}
                          for p, tp in times.items()}}
