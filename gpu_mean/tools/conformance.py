@@ -249,7 +249,11 @@ def format_report(rep: dict) -> list[str]:
 def main(device=None, feature_level=None, quick=False, json_path=None, ops=None, dtypes=None) -> int:
     from .. import backends
     dev = backends.create_device(device, feature_level)
-    print(f"conformance: {dev.name}, feature level {dev.feature_level.label}{' (quick)' if quick else ''}")
+    print(f"conformance: {dev.name}, feature level {dev.feature_level.label}{' (quick)' if quick else ''}; "
+          f"reference: the exact oracle")
+    if dev.info.backend != "cpu":
+        print("conformance: kernels are compiled as each case first needs them (seconds on a first run; "
+              "cached on disk afterwards)", flush=True)
     rep = run_suite(dev, quick, ops, dtypes, Progress(count(dev, quick, ops, dtypes)))
     for line in format_report(rep):
         print(line)

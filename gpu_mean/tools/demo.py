@@ -1,6 +1,6 @@
 """``gpu-mean demo``: the main job in under a minute. On the best device present it builds a few
 descriptors, runs them and checks them against the CPU reference device, runs the quick conformance
-pass against the exact oracle, and times three cases against the device's copy kernel and the peers,
+pass against the exact oracle, and times four shape classes against the device's copy kernel and the peers,
 then says in plain lines what was verified and how fast it was."""
 from __future__ import annotations
 
