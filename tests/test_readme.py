@@ -45,7 +45,8 @@ def test_gpu_mean_commands_parse():
     cmds = [shlex.split(ln)[1:] for ln in lines if ln.startswith("gpu-mean ")]
     assert len(cmds) >= 5
     for argv in cmds:
-        argv = [a.replace("cuda", "cpu") for a in argv]   # parse where no GPU is present
+        # --device is checked against the devices present: parse the rest where there is no GPU or OpenCL
+        argv = ["cpu" if i and argv[i - 1] == "--device" else a for i, a in enumerate(argv)]
         cli.parser().parse_args(argv)
 
 
