@@ -72,12 +72,12 @@ def main(device=None, log=print) -> int:
         f"for element-wise, within 1 ulp of the exact mean for reductions; integers exact); "
         f"{s['negative_passed']} of {s['negative_passed'] + s['negative_failed']} invalid descriptors rejected "
         f"({rep['seconds']:.0f} s)")
-    log(f"3. Speed on {DEMO_MIB} MiB float32 inputs, median of 5 runs. GB/s = bytes read once + written once, "
+    log(f"3. Speed on {DEMO_MIB} MiB float32 inputs, median of 8 runs. GB/s = bytes read once + written once, "
         "over time; 'of copy' = against this device's own copy kernel (1.0 = as fast as a copy); higher is better:")
     n = DEMO_MIB * 2**20 // 4
     picks = [c for c in profiler.class_cases(n, (F32,)) if c.shape_class in (
         "E1 contiguous", "R1 full", "R2 inner, long", "R4 outer, many outputs")]
-    results, _ = profiler.profile(dev, picks, repeat=5, peers=True, log=lambda *a: None)
+    results, _ = profiler.profile(dev, picks, repeat=8, peers=True, log=lambda *a: None)
     for r in results:
         peers = ", ".join(f"{p} {v['gbps']:.1f} GB/s" for p, v in r["peers"].items()) or "no peer present"
         log(f"   {r['class']:24s} {r['name']:22s} {r['gbps']:6.1f} GB/s = {r['fraction_of_copy']:.2f} of copy "

@@ -236,9 +236,13 @@ def last_level_cache(dev) -> int:
 
 
 def sweep_sizes(llc: int, max_bytes: int) -> list[int]:
-    """Input sizes in bytes, by factors of 4 from 16 KiB to 4x the last-level cache (or ``max_bytes``)."""
+    """Input sizes in bytes, by factors of 4 from 16 KiB up to 4x the last-level cache (or
+    ``max_bytes``), that limit itself included."""
+    limit = min(4 * llc, max_bytes)
     sizes, s = [], 16 * 1024
-    while s <= min(4 * llc, max_bytes):
+    while s <= limit:
         sizes.append(s)
         s *= 4
-    return sizes or [min(max_bytes, 16 * 1024)]
+    if not sizes or sizes[-1] < limit:
+        sizes.append(limit)
+    return sizes
