@@ -127,8 +127,9 @@ def run_case(dev, case: Case, bar=None) -> tuple[bool, int | None, str]:
     return err <= tol, err, ""
 
 
-def plan(dev, quick: bool, ops=None, dtypes=None) -> tuple[list, list]:
-    """(operator sections, notes) for ``dev``'s level: each section lists its (dtype, ndim, cases)."""
+def plan(dev, quick: bool, ops=None, dtypes=None, ranks=None) -> tuple[list, list]:
+    """(operator sections, notes) for ``dev``'s level: each section lists its (dtype, ndim, cases).
+    ``ranks`` limits the dimension counts (default: all, or the smallest, 4 and the largest if quick)."""
     sections, notes = [], []
     for op, table in TABLES.items():
         if ops and op not in ops:
@@ -141,6 +142,8 @@ def plan(dev, quick: bool, ops=None, dtypes=None) -> tuple[list, list]:
             continue
         dims = sorted(row[1])
         ndims = sorted({dims[0], 4, dims[-1]} & set(dims)) if quick else dims
+        if ranks:
+            ndims = [n for n in ndims if n in ranks] or [n for n in dims if n in ranks]
         for dt in sorted(row[2], key=lambda d: d.name):
             if dtypes and dt.name not in dtypes:
                 continue
@@ -152,18 +155,18 @@ def plan(dev, quick: bool, ops=None, dtypes=None) -> tuple[list, list]:
     return sections, notes
 
 
-def count(dev, quick: bool, ops=None, dtypes=None) -> int:
+def count(dev, quick: bool, ops=None, dtypes=None, ranks=None) -> int:
     """How many cases and negative cases run_suite will run (for the progress bar)."""
-    sections, _ = plan(dev, quick, ops, dtypes)
+    sections, _ = plan(dev, quick, ops, dtypes, ranks)
     negs = [n for n in negative_cases(dev.feature_level) if not ops or n[0] in ops]
     return sum(len(c["cases"]) for s in sections for c in s["cells"]) + len(negs)
 
 
-def run_suite(dev, quick=False, ops=None, dtypes=None, progress=None) -> dict:
+def run_suite(dev, quick=False, ops=None, dtypes=None, progress=None, ranks=None) -> dict:
     """Runs every (operator, data type, rank) the device's level supports and the negative cases;
     returns the report as a JSON-ready dict."""
     t0 = time.perf_counter()
-    sections, notes = plan(dev, quick, ops, dtypes)
+    sections, notes = plan(dev, quick, ops, dtypes, ranks)
     negs = [n for n in negative_cases(dev.feature_level) if not ops or n[0] in ops]
     total = sum(len(c["cases"]) for s in sections for c in s["cells"]) + len(negs)
     bar = progress or Progress(total, enabled=False)
