@@ -118,7 +118,11 @@ def test_profile_json_plot_and_skip_note(tmp_path):
     assert all(r["gbps"] > 0 and r["fraction_of_copy"] > 0 for r in rep["results"])
     assert any("numpy" in r["peers"] for r in rep["results"])
     assert not any("onnxruntime" in r["peers"] for r in rep["results"])   # only the peers asked for
-    assert png.read_bytes()[:4] == b"\x89PNG"
+    try:
+        import matplotlib  # noqa: F401   (the optional plot extra)
+        assert png.read_bytes()[:4] == b"\x89PNG"
+    except ImportError:
+        assert "matplotlib is not installed" in text and not png.exists()
     lines.clear()
     profile_report.main("cpu", repeat=1, ops=["reduce"], dtypes=["FLOAT64"], shape=(4, 8), axes=(1,),
                         log=lines.append)
