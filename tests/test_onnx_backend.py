@@ -1,9 +1,13 @@
 """The official ONNX backend test runner, restricted to the mean tests, on every device present.
 
 The generated ids carry the device: OnnxBackendNodeModelTest_opencl_0::test_mean_example_cpu runs on
-opencl:0. The _cuda ids run only on a backend bound to a CUDA device.
+opencl:0. The _cuda ids are collected only for a backend bound to a CUDA device.
 """
 from __future__ import annotations
+
+import re
+import unittest
+import warnings
 
 import pytest
 
@@ -16,6 +20,27 @@ from gpu_mean import backends, onnx_backend  # noqa: E402
 PATTERN = r"(test_mean_|test_reduce_mean_|test_operator_reduced_mean)"
 
 
+def _mean_cases(backend) -> dict:
+    """{class name: the runner's test functions whose ids match PATTERN}. The runner's classes carry
+    all ~3800 node tests with the unmatched ones marked skip; only the mean cases are collected here,
+    so that the suite reports what it runs. Building the cases runs onnx's own numpy code, whose
+    overflow and divide-by-zero warnings (Cast, ReduceLogSum, ...) say nothing about this project."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        bt = onnx.backend.test.BackendTest(backend, __name__)
+        bt.include(PATTERN)
+        cases = bt.test_cases
+    # an id runs on one ONNX device; ids for a device the backend does not claim would only be skips
+    devices = tuple(f"_{d.lower()}" for d in ("CPU", "CUDA") if backend.supports_device(d))
+    out = {}
+    for name, case in cases.items():
+        tests = {t: getattr(case, t) for t in dir(case)
+                 if t.startswith("test_") and re.search(PATTERN, t) and t.endswith(devices)}
+        if tests:
+            out[name] = tests
+    return out
+
+
 def _register():
     for spec in _wanted():
         if spec.endswith(("-nofp64", "-gpupaths")):   # test-only variants of opencl:0, run by the other suites
@@ -23,10 +48,8 @@ def _register():
         found, _ = backends._discover(spec.split(":")[0])
         if not found:
             continue
-        bt = onnx.backend.test.BackendTest(onnx_backend.backend_for(spec), __name__)
-        bt.include(PATTERN)
-        for name, case in bt.test_cases.items():
-            cls = type(f"{name}_{spec.replace(':', '_')}", (case,), {})
+        for name, tests in _mean_cases(onnx_backend.backend_for(spec)).items():
+            cls = type(f"{name}_{spec.replace(':', '_')}", (unittest.TestCase,), tests)
             globals()[cls.__name__] = cls
 
 
@@ -34,9 +57,8 @@ _register()
 
 
 def test_runner_selects_the_mean_cases():
-    bt = onnx.backend.test.BackendTest(onnx_backend.backend_for("cpu"), "probe")
-    bt.include(PATTERN)
-    names = {t for case in bt.test_cases.values() for t in dir(case) if t.startswith("test_")}
+    names = {t for tests in _mean_cases(onnx_backend.backend_for("cpu")).values() for t in tests}
+    assert not any("relu" in t for t in names)
     for must in ("test_mean_example_cpu", "test_mean_one_input_cpu", "test_mean_two_inputs_cpu",
                  "test_reduce_mean_keepdims_random_cpu", "test_reduce_mean_negative_axes_keepdims_example_cpu",
                  "test_reduce_mean_default_axes_keepdims_random_cpu"):

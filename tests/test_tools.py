@@ -1,11 +1,17 @@
-"""The command line: devices, conformance and profile run end to end on every device present."""
+"""The command line and the tools: demo, devices, conformance and profile, end to end in quick modes."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
+import numpy as np
+import pytest
+
+import gpu_mean as gm
 from gpu_mean import cli
-from gpu_mean.tools import conformance, profiler
+from gpu_mean.tools import conformance, oracle, profile_report, profiler
+from gpu_mean.tools.cases import Case
 
 
 def test_devices_lists_present_and_absent(capsys):
@@ -15,40 +21,133 @@ def test_devices_lists_present_and_absent(capsys):
     assert "absent:" in out or "cuda:0" in out
 
 
-def test_python_dash_m():
+def test_python_dash_m_and_version():
     r = subprocess.run([sys.executable, "-m", "gpu_mean", "devices"], capture_output=True, text=True)
     assert r.returncode == 0 and "cpu" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "gpu_mean", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and gm.__version__ in r.stdout
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["conformance", "--device", "gpu"], ["'gpu'", "present: auto"]),
+    (["conformance", "--feature-level", "9.9"], ["'9.9'", "1.0", "6.4"]),
+    (["profile", "--size-mb", "0"], ["--size-mb", "greater than 0"]),
+    (["profile", "--size-mb", "-5"], ["greater than 0"]),
+    (["profile", "--repeat", "0"], ["--repeat"]),
+    (["profile", "--dtype", "f8"], ["'f8'", "FLOAT32"]),
+    (["conformance", "--op", "median"], ["'median'", "reduce"]),
+])
+def test_user_mistakes_are_one_line_errors(argv, words):
+    r = subprocess.run([sys.executable, "-m", "gpu_mean", *argv], capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert all(w in last for w in words), last
+
+
+def test_case_is_a_value():
+    c = Case("reduce", gm.DataType.FLOAT32, (64, 1024, 8), (0, 2))
+    assert c == Case("reduce", gm.DataType.FLOAT32, [64, 1024, 8], [0, 2])
+    assert c.name == "reduce f32 axes [0, 2]" and c.shape_class.startswith("R6")
+    assert c.traffic == 4 * 64 * 1024 * 8 + 4 * 1024
+    assert c.desc().axes == (0, 2)
+    bc = Case("mean", gm.DataType.FLOAT32, (4, 8), layout="broadcast")
+    assert bc.traffic == 4 * (8 + 32 + 32)
+
+
+def test_fast_oracle_matches_the_rational_one():
+    rng = np.random.default_rng(3)
+    for dt, spread in ((np.float32, 60), (np.float16, 8)):
+        x = (rng.standard_normal((300, 3)) * np.exp2(rng.integers(-spread, spread, (300, 3)))).astype(dt)
+        x[0] = [np.finfo(dt).max, np.finfo(dt).max, -0.0]
+        assert oracle.equal_bits(oracle.fast_mean2(x[:, 0], x[:, 1], dt), oracle.mean2(x[:, 0], x[:, 1], dt))
+        want = [oracle.round_fraction(sum(oracle.exact(v) for v in r) / 3, dt) for r in x]
+        assert np.array_equal(oracle.mean_rows(x, dt).astype(np.float64), np.array(want))
 
 
 def test_conformance_quick(device):
-    passed, failed = conformance.run_suite(device, quick=True, log=lambda *a: None)
-    assert failed == 0 and passed > 50
+    rep = conformance.run_suite(device, quick=True)
+    assert rep["summary"]["ok"] and rep["summary"]["passed"] > 50 and rep["summary"]["negative_passed"] >= 20
 
 
-def test_conformance_at_a_lower_level(capsys):
-    assert conformance.main("cpu", "2.1", True) == 0
+def test_conformance_at_a_lower_level_writes_json(tmp_path, capsys):
+    path = tmp_path / "c.json"
+    assert cli.main(["conformance", "--device", "cpu", "--feature-level", "2.1", "--quick", "--json",
+                     str(path)]) == 0
     out = capsys.readouterr().out
-    assert "feature level 2.1" in out and "not available at FL 2.1" in out and " 0 failed" in out
+    assert "feature level 2.1" in out and "not available at FL 2.1" in out and "PASS" in out
+    rep = json.loads(path.read_text())
+    assert rep["feature_level"] == "2.1" and rep["summary"]["failed"] == 0
+    mean = next(s for s in rep["operators"] if s["operator"] == "ELEMENT_WISE_MEAN")
+    assert {c["ndim"] for c in mean["cells"]} == {4}   # 4-D only below FL 3.0
+    assert any(n["what"].startswith("3 dimensions") for n in rep["negative"])
 
 
-def test_conformance_detects_a_wrong_result(monkeypatch, cpu):
+def test_conformance_detects_a_wrong_cpu_result(monkeypatch, cpu):
+    """The CPU device is checked against the oracle, not itself: a 1-ulp slip in its formula fails."""
     from gpu_mean.runtime import numerics
     real = numerics.mean2
-    calls = {"n": 0}
 
     def off_by_one_ulp(a, b, dt):
-        r = real(a, b, dt)
-        calls["n"] += 1
-        if calls["n"] % 2 == 1 and r.dtype.kind == "f":   # the device under test, not the reference
-            r = r.copy()
+        r = real(a, b, dt).copy()
+        if r.dtype.kind == "f":
             r.reshape(-1).view(f"u{r.dtype.itemsize}")[0] += 1
         return r
     monkeypatch.setattr(numerics, "mean2", off_by_one_ulp)
-    passed, failed = conformance.run_suite(cpu, quick=True, log=lambda *a: None)
-    assert failed > 0
+    rep = conformance.run_suite(cpu, quick=True, ops=["mean"])
+    assert rep["summary"]["failed"] > 0
+    assert cli.main(["conformance", "--device", "cpu", "--quick", "--op", "mean"]) == 1
 
 
-def test_profile_runs(capsys):
-    assert profiler.main("cpu", size_mb=1, repeat=1, peers=True) == 0
+def test_conformance_detects_an_accepted_invalid_descriptor(monkeypatch, cpu):
+    from gpu_mean.descriptors import operators
+    monkeypatch.setattr(operators.ReduceDesc, "validate", lambda self, level: None)
+    rep = conformance.run_suite(cpu, quick=True, ops=["reduce"], dtypes=["FLOAT32"])
+    assert rep["summary"]["negative_failed"] > 0 and not rep["summary"]["ok"]
+
+
+def test_profile_json_plot_and_skip_note(tmp_path):
+    lines = []
+    js, png = tmp_path / "p.json", tmp_path / "p.png"
+    assert profile_report.main("cpu", size_mb=0.0625, repeat=1, peers={"numpy"}, ops=["mean", "reduce"],
+                               dtypes=["FLOAT32"], sweep=True, json_path=str(js), plot_path=str(png),
+                               log=lines.append) == 0
+    text = "\n".join(lines)
+    assert "effective bandwidth = bytes each input read once" in text and "1.0 = as fast as a copy" in text
+    rep = json.loads(js.read_text())
+    assert {r["input_bytes"] for r in rep["results"]} == {16384, 65536}
+    assert all(r["gbps"] > 0 and r["fraction_of_copy"] > 0 for r in rep["results"])
+    assert any("numpy" in r["peers"] for r in rep["results"])
+    assert not any("onnxruntime" in r["peers"] for r in rep["results"])   # only the peers asked for
+    try:
+        import matplotlib  # noqa: F401   (the optional plot extra)
+        assert png.read_bytes()[:4] == b"\x89PNG"
+    except ImportError:
+        assert "matplotlib is not installed" in text and not png.exists()
+    lines.clear()
+    profile_report.main("cpu", repeat=1, ops=["reduce"], dtypes=["FLOAT64"], shape=(4, 8), axes=(1,),
+                        log=lines.append)
+    assert any("skipped reduce f64" in line for line in lines)
+
+
+def test_profile_quick(device):
+    """Every shape class runs on every device in CI, at a tiny size."""
+    results, skipped = profiler.profile(device, profiler.class_cases(4096), repeat=1, peers=False,
+                                        log=lambda *a: None)
+    assert len(results) == 18 and not skipped
+    assert {r["class"] for r in results} >= {"R1 full", "R4 outer, many outputs", "R6 non-adjacent axes"}
+
+
+def test_sweep_reaches_several_times_the_cache():
+    assert profiler.sweep_sizes(32 * 2**20, 2**40) == [16384 * 4**k for k in range(7)] + [128 * 2**20]
+    assert profiler.sweep_sizes(32 * 2**20, 100_000) == [16384, 65536, 100_000]
+
+
+def test_profile_cases_for_bench_prefetch():
+    names = [c.name for c in profiler.cases((64, 1024, 4))]
+    assert "copy f32" in names and "reduce f32 axes [0, 2]" in names and "mean f16 a+b" in names
+
+
+def test_demo_on_the_cpu(capsys):
+    assert cli.main(["demo", "--device", "cpu"]) == 0
     out = capsys.readouterr().out
-    assert "copy f32" in out and "GB/s" in out and "host time per execute" in out and "100 tiny dispatches" in out
+    assert "PASS" in out and "matches the exact oracle" in out and "of copy" in out and "cases passed" in out

@@ -1,140 +1,271 @@
 """The device conformance suite: for a device at a feature level, what each operator supports and
-whether every result matches the CPU reference within its tolerance.
+whether every result matches the exact oracle (``gpu_mean.tools.oracle``, independent of the CPU
+device) within its tolerance, plus the descriptors the level must reject.
 
-Tolerances (reference/directml.md 7, tightened by DESIGN.md): element-wise MEAN, ADD, IDENTITY and
-integer paths bit-exact; REDUCE AVERAGE and the n-ary mean within 1 ulp of the reference.
+Tolerances (DESIGN.md): element-wise MEAN, ADD and IDENTITY bit-exact (0 ulp); REDUCE AVERAGE and the
+n-ary mean within 1 ulp of the exact mean; every integer result exact.
 """
 from __future__ import annotations
 
+import json
 import time
 import zlib
 
 import numpy as np
 
-from .. import backends
 from ..descriptors import tables
-from ..descriptors.ext import IntegerReduceMeanDesc, NaryMeanDesc
-from ..descriptors.operators import ElementWiseAddDesc, ElementWiseIdentityDesc, ElementWiseMeanDesc, ReduceDesc
 from ..descriptors.tensor import TensorDesc
-from ..descriptors.types import DataType, Feature, FeatureLevel, ReduceFunction
-from ..errors import DmlError
+from ..descriptors.types import DataType, Feature
+from ..errors import DmlError, InvalidArgumentError
+from . import oracle
+from .cases import OPERATORS, Case
+from .negative import negative_cases
+from .progress import Progress
 
-D = DataType
-OPERATORS = {
-    "ELEMENT_WISE_MEAN": tables.ELEMENT_WISE_MEAN,
-    "ELEMENT_WISE_ADD": tables.ELEMENT_WISE_ADD,
-    "ELEMENT_WISE_IDENTITY": tables.ELEMENT_WISE_IDENTITY,
-    "REDUCE(AVERAGE)": tables.REDUCE_AVERAGE,
-    "ext.NaryMean": tables.EXT_NARY_MEAN,
-    "ext.IntegerReduceMean": tables.EXT_INTEGER_REDUCE_MEAN,
-}
+TABLES = {"mean": tables.ELEMENT_WISE_MEAN, "add": tables.ELEMENT_WISE_ADD,
+          "identity": tables.ELEMENT_WISE_IDENTITY, "reduce": tables.REDUCE_AVERAGE,
+          "nary": tables.EXT_NARY_MEAN, "int_reduce": tables.EXT_INTEGER_REDUCE_MEAN}
+REFERENCE = "exact oracle (gpu_mean.tools.oracle: rational arithmetic rounded once; not the CPU device)"
 
 
-def _data(dt: DataType, shape, seed: int) -> np.ndarray:
+def case_list(op: str, dt: DataType, ndim: int, quick: bool) -> list[Case]:
+    """Packed, broadcast, permuted and padded layouts; for reductions the inner, outer, all and
+    (from 3-D) non-adjacent axes."""
+    shape = (3, 5, 7, 4, 2, 3, 2, 2)[:ndim] if quick else (5, 9, 17, 6, 3, 4, 2, 3)[:ndim]
+    if ndim == 4 and not quick:
+        shape = (2, 3, 33, 65)
+    if op in ("mean", "add"):
+        return [Case(op, dt, shape, layout=lay) for lay in ("packed", "broadcast", "permuted+padded")]
+    if op == "identity":
+        out = [Case(op, dt, shape, layout="permuted")]
+        if dt.is_float:
+            out.append(Case(op, dt, shape, layout="scale_bias"))
+        return out
+    if op == "nary":
+        return [Case(op, dt, shape, layout="mixed", inputs=3)]
+    axes_sets = [(ndim - 1,), (0,), tuple(range(ndim))] + ([(0, ndim - 1)] if ndim >= 3 else [])
+    return [Case(op, dt, shape, axes, "permuted" if axes == (0,) else "packed") for axes in axes_sets]
+
+
+def tolerance(case: Case) -> int:
+    return 1 if case.dtype.is_float and case.op in ("reduce", "nary") else 0
+
+
+def _random(dt: DataType, n: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     if dt.is_float:
-        return (rng.random(shape) * 8 + 0.25).astype(dt.numpy_dtype)
+        return (rng.random(n) * 8 + 0.25).astype(dt.numpy_dtype)
     info = np.iinfo(dt.numpy_dtype)
-    return rng.integers(info.min, info.max, shape, dtype=dt.numpy_dtype, endpoint=True)
+    return rng.integers(info.min, info.max, n, dtype=dt.numpy_dtype, endpoint=True)
 
 
-def _cases(op: str, dt: DataType, ndim: int, quick: bool):
-    """(description, descriptor) pairs: packed, broadcast, padded and permuted layouts."""
-    base = (3, 5, 7, 4, 2, 3, 2, 2)[:ndim] if quick else (5, 9, 17, 6, 3, 4, 2, 3)[:ndim]
-    if ndim == 4 and not quick:
-        base = (2, 3, 33, 65)
-    shape = tuple(base)
-    packed = TensorDesc(dt, shape)
-    bc = TensorDesc(dt, shape, (0,) + packed.effective_strides[1:])
-    perm = TensorDesc(dt, shape, tuple(reversed(TensorDesc(dt, tuple(reversed(shape))).effective_strides)))
-    pad = TensorDesc(dt, shape, tuple(s * 2 for s in packed.effective_strides))
-    if op in ("ELEMENT_WISE_MEAN", "ELEMENT_WISE_ADD"):
-        cls = ElementWiseMeanDesc if op == "ELEMENT_WISE_MEAN" else ElementWiseAddDesc
-        yield "packed", cls(packed, packed, packed)
-        yield "broadcast", cls(bc, packed, packed)
-        yield "permuted+padded", cls(perm, pad, perm)
-    elif op == "ELEMENT_WISE_IDENTITY":
-        yield "copy", ElementWiseIdentityDesc(perm, packed)
-        if dt in (D.FLOAT32, D.FLOAT16, D.FLOAT64):
-            from ..descriptors.operators import ScaleBias
-            yield "scale_bias", ElementWiseIdentityDesc(packed, pad, ScaleBias(0.25, -1.0))
-    elif op == "ext.NaryMean":
-        yield "three_inputs", NaryMeanDesc((packed, bc, perm), packed)
-    else:
-        cls = ReduceDesc if op == "REDUCE(AVERAGE)" else IntegerReduceMeanDesc
-        axes_sets = [(ndim - 1,), (0,), tuple(range(ndim))]
-        if ndim >= 3:
-            axes_sets.append((0, ndim - 1))
-        for axes in axes_sets:
-            out = TensorDesc(dt, tuple(1 if i in axes else s for i, s in enumerate(shape)))
-            args = (ReduceFunction.AVERAGE,) if cls is ReduceDesc else ()
-            yield f"axes{list(axes)}", cls(*args, packed if axes != (0,) else perm, out, axes)
+def _logical(raw: np.ndarray, t: TensorDesc) -> np.ndarray:
+    it = t.numpy_dtype.itemsize
+    return np.ndarray(t.sizes, t.numpy_dtype, buffer=raw, strides=tuple(s * it for s in t.effective_strides))
 
 
-def _run(dev, desc, seed):
-    ins = []
-    for i, t in enumerate(desc.input_tensors()):
-        b = dev.create_buffer(t.total_size_in_bytes)
-        b.write(_data(t.data_type, (t.total_size_in_bytes // t.numpy_dtype.itemsize,), seed + i))
-        ins.append(b)
-    o = desc.output_tensors()[0]
-    ob = dev.create_buffer(o.total_size_in_bytes)
-    dev.compile_operator(dev.create_operator(desc)).execute(inputs=ins, outputs=[ob])
-    return [b.read() for b in ins], ob.read_tensor(o)
+def expected(case: Case, desc, xs: list) -> np.ndarray:
+    dt = case.dtype.numpy_dtype
+    if case.op == "mean":
+        return oracle.fast_mean2(xs[0], xs[1], dt)
+    if case.op == "add":
+        return oracle.fast_add2(xs[0], xs[1], dt)
+    if case.op == "identity":
+        return oracle.identity(xs[0], dt, desc.scale_bias)
+    if case.op == "nary":
+        return oracle.nary_mean(xs, dt)
+    return oracle.reduce_mean(xs[0], case.axes, dt)
 
 
-def _compare(got, want, exact: bool) -> int:
-    """The largest ulp distance (0 when bit-identical); -1 for a mismatch of NaN placement."""
+def ulp_error(got: np.ndarray, want: np.ndarray) -> int:
+    """Largest distance in ulp (floats, across signs, +0 == -0) or absolute difference (integers);
+    -1 when NaN positions differ."""
     if got.dtype.kind != "f":
-        return 0 if np.array_equal(got, want) else int(np.max(np.abs(got.astype(np.int64) - want.astype(np.int64))))
+        return int(np.max(np.abs(got.astype(object) - want.astype(object)), initial=0))
     gn, wn = np.isnan(got), np.isnan(want)
     if np.any(gn != wn):
         return -1
-    it = {2: np.int16, 4: np.int32, 8: np.int64}[got.dtype.itemsize]
-    g, w = got[~gn].view(it).astype(np.int64), want[~wn].view(it).astype(np.int64)
-    return int(np.max(np.abs(g - w))) if g.size else 0
+    it = np.dtype(f"i{got.dtype.itemsize}")
+
+    def key(a):
+        b = a[~np.isnan(a)].view(it).astype(np.int64)
+        return np.where(b < 0, -(b & np.iinfo(it).max), b)
+    return int(np.max(np.abs(key(got) - key(want)), initial=0))
 
 
-def run_suite(dev, quick=False, log=print) -> tuple[int, int]:
-    """Runs every (operator, data type, rank) the device's level supports; returns (passed, failed)."""
-    ref = backends.create_device("cpu")
-    passed = failed = 0
-    for op, table in OPERATORS.items():
-        row = tables.support_row(table, dev.feature_level)
-        if row is None:
-            log(f"  {op:24s} not available at FL {dev.feature_level.label}")
+def run_case(dev, case: Case, bar=None) -> tuple[bool, int | None, str]:
+    """(passed, worst error or None, message) for one case on ``dev``."""
+    what = f"{case.operator} {case.dtype.name} {len(case.shape)}D"
+    seed = zlib.crc32(case.name.encode() + str(case.shape).encode())
+    try:
+        desc = case.desc()
+        if bar:
+            bar.label(f"compiling kernels: {what}")
+        cop = dev.compile_operator(dev.create_operator(desc))
+        if bar:
+            bar.label(f"running: {what}")
+        bufs, xs = [], []
+        for i, t in enumerate(desc.input_tensors()):
+            raw = _random(t.data_type, t.total_size_in_bytes // t.numpy_dtype.itemsize, seed + i)
+            b = dev.create_buffer(t.total_size_in_bytes)
+            b.write(raw)
+            bufs.append(b)
+            xs.append(_logical(raw, t))
+        o = desc.output_tensors()[0]
+        ob = dev.create_buffer(o.total_size_in_bytes)
+        cop.execute(inputs=bufs, outputs=[ob])
+        got = ob.read_tensor(o)
+    except DmlError as e:
+        return False, None, f"{type(e).__name__}: {e}"
+    finally:
+        if bar:
+            bar.step()
+    err = ulp_error(got, expected(case, desc, xs))
+    tol = tolerance(case)
+    if err < 0:
+        return False, None, "NaN positions differ from the oracle"
+    return err <= tol, err, ""
+
+
+def plan(dev, quick: bool, ops=None, dtypes=None, ranks=None) -> tuple[list, list]:
+    """(operator sections, notes) for ``dev``'s level: each section lists its (dtype, ndim, cases).
+    ``ranks`` limits the dimension counts (default: all, or the smallest, 4 and the largest if quick)."""
+    sections, notes = [], []
+    for op, table in TABLES.items():
+        if ops and op not in ops:
             continue
-        log(f"  {op:24s} {tables.describe_row(row)}")
-        for dt in sorted(row[2]):
-            if not dev.check_feature_support(Feature.TENSOR_DATA_TYPE_SUPPORT, dt):
-                log(f"    {dt.name:8s} skipped: the device does not support the type")
+        row = tables.support_row(table, dev.feature_level)
+        sec = {"op": op, "operator": OPERATORS[op], "cells": [],
+               "support": tables.describe_row(row) if row else f"not available at FL {dev.feature_level.label}"}
+        sections.append(sec)
+        if row is None:
+            continue
+        dims = sorted(row[1])
+        ndims = sorted({dims[0], 4, dims[-1]} & set(dims)) if quick else dims
+        if ranks:
+            ndims = [n for n in ndims if n in ranks] or [n for n in dims if n in ranks]
+        for dt in sorted(row[2], key=lambda d: d.name):
+            if dtypes and dt.name not in dtypes:
                 continue
-            for ndim in sorted({min(row[1]), 4, max(row[1])} & set(row[1])):
-                for name, desc in _cases(op, dt, ndim, quick):
-                    seed = zlib.crc32(f"{op}{dt.name}{ndim}{name}".encode())
-                    tol = 0 if op.startswith("ELEMENT_WISE") or not dt.is_float else 1
-                    try:
-                        inputs, got = _run(dev, desc, seed)
-                        _, want = _run(ref, desc, seed)
-                        ulp = _compare(got, want, tol == 0)
-                        ok = 0 <= ulp <= tol
-                        msg = f"max {ulp} ulp (tolerance {tol})" if ulp >= 0 else "NaN placement differs"
-                    except DmlError as e:
-                        ok, msg = False, str(e)
-                    passed += ok
-                    failed += not ok
-                    if not ok or not quick:
-                        log(f"    {'PASS' if ok else 'FAIL'} {dt.name:8s} {ndim}D {name:16s} {msg}")
-    return passed, failed
+            if not dev.check_feature_support(Feature.TENSOR_DATA_TYPE_SUPPORT, dt):
+                notes.append(f"{OPERATORS[op]} {dt.name}: skipped, {dev.name} does not support the type")
+                continue
+            for nd in ndims:
+                sec["cells"].append({"dtype": dt.name, "ndim": nd, "cases": case_list(op, dt, nd, quick)})
+    return sections, notes
 
 
-def main(device=None, feature_level=None, quick=False) -> int:
-    level = None
-    if feature_level:
-        level = FeatureLevel[f"FL_{feature_level.replace('.', '_')}"]
-    dev = backends.create_device(device, level)
-    print(f"conformance: {dev.name}, feature level {dev.feature_level.label}")
+def count(dev, quick: bool, ops=None, dtypes=None, ranks=None) -> int:
+    """How many cases and negative cases run_suite will run (for the progress bar)."""
+    sections, _ = plan(dev, quick, ops, dtypes, ranks)
+    negs = [n for n in negative_cases(dev.feature_level) if not ops or n[0] in ops]
+    return sum(len(c["cases"]) for s in sections for c in s["cells"]) + len(negs)
+
+
+def run_suite(dev, quick=False, ops=None, dtypes=None, progress=None, ranks=None) -> dict:
+    """Runs every (operator, data type, rank) the device's level supports and the negative cases;
+    returns the report as a JSON-ready dict."""
     t0 = time.perf_counter()
-    passed, failed = run_suite(dev, quick)
-    print(f"conformance: {passed} passed, {failed} failed in {time.perf_counter() - t0:.1f} s")
-    return 1 if failed else 0
+    sections, notes = plan(dev, quick, ops, dtypes, ranks)
+    negs = [n for n in negative_cases(dev.feature_level) if not ops or n[0] in ops]
+    total = sum(len(c["cases"]) for s in sections for c in s["cells"]) + len(negs)
+    bar = progress or Progress(total, enabled=False)
+    passed = failed = 0
+    for sec in sections:
+        results = []
+        for cell in sec["cells"]:
+            cases = cell.pop("cases")
+            rows = []
+            for case in cases:
+                ok, err, msg = run_case(dev, case, bar)
+                rows.append({**case.to_json(), "passed": ok, "error": err, "tolerance": tolerance(case),
+                             "message": msg})
+            n_fail = sum(not r["passed"] for r in rows)
+            cell.update(cases=len(rows), failed=n_fail, worst=max((r["error"] or 0 for r in rows), default=0),
+                        unit="ulp" if DataType[cell["dtype"]].is_float else "exact",
+                        tolerance=max(r["tolerance"] for r in rows))
+            passed += len(rows) - n_fail
+            failed += n_fail
+            results.extend(rows)
+        sec["results"] = results
+    neg_results = []
+    for op, what, build in negs:
+        bar.label(f"negative: {OPERATORS[op]}")
+        bar.step()
+        try:
+            dev.create_operator(build())
+            ok, msg = False, "accepted, but the level must reject it"
+        except InvalidArgumentError as e:
+            ok, msg = True, str(e)
+        except Exception as e:   # a different error type is a conformance failure, reported, not raised
+            ok, msg = False, f"{type(e).__name__} instead of InvalidArgumentError: {e}"
+        neg_results.append({"operator": OPERATORS[op], "what": what, "passed": ok, "message": msg})
+    bar.done()
+    neg_fail = sum(not r["passed"] for r in neg_results)
+    return {"device": dev.name, "backend": dev.info.backend,
+            "feature_level": dev.feature_level.label, "quick": quick, "reference": REFERENCE,
+            "seconds": round(time.perf_counter() - t0, 2), "operators": sections, "negative": neg_results,
+            "notes": notes, "summary": {"passed": passed, "failed": failed, "negative_passed": len(neg_results) -
+                                        neg_fail, "negative_failed": neg_fail, "ok": failed == 0 and neg_fail == 0}}
+
+
+def format_report(rep: dict) -> list[str]:
+    """The report as text: one support table per operator (rows: data types, columns: dimension
+    counts), then the negative cases and the failures."""
+    lines = [f"reference: {rep['reference']}",
+             "cell: pass/FAIL, cases run, worst error/tolerance (ulp for floats; integers must be exact)"]
+    for sec in rep["operators"]:
+        lines.append(f"{sec['operator']}  [{sec['support']}]")
+        cells = sec["cells"]
+        if not cells:
+            continue
+        ndims = sorted({c["ndim"] for c in cells})
+        lines.append("  " + f"{'':9s}" + "".join(f"{str(n) + 'D':17s}" for n in ndims))
+        for dt in sorted({c["dtype"] for c in cells}):
+            row = f"  {dt:9s}"
+            for n in ndims:
+                c = next((c for c in cells if c["dtype"] == dt and c["ndim"] == n), None)
+                if c is None:
+                    row += f"{'-':17s}"
+                    continue
+                word = "pass" if not c["failed"] else f"FAIL{c['failed']}"
+                err = "exact" if c["unit"] == "exact" and not c["failed"] else f"{c['worst']}/{c['tolerance']}ulp"
+                if c["unit"] == "exact" and c["failed"]:
+                    err = f"off by {c['worst']}"
+                row += f"{word + ' ' + str(c['cases']) + ' ' + err:17s}"
+            lines.append(row)
+    neg = rep["negative"]
+    lines.append(f"negative cases (must raise InvalidArgumentError at create_operator): "
+                 f"{sum(r['passed'] for r in neg)}/{len(neg)} rejected")
+    for r in neg:
+        if not r["passed"]:
+            lines.append(f"  FAIL {r['operator']}: {r['what']}: {r['message']}")
+    for sec in rep["operators"]:
+        for r in sec.get("results", []):
+            if not r["passed"]:
+                lines.append(f"  FAIL {r['operator']} {r['dtype']} {r['shape']} {r['name']}: "
+                             f"{r['message'] or 'error ' + str(r['error']) + ' > tolerance ' + str(r['tolerance'])}")
+    lines.extend(f"note: {n}" for n in rep["notes"])
+    return lines
+
+
+def main(device=None, feature_level=None, quick=False, json_path=None, ops=None, dtypes=None) -> int:
+    from .. import backends
+    dev = backends.create_device(device, feature_level)
+    print(f"conformance: {dev.name}, feature level {dev.feature_level.label}{' (quick)' if quick else ''}; "
+          f"reference: the exact oracle")
+    if dev.info.backend != "cpu":
+        print("conformance: kernels are compiled as each case first needs them (seconds on a first run; "
+              "cached on disk afterwards)", flush=True)
+    rep = run_suite(dev, quick, ops, dtypes, Progress(count(dev, quick, ops, dtypes)))
+    for line in format_report(rep):
+        print(line)
+    s = rep["summary"]
+    print(f"conformance: {'PASS' if s['ok'] else 'FAIL'}: {s['passed']} cases passed, {s['failed']} failed; "
+          f"{s['negative_passed']} invalid descriptors rejected, {s['negative_failed']} not; "
+          f"{rep['seconds']:.1f} s on {dev.name} at FL {dev.feature_level.label}")
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(rep, f, indent=1)
+        print(f"conformance: JSON written to {json_path}")
+    return 0 if s["ok"] else 1

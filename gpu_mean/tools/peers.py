@@ -1,0 +1,104 @@
+"""The peers doing the same work as a profile case: numpy and onnxruntime (CPU), CuPy and PyTorch
+(CUDA). Each builder takes a ``Case`` value and returns a callable that runs the work once and
+waits, or None when the peer is absent or has no equivalent."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _operands(xp, case, make):
+    """The case's inputs as logical arrays of library ``xp`` (broadcast inputs keep their size-1 dim)."""
+    x = make(case.shape)
+    if case.op == "nary":
+        return [x] * case.inputs
+    if case.op in ("mean", "add") and case.layout == "broadcast":
+        return [make((1,) + case.shape[1:]), x]
+    if case.op in ("mean", "add"):
+        return [x, make(case.shape)]
+    return [x]
+
+
+def _expr(case, xs, mean_axes):
+    if case.op == "identity" and case.layout == "packed":
+        return None
+    if case.op == "mean":
+        return lambda: (xs[0] + xs[1]) * 0.5
+    if case.op == "nary":
+        return lambda: sum(xs[1:], xs[0]) / len(xs)
+    if case.op == "reduce":
+        return lambda: mean_axes(xs[0], case.axes)
+    return None
+
+
+def numpy_peer(case, shape=None):
+    dt = case.dtype.numpy_dtype
+    if case.layout not in ("packed", "broadcast") or case.op in ("add", "int_reduce"):
+        return None
+    xs = _operands(np, case, lambda s: np.ones(s, dt))
+    if case.op == "identity":
+        y = np.empty_like(xs[0])
+        return lambda: np.copyto(y, xs[0])
+    if case.op == "mean" and dt == np.float32:
+        y = np.empty(case.shape, dt)
+        return lambda: np.multiply(np.add(xs[0], xs[1], out=y), dt.type(0.5), out=y)
+    return _expr(case, xs, lambda x, axes: np.mean(x, axis=axes))
+
+
+def ort_peer(case, shape=None):
+    """onnxruntime's CPU provider (Mean / ReduceMean-18), or None."""
+    try:
+        import onnxruntime as ort
+        from onnx import TensorProto, helper, numpy_helper
+    except ImportError:
+        return None
+    if case.op not in ("mean", "nary", "reduce") or case.layout not in ("packed", "broadcast"):
+        return None
+    dt = case.dtype.numpy_dtype
+    et = TensorProto.FLOAT if dt == np.float32 else TensorProto.FLOAT16
+    xs = _operands(np, case, lambda s: np.ones(s, dt))
+    names = [f"x{i}" for i in range(len(xs))]
+    vi = helper.make_tensor_value_info
+    inits = []
+    if case.op == "reduce":
+        node = helper.make_node("ReduceMean", ["x0", "axes"], ["y"])
+        inits = [numpy_helper.from_array(np.asarray(case.axes, np.int64), "axes")]
+    else:
+        node = helper.make_node("Mean", names, ["y"])
+    g = helper.make_graph([node], "g", [vi(n, et, list(x.shape)) for n, x in zip(names, xs)],
+                          [vi("y", et, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 9
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = dict(zip(names, xs))
+    return lambda: sess.run(None, feeds)
+
+
+def gpu_peers(case, shape=None) -> dict:
+    """{"cupy": callable, "torch": callable} for the libraries present with a CUDA GPU."""
+    out = {}
+    if case.layout not in ("packed", "broadcast") or case.op in ("add", "int_reduce"):
+        return out
+    for lib in ("cupy", "torch"):
+        try:
+            mod = __import__(lib)
+            if lib == "torch" and not mod.cuda.is_available():
+                continue
+            if lib == "cupy":
+                dt = case.dtype.numpy_dtype
+                xs = _operands(mod, case, lambda s, mod=mod, dt=dt: mod.ones(s, dt))
+                sync = mod.cuda.Device().synchronize
+                fn = (lambda x=xs[0]: x.copy()) if case.op == "identity" else _expr(
+                    case, xs, lambda x, axes: x.mean(axis=axes))
+            else:
+                dt = {"FLOAT32": mod.float32, "FLOAT16": mod.float16}.get(case.dtype.name)
+                if dt is None:
+                    continue
+                xs = _operands(mod, case, lambda s, mod=mod, dt=dt: mod.ones(s, dtype=dt, device="cuda"))
+                sync = mod.cuda.synchronize
+                fn = (lambda x=xs[0]: x.clone()) if case.op == "identity" else _expr(
+                    case, xs, lambda x, axes: x.mean(dim=axes))
+        except Exception:   # an absent or broken GPU library is not a profile failure: no peer
+            continue
+        if fn is not None:
+            out[lib] = lambda fn=fn, sync=sync: (fn(), sync())
+    return out
