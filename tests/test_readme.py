@@ -23,10 +23,25 @@ def test_the_readme_has_python_blocks():
     assert len(PY) >= 3
 
 
+def _skip_unless_present(first_line: str) -> None:
+    """A block whose first line is ``# needs: cupy, torch, cuda`` runs where those are present
+    (the GPU machine); elsewhere it is skipped with that reason, never passed unrun."""
+    for need in (n.strip() for n in first_line.split(":", 1)[1].split(",")):
+        if need == "cuda":
+            from gpu_mean import backends
+            found, reason = backends._discover("cuda")
+            if not found:
+                pytest.skip(f"README block needs a CUDA device: {reason}")
+        else:
+            pytest.importorskip(need)
+
+
 @pytest.mark.parametrize("i", range(len(PY)))
 def test_python_block_runs(i, tmp_path):
     code = PY[i]
     first = code.splitlines()[0]
+    if first.startswith("# needs:"):
+        _skip_unless_present(first)
     if first.startswith("# test_") and first.endswith(".py"):   # a pytest file, run as the README says
         pytest.importorskip("onnx")
         path = tmp_path / first[2:]
