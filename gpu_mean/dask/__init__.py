@@ -62,7 +62,7 @@ def mean(*arrays, device=None):
         args += [a, tuple(range(ndim - a.ndim, ndim))]   # right-aligned, as numpy broadcasting
     meta = meta_from_array(arrays[0]._meta, ndim=ndim, dtype=arrays[0].dtype)
     return da.blockwise(partial(_mean_block, device=device), tuple(range(ndim)), *args,
-                        dtype=arrays[0].dtype, meta=meta, name="gm-mean")
+                        dtype=arrays[0].dtype, meta=meta, token="gm-mean")
 
 
 def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool = False, device=None,
