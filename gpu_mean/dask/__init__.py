@@ -26,13 +26,14 @@ from ..descriptors.ext import MAX_NARY_INPUTS
 from ..errors import InvalidArgumentError, UnsupportedError
 from ..frontends.functional import data_type_of, get_device, normalize_axes
 from ..frontends.functional import mean as _gm_mean
-from .partials import PartialSum, aggregate_mean, chunk_sum, combine_sums, merge_dims
+from .partials import PartialSum, aggregate_mean, chunk_sum, combine_sums, device_lock, merge_dims
 
 __all__ = ["PartialSum", "mean", "reduce_mean"]
 
 
 def _mean_block(*blocks, device=None):
-    return _gm_mean(*blocks, device=get_device(device))
+    with device_lock:
+        return _gm_mean(*blocks, device=get_device(device))
 
 
 def mean(*arrays, device=None):

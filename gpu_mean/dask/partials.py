@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 import warnings
 from dataclasses import dataclass
 
@@ -42,11 +43,16 @@ class PartialSum:
     hi: object            # FLOAT64 / INT64 / UINT64 (or object, past 64 bits) totals, reduced axes kept as size 1
     lo: object | None     # FLOAT64 compensation term of a float total; None means zero (and for integers)
     count: int            # how many inputs each output element's total holds (the same for every element)
+    cupy: bool = False    # the chunks were CuPy arrays: the mean goes back to the GPU even after a host detour
 
 
 # compiled operators of this process, keyed by (device, descriptor): compiled once per worker and shape
 _compiled: dict = {}
 stats = {"compiled": 0, "launched": 0, "cpu_fallback": 0}
+# a worker with several threads shares one device per process; its queue and this cache are not
+# meant for concurrent use, so device work is serialized here (one thread per GPU worker is Dask-CUDA's
+# own default anyway)
+device_lock = threading.Lock()
 
 
 def cupy_module(x):
@@ -111,12 +117,17 @@ def run_sum(block, axes, device):
     xp = cp or np
     if block.size == 0 or math.prod(out_shape) == 0:
         return xp.zeros(out_shape, wide.numpy_dtype)   # nothing to sum: no launch, as gm.reduce_mean
-    dev = _sum_device(device, wide, cp)
     sizes, red = merge_dims(block.shape, axes)
     in_desc = TensorDesc(dt, sizes)
     out_desc = TensorDesc(wide, tuple(1 if d in red else s for d, s in enumerate(sizes)))
-    cop = _compiled_op(dev, ReduceSumDesc(in_desc, out_desc, red))
-    stats["launched"] += 1
+    with device_lock:
+        dev = _sum_device(device, wide, cp)
+        cop = _compiled_op(dev, ReduceSumDesc(in_desc, out_desc, red))
+        stats["launched"] += 1
+        return _launch(dev, cop, block, cp, in_desc, out_desc, out_shape, wide)
+
+
+def _launch(dev, cop, block, cp, in_desc, out_desc, out_shape, wide):
     if cp is not None:
         with cp.cuda.Device(dev.info.index):
             arr = cp.ascontiguousarray(block)
@@ -136,7 +147,7 @@ def chunk_sum(block, axis=None, keepdims=True, device=None, computing_meta=False
         return block
     axes = tuple(axis) if axis is not None else tuple(range(block.ndim))
     count = math.prod(block.shape[a] for a in axes)
-    return PartialSum(run_sum(block, axes, device), None, count)
+    return PartialSum(run_sum(block, axes, device), None, count, cupy_module(block) is not None)
 
 
 def _flatten(parts):
@@ -177,8 +188,8 @@ def add(p: PartialSum, q: PartialSum) -> PartialSum:
             for extra in (p.lo, q.lo):
                 if extra is not None:
                     lo = lo + extra
-        return PartialSum(hi, lo, p.count + q.count)
-    return PartialSum(_add_int(p.hi, q.hi), None, p.count + q.count)
+        return PartialSum(hi, lo, p.count + q.count, p.cupy or q.cupy)
+    return PartialSum(_add_int(p.hi, q.hi), None, p.count + q.count, p.cupy or q.cupy)
 
 
 def combine_sums(parts, axis=None, keepdims=True, computing_meta=False):
@@ -193,12 +204,12 @@ def combine_sums(parts, axis=None, keepdims=True, computing_meta=False):
     return total
 
 
-def finish(p: PartialSum, dtype, like=None):
+def finish(p: PartialSum, dtype):
     """The mean from a total: one division, one rounding (floats), truncation toward zero (integers).
     A count of 0 (a zero-size reduced dimension) gives NaN for floats and 0 for integers."""
     dtype = np.dtype(dtype)
     hi = p.hi
-    cp = cupy_module(hi) or (cupy_module(like) if like is not None else None)
+    cp = sys.modules["cupy"] if p.cupy else None
     xp = cp or np
     if p.count == 0:
         return xp.full(hi.shape, np.nan if dtype.kind == "f" else 0, dtype)
