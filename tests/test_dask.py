@@ -165,6 +165,23 @@ def test_device_none_is_the_workers_own_and_compiled_once_per_shape(client):
     assert all(s["compiled"] == (1 if s["launched"] else 0) for s in stats.values())
 
 
+def test_cupy_chunks_stay_cupy_on_the_cuda_device(client):
+    cp = pytest.importorskip("cupy")
+    found, reason = backends._discover("cuda")
+    if not found:
+        pytest.skip(f"no CUDA device: {reason}")
+    rng = np.random.default_rng(4)
+    x, xi = positive(rng, SHAPE, np.float32), positive(rng, SHAPE, np.int32)
+    lazies, wants = [], []
+    for h in (x, xi):
+        dx = da.from_array(h, chunks=(2, 3, 1, 4)).map_blocks(cp.asarray, meta=cp.empty((0,) * 4, h.dtype))
+        lazies += [gmd.reduce_mean(dx, [0, 2], device="cuda", split_every=2), gmd.mean(dx, dx[:1], device="cuda")]
+        wants += [gm.reduce_mean(h, [0, 2], device="cpu"), gm.mean(h, h[:1], device="cpu")]
+    for lazy, got, want in zip(lazies, client.compute(lazies, sync=True), wants):
+        assert isinstance(lazy._meta, cp.ndarray) and isinstance(got, cp.ndarray)
+        check_close(cp.asnumpy(got), want)
+
+
 def test_combining_past_64_bits_stays_exact():
     """A Dask array may sum more than 2^32 INT32 values per output; the 64-bit total then moves to
     Python integers instead of wrapping."""
