@@ -21,6 +21,7 @@ import pytest
 pytest.importorskip("dask.array")
 pytest.importorskip("distributed")
 
+import dask  # noqa: E402
 import dask.array as da  # noqa: E402
 from distributed import Client, LocalCluster  # noqa: E402
 
@@ -99,11 +100,14 @@ def test_floats_within_one_ulp_of_the_exact_mean(client, dtype):
     """A long reduced axis in many uneven chunks against the exact rational mean, rounded once."""
     rng = np.random.default_rng(3)
     x = (rng.random((3, 4000)) * 7 + 0.5).astype(dtype)
-    dx = da.from_array(x, chunks=((1, 2), random_chunks(rng, 4000)))
-    got = gmd.reduce_mean(dx, [1], keepdims=False, device="cpu", split_every=3).compute()
-    for row, g in zip(oracle.exact_sum_rows(x.astype(np.float64)), got):
-        want = oracle.round_fraction(row / x.shape[1], dtype)
-        assert oracle.ulp_distance(g, want, dtype) <= 1
+    cuts = np.unique(np.concatenate([[0, 4000], rng.integers(1, 4000, 150)]))
+    dx = da.from_array(x, chunks=((1, 2), tuple(np.diff(cuts).tolist())))   # ~150 uneven chunks
+    # fan-in 3: a deep combine tree; 1000: one aggregate folds every partial in turn
+    lazies = [gmd.reduce_mean(dx, [1], keepdims=False, device="cpu", split_every=k) for k in (3, 1000)]
+    for got in dask.compute(*lazies):
+        for row, g in zip(oracle.exact_sum_rows(x.astype(np.float64)), got):
+            want = oracle.round_fraction(row / x.shape[1], dtype)
+            assert oracle.ulp_distance(g, want, dtype) <= 1
 
 
 @pytest.mark.parametrize("device", _device_params())
