@@ -197,6 +197,8 @@ def test_combining_past_64_bits_stays_exact():
     res = partials.finish(total, np.int32)
     assert res.dtype == np.int32
     assert res.tolist() == [(2**63 - 2**31) // 2**32, -((2**63 - 5) // 2**32)]
+    m = partials.PartialSum(np.array([-(2**62)], np.int64), None, 3 * 2**30)   # the two sum to INT64_MIN
+    assert partials.finish(partials.add(m, m), np.int32).tolist() == [-(2**63 // (3 * 2**31))]
     u = partials.PartialSum(np.array([2**64 - 1], np.uint64), None, 2**32 + 1)
     assert partials.finish(partials.add(u, u), np.uint32).tolist() == [(2 * (2**64 - 1)) // (2 * (2**32 + 1))]
 

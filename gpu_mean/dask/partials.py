@@ -132,7 +132,9 @@ def _launch(dev, cop, block, cp, in_desc, out_desc, out_shape, wide):
         with cp.cuda.Device(dev.info.index):
             arr = cp.ascontiguousarray(block)
             out = cp.empty(math.prod(out_shape), wide.numpy_dtype)
-        cop.execute(inputs=[Buffer(dev, arr.data, arr.nbytes)], outputs=[Buffer(dev, out.data, out.nbytes)])
+        # a bound range is the tensor's total size, rounded up to 4 bytes (odd FLOAT16 counts), as gm.mean binds
+        inp = Buffer(dev, arr.data, max(in_desc.total_size_in_bytes, arr.nbytes))
+        cop.execute(inputs=[inp], outputs=[Buffer(dev, out.data, out.nbytes)])
         return out.reshape(out_shape)
     inp = dev.create_buffer(max(in_desc.total_size_in_bytes, 4))
     inp.write(np.ascontiguousarray(block))
@@ -170,7 +172,9 @@ def _add_int(a, b):
         if a.dtype == np.uint64:
             wrapped = s < a
         else:
-            wrapped = ((a ^ s) & (b ^ s)) < 0    # both operands' signs differ from the sum's
+            # both operands' signs differ from the sum's; INT64_MIN itself has no 64-bit magnitude for
+            # the final truncating division
+            wrapped = (((a ^ s) & (b ^ s)) < 0) | (s == np.iinfo(np.int64).min)
         if not bool(wrapped.any()):
             return s
     return _host(a).astype(object) + _host(b).astype(object)
