@@ -8,6 +8,9 @@ sums (see ``gpu_mean.dask.partials`` for why they keep the one-device accuracy);
 is Dask's ``blockwise``, which aligns differently chunked inputs and broadcasts size-1 dimensions.
 Chunks may be numpy or CuPy arrays; the result is a lazy Dask array of the same chunk type.
 
+On GPUs, the same calls run on a dask-cuda ``LocalCUDACluster`` with CuPy chunks: each worker sees
+its own GPU as cuda:0, so device=None (or "cuda") is that GPU, and partial sums stay on it.
+
 Install with ``pip install "gpu_mean[dask]"``; ``import gpu_mean`` itself never imports Dask.
 """
 from __future__ import annotations
