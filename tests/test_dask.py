@@ -1,0 +1,264 @@
+"""gpu_mean.dask on a real dask.distributed LocalCluster with two worker processes.
+
+Every result is compared with gm.reduce_mean / gm.mean on one device (the numpy reference device):
+bit-exact for integers and element-wise Mean, within 1 ulp for float reductions, plus an exact
+rational oracle for some. Chunkings are random, uneven and include size-1 chunks; small
+``split_every`` values force Dask's intermediate combine steps.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import warnings
+import zlib
+
+import numpy as np
+import oracle
+import pytest
+
+pytest.importorskip("dask.array")
+pytest.importorskip("distributed")
+
+import dask  # noqa: E402
+import dask.array as da  # noqa: E402
+from distributed import Client, LocalCluster  # noqa: E402
+
+import gpu_mean as gm  # noqa: E402
+from gpu_mean import backends  # noqa: E402
+from gpu_mean import dask as gmd  # noqa: E402
+from gpu_mean.dask import partials  # noqa: E402
+
+SHAPE = (5, 4, 3, 6)
+ALL_AXES = [c for r in range(5) for c in itertools.combinations(range(4), r)]   # 16 combinations
+
+
+def _device_params():
+    found, reason = backends._discover("opencl")
+    return ["cpu", pytest.param("opencl", marks=[] if found else pytest.mark.skip(reason=f"no OpenCL: {reason}"))]
+
+
+@pytest.fixture(scope="module")
+def client():
+    # GPU_MEAN_DEVICE in the workers' environment is what device=None resolves to on a worker
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      env={"GPU_MEAN_DEVICE": "cpu"}) as cluster, Client(cluster) as c:
+        yield c
+
+
+def random_chunks(rng, n):
+    """Uneven chunks of an axis of length n, size-1 chunks likely."""
+    out = []
+    while sum(out) < n:
+        out.append(min(int(rng.choice([1, 2, n])), n - sum(out)))
+    return tuple(out)
+
+
+def positive(rng, shape, dtype):
+    if np.dtype(dtype).kind == "f":
+        return (rng.random(shape) * 100 + 1).astype(dtype)   # same-signed: the 1-ulp promise holds
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)   # extremes: exactness
+
+
+def max_ulp(got, want):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    return max((oracle.ulp_distance(g, w, want.dtype) for g, w in zip(got.ravel(), want.ravel())), default=0)
+
+
+def check_close(got, want):
+    if want.dtype.kind == "f":
+        assert max_ulp(got, want) <= 1
+    else:
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype
+
+
+@pytest.mark.parametrize("device", _device_params())
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32, np.uint32])
+def test_every_axis_combination_matches_one_device(client, device, dtype):
+    """All 16 axis sets of a 4-D array (the empty set: every axis), random chunkings, keepdims both
+    ways, negative axes, fan-in 2 (several combine levels) and Dask's default, in one compute."""
+    rng = np.random.default_rng(zlib.crc32(f"{device} {np.dtype(dtype).name}".encode()))   # same every run
+    x = positive(rng, SHAPE, dtype)
+    lazies, wants = [], []
+    for i, axes in enumerate(ALL_AXES):
+        dx = da.from_array(x, chunks=tuple(random_chunks(rng, n) for n in SHAPE))
+        keep = bool(i % 2)
+        axes_arg = [a - 4 if rng.random() < 0.5 else a for a in axes]
+        lazies.append(gmd.reduce_mean(dx, axes_arg, keepdims=keep, device=device, split_every=[2, None][i % 3 == 0]))
+        wants.append(gm.reduce_mean(x, axes, keepdims=keep, device="cpu"))
+    for lazy, got, want in zip(lazies, client.compute(lazies, sync=True), wants):
+        assert type(lazy._meta) is np.ndarray and lazy.shape == want.shape and lazy.dtype == want.dtype
+        check_close(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_floats_within_one_ulp_of_the_exact_mean(client, dtype):
+    """A long reduced axis in many uneven chunks against the exact rational mean, rounded once."""
+    rng = np.random.default_rng(3)
+    x = (rng.random((3, 4000)) * 7 + 0.5).astype(dtype)
+    cuts = np.unique(np.concatenate([[0, 4000], rng.integers(1, 4000, 150)]))
+    dx = da.from_array(x, chunks=((1, 2), tuple(np.diff(cuts).tolist())))   # ~150 uneven chunks
+    # fan-in 3: a deep combine tree; 1000: one aggregate folds every partial in turn
+    lazies = [gmd.reduce_mean(dx, [1], keepdims=False, device="cpu", split_every=k) for k in (3, 1000)]
+    for got in dask.compute(*lazies):
+        for row, g in zip(oracle.exact_sum_rows(x.astype(np.float64)), got):
+            want = oracle.round_fraction(row / x.shape[1], dtype)
+            assert oracle.ulp_distance(g, want, dtype) <= 1
+
+
+@pytest.mark.parametrize("device", _device_params())
+def test_integer_mean_is_exact_and_truncates_toward_zero(client, device):
+    """Negative totals truncate toward zero once at the end (floor division would be 1 lower)."""
+    x = np.array([[-7, 0, 0, 0, 0, 0], [2**31 - 1] * 6, [-2**31] * 5 + [-2**31 + 1]], np.int32)   # -2^31 + 1/6
+    dx = da.from_array(x, chunks=(1, (1, 2, 2, 1)))
+    got = gmd.reduce_mean(dx, [1], keepdims=False, device=device, split_every=2).compute()
+    np.testing.assert_array_equal(got, np.array([-1, 2**31 - 1, -2**31 + 1], np.int32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_broadcasting_mean_across_differently_chunked_inputs(client, dtype):
+    rng = np.random.default_rng(11)
+    shapes = [(4, 1, 6), (5, 1), (6,), (1, 5, 6)]
+    xs = [positive(rng, s, dtype) for s in shapes]
+    dxs = [da.from_array(x, chunks=tuple(random_chunks(rng, n) for n in x.shape)) for x in xs]
+    # identity, DML ELEMENT_WISE_MEAN and the n-ary mean, in one graph: their keys must not collide
+    lazies = [gmd.mean(*dxs[:k], device="cpu") for k in (1, 2, 3, 4)]
+    for k, lazy, got in zip((1, 2, 3, 4), lazies, client.compute(lazies, sync=True)):
+        want = gm.mean(*xs[:k], device="cpu")
+        assert lazy.shape == want.shape and type(lazy._meta) is np.ndarray
+        np.testing.assert_array_equal(got, want)   # element-wise Mean is correctly rounded: bit-exact
+        assert got.dtype == want.dtype
+
+
+def test_zero_size_and_empty_axes_follow_gm_reduce_mean(client):
+    f = da.zeros((3, 0, 2), dtype=np.float32, chunks=2)
+    i = da.zeros((3, 0, 2), dtype=np.int32, chunks=2)
+    assert np.isnan(gmd.reduce_mean(f, [1]).compute()).all()
+    np.testing.assert_array_equal(gmd.reduce_mean(i, [1], keepdims=False).compute(), np.zeros((3, 2), np.int32))
+    assert gmd.reduce_mean(f, [0]).compute().shape == (1, 0, 2)
+    x = da.from_array(np.arange(12, dtype=np.int32).reshape(3, 4), chunks=2)
+    np.testing.assert_array_equal(gmd.reduce_mean(x, [], noop_with_empty_axes=True).compute(), x.compute())
+    assert gmd.reduce_mean(x, [], keepdims=False).compute() == 5
+    with pytest.raises(gm.InvalidArgumentError, match="name an axis twice"):
+        gmd.reduce_mean(x, [1, -1])
+    with pytest.raises(gm.InvalidArgumentError, match="out of range"):
+        gmd.reduce_mean(x, [2])
+    with pytest.raises(gm.UnsupportedError, match="float64"):
+        gmd.reduce_mean(x.astype(np.float64))
+    with pytest.raises(gm.InvalidArgumentError, match="data types"):
+        gmd.mean(x, x.astype(np.uint32))
+
+
+def test_device_none_is_the_workers_own_and_compiled_once_per_shape(client):
+    """device=None resolves on each worker ($GPU_MEAN_DEVICE=cpu in the workers' environment); 48 equal
+    chunks compile one operator per worker that ran any, and launch once per chunk."""
+    def reset():
+        partials._compiled.clear()
+        partials.stats.update(compiled=0, launched=0)
+    client.run(reset)
+    x = np.random.default_rng(5).random((48, 3, 10)).astype(np.float32)
+    got = gmd.reduce_mean(da.from_array(x, chunks=(1, 3, 10)), [1]).compute()
+    check_close(got, gm.reduce_mean(x, [1], device="cpu"))
+    stats = client.run(lambda: dict(partials.stats))
+    names = client.run(lambda: gm.frontends.functional.get_device(None).name)
+    assert all(n == gm.create_device("cpu").name for n in names.values())
+    assert sum(s["launched"] for s in stats.values()) == 48
+    assert all(s["compiled"] == (1 if s["launched"] else 0) for s in stats.values())
+
+
+def test_cupy_chunks_stay_cupy_on_the_cuda_device(client):
+    cp = pytest.importorskip("cupy")
+    found, reason = backends._discover("cuda")
+    if not found:
+        pytest.skip(f"no CUDA device: {reason}")
+    rng = np.random.default_rng(4)
+    x, xi = positive(rng, SHAPE, np.float32), positive(rng, SHAPE, np.int32)
+    lazies, wants = [], []
+    for h in (x, xi):
+        dx = da.from_array(h, chunks=(2, 3, 1, 4)).map_blocks(cp.asarray, meta=cp.empty((0,) * 4, h.dtype))
+        lazies += [gmd.reduce_mean(dx, [0, 2], device="cuda", split_every=2), gmd.mean(dx, dx[:1], device="cuda")]
+        wants += [gm.reduce_mean(h, [0, 2], device="cpu"), gm.mean(h, h[:1], device="cpu")]
+    for lazy, got, want in zip(lazies, client.compute(lazies, sync=True), wants):
+        assert isinstance(lazy._meta, cp.ndarray) and isinstance(got, cp.ndarray)
+        check_close(cp.asnumpy(got), want)
+
+
+def test_combining_past_64_bits_stays_exact():
+    """A Dask array may sum more than 2^32 INT32 values per output; the 64-bit total then moves to
+    Python integers instead of wrapping."""
+    big = np.array([2**63 - 2**31, -(2**63) + 5], np.int64)
+    p = partials.PartialSum(big, None, 2**32)
+    total = partials.combine_sums([[p, p], [p]])
+    assert total.count == 3 * 2**32 and [int(v) for v in total.hi] == [3 * int(v) for v in big]
+    res = partials.finish(total, np.int32)
+    assert res.dtype == np.int32
+    assert res.tolist() == [(2**63 - 2**31) // 2**32, -((2**63 - 5) // 2**32)]
+    m = partials.PartialSum(np.array([-(2**62)], np.int64), None, 3 * 2**30)   # the two sum to INT64_MIN
+    assert partials.finish(partials.add(m, m), np.int32).tolist() == [-(2**63 // (3 * 2**31))]
+    u = partials.PartialSum(np.array([2**64 - 1], np.uint64), None, 2**32 + 1)
+    assert partials.finish(partials.add(u, u), np.uint32).tolist() == [(2 * (2**64 - 1)) // (2 * (2**32 + 1))]
+
+
+def test_compensated_combine_keeps_what_float64_adds_lose():
+    """hi + lo carries the low bits a plain float64 add drops (1 + 2^-60 - 1 is 2^-60, not 0)."""
+    parts = [partials.PartialSum(np.array([v]), None, 1) for v in (1.0, 2.0**-60, -1.0)]
+    total = partials.combine_sums(parts)
+    assert total.hi[0] + total.lo[0] == 2.0**-60
+    inf = partials.combine_sums([partials.PartialSum(np.array([np.inf]), None, 1)] * 2)
+    assert partials.finish(inf, np.float32)[0] == np.inf   # an infinite total is not turned into NaN
+
+
+def test_a_device_without_fp64_sums_float_chunks_on_the_cpu_with_a_warning():
+    found, reason = backends._discover("opencl")
+    if not found:
+        pytest.skip(f"no OpenCL: {reason}")
+    from gpu_mean.backends import opencl
+    nofp64 = gm.Device(opencl.make_backend(0, allow_fp64=False))
+    x = np.random.default_rng(2).random((4, 9)).astype(np.float32)
+    with pytest.warns(RuntimeWarning, match="no fp64"):
+        p = partials.chunk_sum(x, (1,), device=nofp64)
+    np.testing.assert_array_equal(p.hi, np.sum(x, axis=1, keepdims=True, dtype=np.float64))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        partials.chunk_sum(x.astype(np.int32), (1,), device=nofp64)
+    assert not [w for w in caught if "no fp64" in str(w.message)]   # integers need no fp64: no fallback
+
+
+def test_import_gpu_mean_does_not_import_dask():
+    code = "import sys, gpu_mean as gm, numpy as np; gm.mean(np.ones(2, np.float32)); assert 'dask' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "GPU_MEAN_DEVICE": "cpu"})
+
+
+def test_a_worker_killed_mid_compute_is_replaced_and_the_result_is_right(client, tmp_path):
+    """One worker process dies on its third chunk (a marker file makes it happen once in all); the
+    nanny restarts it, the scheduler reruns the lost tasks and the partials that died with it."""
+    marker = str(tmp_path / "killed")
+
+    def install_killer():
+        # runs in each worker; the restarted worker is a fresh process without it
+        original, calls = partials.run_sum, [0]
+
+        def run_sum(block, axes, device):
+            calls[0] += 1
+            if calls[0] == 3:
+                try:
+                    os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+                except FileExistsError:
+                    pass
+                else:
+                    os._exit(1)
+            return original(block, axes, device)
+        partials.run_sum = run_sum
+
+    before = set(client.scheduler_info()["workers"])
+    client.run(install_killer)
+    x = positive(np.random.default_rng(9), (40, 6, 5), np.int32)
+    got = gmd.reduce_mean(da.from_array(x, chunks=(2, 3, 5)), [0, 2], device="cpu", split_every=2).compute()
+    assert os.path.exists(marker)
+    np.testing.assert_array_equal(got, gm.reduce_mean(x, [0, 2], device="cpu"))
+    client.wait_for_workers(2)
+    assert set(client.scheduler_info()["workers"]) != before   # one worker really was replaced

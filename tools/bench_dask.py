@@ -1,0 +1,130 @@
+"""gpu_mean.dask on a LocalCluster: 1 worker against 2, and against dask.array.mean (a benchmark, not a test).
+
+    python tools/bench_dask.py                         # numpy chunks, device "cpu" on every worker
+    python tools/bench_dask.py --device opencl --stream-mb 1024 --worker-mb 384
+    python tools/bench_dask.py --cuda --device cuda    # dask-cuda LocalCUDACluster, CuPy chunks
+
+1. Scaling: reduce_mean over a float32 array of --stream-mb, generated chunk by chunk on the workers
+   (never whole in memory: larger than one worker's memory limit of --worker-mb), on a cluster of 1
+   worker and then of 2; the time ratio is printed.
+2. Against dask.array.mean, on the 2-worker cluster and the same persisted --compare-mb array: time
+   and the worst error in fp32 ulps against a math.fsum reference (a correctly rounded fp64 sum,
+   divided once: within 2^-26 ulp of the exact fp32 mean), over axis 0 and over every axis.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import statistics
+import time
+
+import numpy as np
+
+
+def _block(block_info=None, n_cols=16):
+    # deterministic per block, so every cluster reduces the same data
+    loc = block_info[None]["array-location"]
+    rng = np.random.default_rng(loc[0][0])
+    return rng.random((loc[0][1] - loc[0][0], n_cols), dtype=np.float32)
+
+
+def make_array(mb: int, chunk_mb: int, n_cols: int, cuda: bool):
+    import dask.array as da
+    rows = mb * 2**20 // (4 * n_cols)
+    chunk_rows = chunk_mb * 2**20 // (4 * n_cols)
+    x = da.map_blocks(_block, n_cols=n_cols, chunks=(da.core.normalize_chunks(chunk_rows, (rows,))[0], (n_cols,)),
+                      dtype=np.float32, meta=np.empty((0, 0), np.float32))
+    if cuda:
+        import cupy
+        x = x.map_blocks(cupy.asarray, dtype=np.float32, meta=cupy.empty((0, 0), np.float32))
+    return x
+
+
+def cluster(n_workers: int, worker_mb: int, cuda: bool):
+    if cuda:
+        from dask_cuda import LocalCUDACluster  # one worker per visible GPU
+        return LocalCUDACluster(CUDA_VISIBLE_DEVICES=list(range(n_workers)), dashboard_address=None)
+    from distributed import LocalCluster
+    return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                        memory_limit=f"{worker_mb}MiB")
+
+
+def timed(client, lazy, repeat: int):
+    times, res = [], None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        res = client.compute(lazy, sync=True)
+        times.append(time.perf_counter() - t)
+    return min(times), statistics.median(times), res
+
+
+def to_host(x):
+    return x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else np.asarray(x)
+
+
+def worst_ulp(got, ref64) -> float:
+    got = to_host(got).astype(np.float64).ravel()
+    ref = np.asarray(ref64, np.float64).ravel()
+    return float(np.max(np.abs(got - ref) / np.spacing(ref.astype(np.float32)).astype(np.float64)))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu", help="gpu_mean device on every worker (default: cpu)")
+    ap.add_argument("--stream-mb", type=int, default=1024)
+    ap.add_argument("--worker-mb", type=int, default=512, help="memory limit per worker (not with --cuda)")
+    ap.add_argument("--compare-mb", type=int, default=256)
+    ap.add_argument("--chunk-mb", type=int, default=32)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--cuda", action="store_true", help="dask-cuda LocalCUDACluster and CuPy chunks")
+    a = ap.parse_args()
+
+    import dask
+    import dask.array as da
+    import distributed
+    from distributed import Client
+
+    from gpu_mean import dask as gmd
+
+    print(f"bench_dask: {platform.node()} {platform.machine()}, {platform.python_version()}, dask {dask.__version__}, "
+          f"distributed {distributed.__version__}, device {a.device!r}, chunks {a.chunk_mb} MiB, min/median of "
+          f"{a.repeat}")
+    x = make_array(a.stream_mb, a.chunk_mb, 16, a.cuda)
+    lazy = gmd.reduce_mean(x, [0], keepdims=False, device=a.device)
+    t = {}
+    for n in (1, 2):
+        with cluster(n, a.worker_mb, a.cuda) as c, Client(c) as client:
+            client.compute(gmd.reduce_mean(x[: x.chunks[0][0] * n], [0], device=a.device), sync=True)  # warm up
+            t[n] = timed(client, lazy, a.repeat)
+            limit = "" if a.cuda else f", memory limit {a.worker_mb} MiB per worker"
+            print(f"  scaling: reduce_mean axis 0 of {x.shape} float32 = {a.stream_mb} MiB in {x.numblocks[0]} "
+                  f"chunks, {n} worker(s){limit}: {t[n][0]:.3f} s min, {t[n][1]:.3f} s median")
+    print(f"  scaling: 1 worker / 2 workers = {t[1][0] / t[2][0]:.2f}x (min), {t[1][1] / t[2][1]:.2f}x (median)")
+
+    with cluster(2, max(a.worker_mb, a.compare_mb), a.cuda) as c, Client(c) as client:
+        y = make_array(a.compare_mb, a.chunk_mb, 16, a.cuda).persist()
+        distributed.wait(y)
+        # the same blocks made again here: gathering them through one worker would pass its memory limit
+        host = make_array(a.compare_mb, a.chunk_mb, 16, False).compute(scheduler="synchronous")
+        ref_cols = [math.fsum(host[:, j].tolist()) / host.shape[0] for j in range(host.shape[1])]
+        ref_all = math.fsum(math.fsum(host[i:i + 2**20].ravel().tolist()) for i in range(0, host.shape[0], 2**20))
+        ref_all /= host.size   # fsum of fsums: within 2^-52 relative, still far below an fp32 ulp
+        print(f"  compare: {y.shape} float32 = {a.compare_mb} MiB persisted on 2 workers, {y.numblocks[0]} chunks")
+        for what, axes, ref in (("axis 0", [0], ref_cols), ("all axes", None, [ref_all])):
+            runs = {
+                "gpu_mean.dask.reduce_mean": gmd.reduce_mean(y, axes, keepdims=False, device=a.device),
+                "dask.array.mean": da.mean(y, axis=None if axes is None else tuple(axes)),
+                "dask.array.mean(dtype=f8)": da.mean(y, axis=None if axes is None else tuple(axes),
+                                                     dtype=np.float64).astype(np.float32),
+            }
+            for name, lz in runs.items():
+                client.compute(lz, sync=True)   # warm up: compile, imports
+                tmin, tmed, res = timed(client, lz, a.repeat)
+                print(f"    {what:8s} {name:27s} {tmin:7.3f} s min {tmed:7.3f} s median   worst error "
+                      f"{worst_ulp(res, ref):10.2f} fp32 ulp")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
