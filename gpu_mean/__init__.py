@@ -22,6 +22,7 @@ from .errors import (
     DeviceRemovedError,
     DmlError,
     InvalidArgumentError,
+    InvalidArgumentTypeError,
     KernelBuildError,
     OutOfMemoryError,
     UnsupportedError,
@@ -46,7 +47,8 @@ __all__ = [
     "BindingProperties", "BindingTable", "BindingType", "Buffer", "BufferArrayBinding", "BufferBinding",
     "CommandList", "CommandRecorder", "CompiledOperator", "DataType", "Device", "DeviceInfo", "DeviceRemovedError",
     "DmlError", "ElementWiseAddDesc", "ElementWiseIdentityDesc", "ElementWiseMeanDesc", "ExecutionFlags", "Feature",
-    "FeatureLevel", "InvalidArgumentError", "KernelBuildError", "Operator", "OperatorInitializer", "OperatorType",
+    "FeatureLevel", "InvalidArgumentError", "InvalidArgumentTypeError", "KernelBuildError", "Operator",
+    "OperatorInitializer", "OperatorType",
     "OutOfMemoryError", "ReduceDesc", "ReduceFunction", "ScaleBias", "TensorDesc", "TensorFlags", "UnsupportedError",
     "backend_status", "calc_buffer_tensor_size", "create_device", "ext", "list_devices",
 ]
