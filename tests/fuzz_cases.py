@@ -88,6 +88,13 @@ def layout(draw, sizes, *, output: bool):
     if kind == "overlap" and rank >= 1:
         d = draw(st.integers(0, rank - 1))
         strides[d] = draw(st.integers(0, 1))
+    if draw(st.integers(0, 14)) == 0:
+        # a stride at or past the UINT32 edge: valid (and executed) on a size-1 dimension up to
+        # 2^32 - 1, refused beyond it or where it makes the last index pass 2^32 - 1
+        # (2^31 on a size-2 dimension is valid and 8 GiB: never drawn, it would be allocated)
+        d = draw(st.integers(0, rank - 1))
+        big = [2**31, 2**32 - 1, 2**32, 2**62] if sizes[d] == 1 else [2**32, 2**62]
+        strides[d] = draw(st.sampled_from(big))
     return tuple(strides)
 
 
