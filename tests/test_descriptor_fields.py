@@ -175,6 +175,12 @@ def test_reduce_function_must_be_an_integer(fn):
         gm.ReduceDesc(fn, T(F, (2, 3)), T(F, (2, 1)), (1,))
 
 
+def test_reduce_function_is_stored_as_the_enum():
+    desc = gm.ReduceDesc(np.int64(2), T(F, (2, 3)), T(F, (2, 1)), (1,))
+    assert desc.function is gm.ReduceFunction.AVERAGE
+    assert gm.ReduceDesc(42, T(F, (2, 3)), T(F, (2, 1)), (1,)).function == 42
+
+
 @pytest.mark.parametrize("field,value", [("scale", "2"), ("bias", None), ("scale", True), ("bias", 1j)])
 def test_scale_bias_must_be_real_numbers(field, value):
     with pytest.raises(gm.InvalidArgumentTypeError, match=f"DML_SCALE_BIAS: {field.capitalize()}"):

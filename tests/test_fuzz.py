@@ -35,7 +35,7 @@ from gpu_mean import DataType as D
 
 _HEALTH = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large,
            HealthCheck.filter_too_much]
-settings.register_profile("fuzz-ci", max_examples=600, deadline=None, derandomize=True,
+settings.register_profile("fuzz-ci", max_examples=1500, deadline=None, derandomize=True,
                           suppress_health_check=_HEALTH, print_blob=True)
 settings.register_profile("fuzz-long", max_examples=int(os.environ.get("GPU_MEAN_FUZZ_EXAMPLES", "0") or 0) or 1,
                           deadline=None, derandomize=False, suppress_health_check=_HEALTH, print_blob=True)

@@ -277,6 +277,11 @@ class ReduceDesc(ReduceLike):
             # ReduceFunction(2.0) and ReduceFunction(True) would look up AVERAGE and ARGMIN
             raise InvalidArgumentTypeError(f"{self.name}: Function must be a ReduceFunction or an integer, got "
                                            f"{type(self.function).__name__} {self.function!r}")
+        try:
+            object.__setattr__(self, "function", ReduceFunction(int(self.function)))
+        except ValueError:
+            # an unknown value stays an int for validate() to refuse with E_INVALIDARG
+            object.__setattr__(self, "function", int(self.function))
         self._normalize_axes()
 
     def validate(self, level):
