@@ -28,6 +28,7 @@ TABLES = {"mean": tables.ELEMENT_WISE_MEAN, "add": tables.ELEMENT_WISE_ADD, "ide
 ALL_TYPES = [d for d in D if d not in (D.UNKNOWN, D.UINT4, D.INT4)]
 # values that int() would have truncated or parsed: each must be refused with a TypeError-and-E_INVALIDARG
 BAD_INTS = [2.0, 1.0, np.float32(2), np.float64(3.0), "2", b"2", True, False, Fraction(2), Decimal(2), None, 2.5]
+BAD_REALS = ["2", b"2", True, None, Fraction(1, 2), Decimal(1), 1j]   # ScaleBias takes int and float types
 LEVELS = list(gm.FeatureLevel)
 
 
@@ -41,6 +42,7 @@ class Case:
     function: object = gm.ReduceFunction.AVERAGE
     scale_bias: object = None
     bad_type: str | None = None  # the field given a wrong Python type, when there is one
+    nary_inputs: object = None   # replaces the n-ary mean's list of inputs when set
     seed: int = 0
     notes: list = field(default_factory=list)
 
@@ -175,7 +177,18 @@ def _poison(draw, case: Case) -> None:
     targets = ["Sizes", "Strides", "TotalTensorSizeInBytes", "GuaranteedBaseOffsetAlignment", "Flags", "DataType"]
     if case.op in ("reduce", "int_reduce"):
         targets.append("Axes")
+    targets += {"reduce": ["Function"], "identity_sb": ["Scale"], "nary": ["InputTensors"]}.get(case.op, [])
     target = draw(st.sampled_from(targets))
+    if target == "Function":
+        case.function, case.bad_type = bad if bad is not None else 2.0, target
+        return
+    if target == "Scale":
+        case.scale_bias = (draw(st.sampled_from(BAD_REALS)), 0.0)
+        case.bad_type = target
+        return
+    if target == "InputTensors":
+        case.nary_inputs, case.bad_type = draw(st.sampled_from([5, None, 2.0])), target
+        return
     i = draw(st.integers(0, len(case.tensors) - 1))
     name, kw = case.tensors[i]
     kw = dict(kw)
@@ -212,7 +225,7 @@ def build(case: Case):
     if case.op == "identity_sb":
         return gm.ElementWiseIdentityDesc(ins[0], out, gm.ScaleBias(*case.scale_bias))
     if case.op == "nary":
-        return gm.ext.NaryMeanDesc(ins, out)
+        return gm.ext.NaryMeanDesc(ins if case.nary_inputs is None else case.nary_inputs, out)
     if case.op == "reduce":
         return gm.ReduceDesc(case.function, ins[0], out, case.axes)
     return gm.ext.IntegerReduceMeanDesc(ins[0], out, case.axes)
