@@ -70,7 +70,9 @@ def check_tensor(op: str, name: str, t: TensorDesc, table, level: FeatureLevel, 
     if t.total_size_in_bytes % 4:
         _fail(op, f"{name} TotalTensorSizeInBytes = {t.total_size_in_bytes} is not a multiple of 4")
     a = t.guaranteed_base_offset_alignment
-    if a < 0 or a > UINT32_MAX or (a != 0 and (a & (a - 1) or a < t.data_type.element_size)):
+    if not 0 <= a <= UINT32_MAX:
+        _fail(op, f"{name} GuaranteedBaseOffsetAlignment = {a} does not fit its UINT32 field")
+    if a != 0 and (a & (a - 1) or a < t.data_type.element_size):
         _fail(op, f"{name} GuaranteedBaseOffsetAlignment = {a}; it must be 0 or a power of two >= the element "
                   f"size ({t.data_type.element_size:g} bytes)")
     # integer masks: on Python 3.11 ~TensorFlags.OWNED_BY_DML is NONE, so a flag-enum mask never fires
