@@ -20,7 +20,7 @@ import gpu_mean as gm
 from gpu_mean import DataType as D
 from gpu_mean.descriptors import tables
 
-MAX_ELEMENTS = 240
+MAX_ELEMENTS = 400
 OPS = ("mean", "add", "identity", "identity_sb", "reduce", "nary", "int_reduce")
 TABLES = {"mean": tables.ELEMENT_WISE_MEAN, "add": tables.ELEMENT_WISE_ADD, "identity": tables.ELEMENT_WISE_IDENTITY,
           "identity_sb": tables.ELEMENT_WISE_IDENTITY, "reduce": tables.REDUCE_AVERAGE,
@@ -30,6 +30,7 @@ ALL_TYPES = [d for d in D if d not in (D.UNKNOWN, D.UINT4, D.INT4)]
 BAD_INTS = [2.0, 1.0, np.float32(2), np.float64(3.0), "2", b"2", True, False, Fraction(2), Decimal(2), None, 2.5]
 BAD_REALS = ["2", b"2", True, None, Fraction(1, 2), Decimal(1), 1j]   # ScaleBias takes int and float types
 LEVELS = list(gm.FeatureLevel)
+REDUCES = (gm.ReduceDesc, gm.ext.IntegerReduceMeanDesc)
 
 
 @dataclass
@@ -58,6 +59,9 @@ def _row(op, level):
 @st.composite
 def sizes_for(draw, rank):
     sizes = [draw(st.integers(1, 5)) for _ in range(rank)]
+    if rank and draw(st.integers(0, 2)) == 0:
+        # one long dimension: the launch planners switch kernels at runs of 32 and 64 elements
+        sizes[draw(st.integers(0, rank - 1))] = draw(st.integers(30, 70))
     while math.prod(sizes) > MAX_ELEMENTS:
         sizes[sizes.index(max(sizes))] -= 1
     if rank and draw(st.integers(0, 40)) == 0:
@@ -69,7 +73,7 @@ def sizes_for(draw, rank):
 def layout(draw, sizes, *, output: bool):
     """Strides for ``sizes``: packed (None or explicit), padded, permuted, broadcast or overlapping."""
     rank = len(sizes)
-    kinds = ["none", "none", "packed", "padded", "padded", "permuted", "permuted", "broadcast", "overlap"]
+    kinds = ["none", "none", "packed", "padded", "padded", "padded", "permuted", "permuted", "broadcast", "overlap"]
     if output:   # an overlapping or broadcast output is invalid: keep most outputs valid
         kinds = kinds[:-2] * 3 + kinds[-2:]
     kind = draw(st.sampled_from(kinds))
@@ -81,7 +85,7 @@ def layout(draw, sizes, *, output: bool):
     strides, acc = [0] * rank, 1
     for d in reversed(order):
         strides[d] = acc
-        pad = draw(st.integers(0, 3)) if kind == "padded" else 0
+        pad = draw(st.integers(1, 3)) if kind == "padded" and draw(st.booleans()) else 0
         acc *= max(sizes[d], 1) + pad
     if kind == "broadcast":
         for d in range(rank):
@@ -155,7 +159,8 @@ def cases(draw, top: gm.FeatureLevel):
             case.tensors.extend([case.tensors[0]] * (k - 6))
         t("OutputTensor", output=True)
     else:
-        axes = list(draw(st.permutations(range(rank)))[:draw(st.integers(0, rank))])
+        n_axes = rank if draw(st.integers(0, 3)) == 0 else draw(st.integers(0, rank))   # full reductions are common
+        axes = list(draw(st.permutations(range(rank)))[:n_axes])
         if draw(st.integers(0, 14)) == 0:
             axes.append(draw(st.sampled_from([rank, -1, axes[0] if axes else 0])))   # out of range or duplicate
         case.axes = tuple(axes)
