@@ -44,6 +44,7 @@ class Case:
     scale_bias: object = None
     bad_type: str | None = None  # the field given a wrong Python type, when there is one
     nary_inputs: object = None   # replaces the n-ary mean's list of inputs when set
+    in_place: bool = False       # bind the output over an identical input where the operator allows it
     seed: int = 0
     notes: list = field(default_factory=list)
 
@@ -171,6 +172,10 @@ def cases(draw, top: gm.FeatureLevel):
         t("OutputTensor", sz=out, output=True)
         if op == "reduce" and draw(st.integers(0, 24)) == 0:
             case.function = draw(st.sampled_from([gm.ReduceFunction.SUM, gm.ReduceFunction.MAX, 42]))
+    if op in ("mean", "add", "identity", "identity_sb", "nary") and draw(st.integers(0, 3)) == 0:
+        # in place needs identical descriptors: the output takes the first input's
+        case.in_place = True
+        case.tensors[-1] = ("OutputTensor", dict(case.tensors[0][1]))
     if draw(st.integers(0, 19)) == 0:
         _poison(draw, case)
     return case

@@ -6,7 +6,8 @@ Property: each generated case is either
 * refused by create_operator with InvalidArgumentError, or UnsupportedError for a REDUCE function
   other than AVERAGE, and the CPU device at the same level refuses it too (unless the device lacks
   the data type), or
-* created, compiled and executed, with a result equal to the CPU device's (bit-exact for
+* created, compiled and executed (in place, output bound over an identical input, where the
+  operator allows it and the case asks for it), with a result equal to the CPU device's (bit-exact for
   element-wise and integer operators) or, for float REDUCE AVERAGE and the n-ary mean on positive
   data, within 1 ulp of the exact mean (tests/oracle.py); every output buffer has poisoned guard
   bytes before and after its binding, and poisoned bytes inside its range that its strides do not
@@ -97,20 +98,43 @@ def addressed_bytes(t: gm.TensorDesc) -> np.ndarray:
     return (offs[:, None] * size + np.arange(size)).ravel()
 
 
-def execute(dev, desc, xs):
-    """Run ``desc`` on ``dev``; returns (logical output, raw output buffer, binding offset)."""
+def poisoned(dev, t: gm.TensorDesc, x, off: int):
+    """A buffer of POISON bytes, GUARD bytes longer than the binding, with ``x`` in ``t``'s elements."""
+    nbytes = off + t.total_size_in_bytes + GUARD
+    raw = np.full(nbytes, POISON, np.uint8)
+    if x is not None:
+        dt = t.numpy_dtype
+        view = np.ndarray(t.sizes, dt, buffer=raw, offset=off, strides=[s * dt.itemsize for s in t.effective_strides])
+        view[...] = x
+    buf = dev.create_buffer(nbytes)
+    buf.write(raw)
+    return buf
+
+
+def in_place_input(desc) -> int | None:
+    """The input to alias with the output, when the operator allows it and the descriptors are identical."""
+    if desc.in_place == "none":
+        return None
+    out = desc.output_tensors()[0]
+    same = [i for i, t in enumerate(desc.input_tensors()) if t == out]
+    return same[0] if same else None
+
+
+def execute(dev, desc, xs, alias: int | None = None):
+    """Run ``desc`` on ``dev`` (output bound over input ``alias`` when given).
+
+    Returns (logical output, raw output buffer, binding offset)."""
     cop = dev.compile_operator(dev.create_operator(desc))
-    ins = []
-    for t, x in zip(desc.input_tensors(), xs):
-        off = max(16, t.guaranteed_base_offset_alignment)
-        ins.append(gm.BufferBinding(upload(dev, t, x, off), off, t.total_size_in_bytes))
     ot = desc.output_tensors()[0]
     off = max(16, ot.guaranteed_base_offset_alignment)
-    nbytes = off + ot.total_size_in_bytes + GUARD
-    buf = dev.create_buffer(nbytes)
-    buf.write(np.full(nbytes, POISON, np.uint8))
-    cop.execute(inputs=ins, outputs=[gm.BufferBinding(buf, off, ot.total_size_in_bytes)])
-    return buf.read_tensor(ot, off), buf.read(np.uint8, nbytes), off
+    buf = poisoned(dev, ot, None if alias is None else xs[alias], off)
+    out = gm.BufferBinding(buf, off, ot.total_size_in_bytes)
+    ins = []
+    for i, (t, x) in enumerate(zip(desc.input_tensors(), xs)):
+        in_off = max(16, t.guaranteed_base_offset_alignment)
+        ins.append(out if i == alias else gm.BufferBinding(upload(dev, t, x, in_off), in_off, t.total_size_in_bytes))
+    cop.execute(inputs=ins, outputs=[out])
+    return buf.read_tensor(ot, off), buf.read(np.uint8, buf.size), off
 
 
 def check_guards(raw, off, t: gm.TensorDesc):
@@ -176,7 +200,8 @@ def run_case(device, case: fuzz_cases.Case):
     rng = np.random.default_rng(case.seed)
     dt = desc.output_tensors()[0].data_type
     xs = [logical_data(rng, t, case.float_reduction) for t in desc.input_tensors()]
-    got, raw, off = execute(dev, desc, xs)
+    alias = in_place_input(desc) if case.in_place else None
+    got, raw, off = execute(dev, desc, xs, alias)
     check_guards(raw, off, desc.output_tensors()[0])
     if case.float_reduction:
         want = exact_means(desc, xs, dt)
@@ -186,7 +211,7 @@ def run_case(device, case: fuzz_cases.Case):
     else:
         want = execute(_cpu(case.level), desc, xs)[0]
         assert oracle.equal_bits(got, want), f"{dev.name} differs from the CPU device:\n{got}\n{want}"
-    return "executed"
+    return "executed" if alias is None else "executed in place"
 
 
 @PROFILE
