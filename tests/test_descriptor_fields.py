@@ -105,6 +105,12 @@ def test_integer_reduce_broadcast_over_element_cap_rejected(device):
     rejected(device, gm.ext.IntegerReduceMeanDesc(x, T(D.INT32, (2**20, 1)), (1,)), "InputTensor has 1099511627776")
 
 
+def test_element_count_does_not_wrap_at_2_64(device):
+    # 65536^4 = 2^64: an int64 product wraps to 0 and would pass the cap
+    x = T(F, (65536,) * 4, strides=(0,) * 4)
+    rejected(device, gm.ReduceDesc(AVG, x, T(F, (1,) * 4), (0, 1, 2, 3)), "has 18446744073709551616 elements")
+
+
 def test_broadcast_at_the_element_cap_accepted(device):
     x = T(F, (65535, 65537), strides=(0, 0))    # 2^32 - 1 elements exactly
     device.create_operator(gm.ReduceDesc(AVG, x, T(F, (65535, 1)), (1,)))
