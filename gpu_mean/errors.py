@@ -26,6 +26,14 @@ class InvalidArgumentError(DmlError, ValueError):
     hresult = E_INVALIDARG
 
 
+class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
+    """A descriptor field given a Python type it does not take (a float or a string where a UINT goes).
+
+    It is an InvalidArgumentError, so E_INVALIDARG like every other invalid argument, and a TypeError,
+    so code written for Python's conventions catches it too.
+    """
+
+
 class UnsupportedError(DmlError):
     hresult = DXGI_ERROR_UNSUPPORTED
 

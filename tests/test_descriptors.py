@@ -183,7 +183,7 @@ def test_not_a_tensor_desc():
 
 
 def test_bad_sizes_type():
-    with pytest.raises(gm.InvalidArgumentError, match="integers"):
+    with pytest.raises(gm.InvalidArgumentError, match="Sizes\\[0\\] must be an int"):
         T(D.FLOAT32, (2.5, 3))
 
 

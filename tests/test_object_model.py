@@ -95,6 +95,13 @@ def test_offset_alignment(device):
     table8 = device.create_binding_table(initialized(device, gm.ElementWiseMeanDesc(t8, t8, t8)))
     with pytest.raises(gm.InvalidArgumentError, match="GuaranteedBaseOffsetAlignment \\(8\\)"):
         table8.bind_inputs([gm.BufferBinding(A, 4, 16), gm.BufferBinding(A, 16, 16)])
+    # a guarantee larger than 16 binds every offset to it: 16 is no longer enough
+    A2 = device.create_buffer(1024)
+    t256 = T(D.FLOAT32, (4,), guaranteed_base_offset_alignment=256)
+    table256 = device.create_binding_table(initialized(device, gm.ElementWiseMeanDesc(t256, t256, t256)))
+    with pytest.raises(gm.InvalidArgumentError, match="Offset 16 must be a multiple of GuaranteedBaseOffsetAlignment"):
+        table256.bind_inputs([gm.BufferBinding(A2, 16, 16), gm.BufferBinding(A2, 256, 16)])
+    table256.bind_inputs([gm.BufferBinding(A2, 0, 16), gm.BufferBinding(A2, 512, 16)])
 
 
 def test_binding_size_and_range(device):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import InvalidArgumentTypeError
 from . import tables
 from .operators import (
     IN_PLACE_ANY,
@@ -42,6 +43,9 @@ class NaryMeanDesc(OperatorDesc):
     in_place = IN_PLACE_ANY
 
     def __post_init__(self):
+        if isinstance(self.inputs, (str, bytes, TensorDesc)) or not hasattr(self.inputs, "__iter__"):
+            raise InvalidArgumentTypeError(f"{self.name}: InputTensors must be a sequence of TensorDesc, got "
+                                           f"{type(self.inputs).__name__}")
         object.__setattr__(self, "inputs", tuple(self.inputs))
 
     def input_tensors(self):

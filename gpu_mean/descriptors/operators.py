@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import InvalidArgumentError, UnsupportedError
+import numpy as np
+
+from ..errors import InvalidArgumentError, InvalidArgumentTypeError, UnsupportedError
 from . import tables
-from .tensor import MAX_ELEMENTS, TensorDesc
+from .tensor import MAX_ELEMENTS, UINT32_MAX, UINT64_MAX, TensorDesc, as_int_tuple, is_integer
 from .types import DataType, FeatureLevel, KernelOp, OperatorType, ReduceFunction, TensorFlags
 
 IN_PLACE_NONE, IN_PLACE_ONE, IN_PLACE_ANY = "none", "one", "any"
@@ -39,6 +41,9 @@ def check_tensor(op: str, name: str, t: TensorDesc, table, level: FeatureLevel, 
     for i, s in enumerate(t.sizes):
         if s <= 0:
             _fail(op, f"{name} Sizes[{i}] = {s}; every size must be > 0")
+        if s > UINT32_MAX:
+            _fail(op, f"{name} Sizes[{i}] = {s} does not fit DML_BUFFER_TENSOR_DESC's UINT32 Sizes "
+                      f"(at most {UINT32_MAX})")
     if t.strides is not None:
         if len(t.strides) != t.dimension_count:
             _fail(op, f"{name} has {len(t.strides)} strides for DimensionCount {t.dimension_count}; "
@@ -46,9 +51,18 @@ def check_tensor(op: str, name: str, t: TensorDesc, table, level: FeatureLevel, 
         for i, s in enumerate(t.strides):
             if s < 0:
                 _fail(op, f"{name} Strides[{i}] = {s}; strides are unsigned")
+            if s > UINT32_MAX:
+                _fail(op, f"{name} Strides[{i}] = {s} does not fit DML_BUFFER_TENSOR_DESC's UINT32 Strides "
+                          f"(at most {UINT32_MAX})")
+    # both caps: the element count bounds broadcast and overlapping tensors, whose last index is small
+    count = t.element_count
+    if count > MAX_ELEMENTS:
+        _fail(op, f"{name} has {count} elements (Sizes {t.sizes}); a buffer tensor holds at most 2^32 - 1 elements")
     last = t.last_index
     if last + 1 > MAX_ELEMENTS:
         _fail(op, f"{name} addresses {last + 1} elements; a buffer tensor holds at most 2^32 - 1 elements")
+    if t.total_size_in_bytes > UINT64_MAX:
+        _fail(op, f"{name} TotalTensorSizeInBytes = {t.total_size_in_bytes} does not fit its UINT64 field")
     minimum = t.minimum_size_in_bytes
     if t.total_size_in_bytes < minimum:
         _fail(op, f"{name} TotalTensorSizeInBytes = {t.total_size_in_bytes} is below the {minimum} bytes that "
@@ -56,11 +70,15 @@ def check_tensor(op: str, name: str, t: TensorDesc, table, level: FeatureLevel, 
     if t.total_size_in_bytes % 4:
         _fail(op, f"{name} TotalTensorSizeInBytes = {t.total_size_in_bytes} is not a multiple of 4")
     a = t.guaranteed_base_offset_alignment
+    if not 0 <= a <= UINT32_MAX:
+        _fail(op, f"{name} GuaranteedBaseOffsetAlignment = {a} does not fit its UINT32 field")
     if a != 0 and (a & (a - 1) or a < t.data_type.element_size):
         _fail(op, f"{name} GuaranteedBaseOffsetAlignment = {a}; it must be 0 or a power of two >= the element "
                   f"size ({t.data_type.element_size:g} bytes)")
-    if t.flags & ~TensorFlags.OWNED_BY_DML:
-        _fail(op, f"{name} has unknown flags 0x{int(t.flags):x}")
+    # integer masks: on Python 3.11 ~TensorFlags.OWNED_BY_DML is NONE, so a flag-enum mask never fires
+    if int(t.flags) & ~int(TensorFlags.OWNED_BY_DML):
+        _fail(op, f"{name} Flags = {int(t.flags):#x} has bits other than DML_TENSOR_FLAG_OWNED_BY_DML (0x1), "
+                  "the only DML_TENSOR_FLAGS bit")
     if output and t.flags & TensorFlags.OWNED_BY_DML:
         _fail(op, f"{name} is an output with DML_TENSOR_FLAG_OWNED_BY_DML; that flag is for inputs only")
     if output and t.has_overlap():
@@ -145,7 +163,9 @@ class ReduceLike(UnaryTensorOp):
     """REDUCE-shaped descriptors: axes unique and in range, output keeps the rank with reduced axes 1."""
 
     def _normalize_axes(self):
-        object.__setattr__(self, "axes", tuple(self.axes) if self.axes is not None else ())
+        # the descriptor stores what it validated: Python ints, never the caller's 1.0 or True
+        axes = () if self.axes is None else as_int_tuple(self.name, "Axes", self.axes)
+        object.__setattr__(self, "axes", axes)
 
     def _validate_op(self, level):
         axes = check_axes(self.name, self.axes, self.input.dimension_count)
@@ -187,6 +207,14 @@ class ScaleBias:
     scale: float = 1.0
     bias: float = 0.0
 
+    def __post_init__(self):
+        for name in ("scale", "bias"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, bool):
+                raise InvalidArgumentTypeError(f"DML_SCALE_BIAS: {name.capitalize()} must be a real number, got "
+                                               f"{type(v).__name__} {v!r}")
+            object.__setattr__(self, name, float(v))
+
 
 @dataclass(frozen=True)
 class ElementWiseIdentityDesc(UnaryTensorOp):
@@ -214,10 +242,7 @@ class ElementWiseIdentityDesc(UnaryTensorOp):
 
 
 def check_axes(op: str, axes, rank: int, *, allow_empty: bool = True) -> tuple[int, ...]:
-    try:
-        ax = tuple(int(a) for a in axes)
-    except TypeError as e:
-        raise InvalidArgumentError(f"{op}: Axes must be a sequence of integers, got {axes!r}") from e
+    ax = as_int_tuple(op, "Axes", axes)
     for a in ax:
         if not 0 <= a < rank:
             _fail(op, f"axis {a} is out of range; Axes must lie in [0, {rank - 1}] for a {rank}-D InputTensor")
@@ -257,6 +282,15 @@ class ReduceDesc(ReduceLike):
     in_place = IN_PLACE_NONE
 
     def __post_init__(self):
+        if not isinstance(self.function, ReduceFunction) and not is_integer(self.function):
+            # ReduceFunction(2.0) and ReduceFunction(True) would look up AVERAGE and ARGMIN
+            raise InvalidArgumentTypeError(f"{self.name}: Function must be a ReduceFunction or an integer, got "
+                                           f"{type(self.function).__name__} {self.function!r}")
+        try:
+            object.__setattr__(self, "function", ReduceFunction(int(self.function)))
+        except ValueError:
+            # an unknown value stays an int for validate() to refuse with E_INVALIDARG
+            object.__setattr__(self, "function", int(self.function))
         self._normalize_axes()
 
     def validate(self, level):

@@ -1,14 +1,19 @@
 """DML_BUFFER_TENSOR_DESC as a frozen value type, and DMLCalcBufferTensorSize."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, InvalidArgumentTypeError
 from .types import DataType, TensorFlags
 
-MAX_ELEMENTS = 2**32 - 1  # reference/directml.md 1.3: at most 2^32 - 1 elements
+MAX_ELEMENTS = 2**32 - 1  # DirectML: a buffer tensor holds at most 2^32 - 1 elements
+# DML_BUFFER_TENSOR_DESC declares Sizes, Strides, Flags and GuaranteedBaseOffsetAlignment as UINT
+# and TotalTensorSizeInBytes as UINT64: values that do not fit are invalid, never wrapped.
+UINT32_MAX = 2**32 - 1
+UINT64_MAX = 2**64 - 1
 
 
 def packed_strides(sizes) -> tuple[int, ...]:
@@ -34,7 +39,9 @@ def calc_buffer_tensor_size(data_type: DataType, sizes, strides=None) -> int:
     bits = data_type.size_in_bits
     if bits == 0:
         return 0
-    sizes = tuple(int(s) for s in sizes)
+    sizes = as_int_tuple("calc_buffer_tensor_size", "Sizes", sizes)
+    if strides is not None:
+        strides = as_int_tuple("calc_buffer_tensor_size", "Strides", strides)
     if strides is None:
         count = int(np.prod(sizes, dtype=object)) if sizes else 1
     else:
@@ -43,15 +50,28 @@ def calc_buffer_tensor_size(data_type: DataType, sizes, strides=None) -> int:
     return (nbytes + 3) & ~3
 
 
-def _as_uint_tuple(name: str, values) -> tuple[int, ...]:
-    try:
-        out = tuple(int(v) for v in values)
-    except (TypeError, ValueError) as e:
-        raise InvalidArgumentError(f"TensorDesc: {name} must be a sequence of integers, got {values!r}") from e
-    for v, orig in zip(out, values):
-        if isinstance(orig, float) and orig != v:
-            raise InvalidArgumentError(f"TensorDesc: {name} must be integers, got {values!r}")
-    return out
+def is_integer(value) -> bool:
+    """The integer types a descriptor field takes: int and the numpy integers, never bool.
+
+    Floats (even integral ones), Fraction, Decimal, strings and bytes are refused rather than
+    truncated by ``int()``: a silently truncated size or axis addresses the wrong memory.
+    """
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def as_int(owner: str, field_name: str, value) -> int:
+    if not is_integer(value):
+        raise InvalidArgumentTypeError(f"{owner}: {field_name} must be an int or a numpy integer, got "
+                                       f"{type(value).__name__} {value!r}")
+    return int(value)
+
+
+def as_int_tuple(owner: str, field_name: str, values) -> tuple[int, ...]:
+    """A sequence of integers as a tuple of Python ints; the range is checked by create_operator."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise InvalidArgumentTypeError(f"{owner}: {field_name} must be a sequence of integers, got "
+                                       f"{type(values).__name__} {values!r}")
+    return tuple(as_int(owner, f"{field_name}[{i}]", v) for i, v in enumerate(values))
 
 
 @dataclass(frozen=True)
@@ -61,6 +81,13 @@ class TensorDesc:
     ``strides=None`` means packed row-major. ``total_size_in_bytes=None`` takes the size that
     ``calc_buffer_tensor_size`` computes. Validity against an operator is checked by
     ``create_operator``, which knows the operator, the tensor's role and the feature level.
+
+    Integer fields (sizes, strides, total_size_in_bytes, guaranteed_base_offset_alignment, flags
+    and data_type) take ``int``, numpy integers or the field's enum only; anything else (bool,
+    floats even when integral, Fraction, Decimal, str, bytes) raises ``InvalidArgumentTypeError``
+    (an ``InvalidArgumentError`` and a ``TypeError``) here, naming the field. The stored fields are
+    plain Python ints. Ranges (UINT32 sizes and strides, UINT64 total size, known flag bits) are
+    checked by ``create_operator``.
     """
 
     data_type: DataType
@@ -72,16 +99,24 @@ class TensorDesc:
     _computed: int = field(default=0, repr=False, compare=False)
 
     def __post_init__(self):
+        if not isinstance(self.data_type, DataType) and not is_integer(self.data_type):
+            raise InvalidArgumentTypeError(f"TensorDesc: DataType must be a DataType or an integer, got "
+                                           f"{type(self.data_type).__name__} {self.data_type!r}")
         try:
-            dt = DataType(self.data_type)
+            dt = DataType(int(self.data_type))
         except ValueError as e:
             raise InvalidArgumentError(f"TensorDesc: unknown data type {self.data_type!r}") from e
         object.__setattr__(self, "data_type", dt)
-        object.__setattr__(self, "sizes", _as_uint_tuple("sizes", self.sizes))
+        object.__setattr__(self, "sizes", as_int_tuple("TensorDesc", "Sizes", self.sizes))
         if self.strides is not None:
-            object.__setattr__(self, "strides", _as_uint_tuple("strides", self.strides))
-        object.__setattr__(self, "flags", TensorFlags(int(self.flags)))
-        object.__setattr__(self, "guaranteed_base_offset_alignment", int(self.guaranteed_base_offset_alignment))
+            object.__setattr__(self, "strides", as_int_tuple("TensorDesc", "Strides", self.strides))
+        flags = as_int("TensorDesc", "Flags", self.flags)
+        # a negative value has no TensorFlags form (TensorFlags(-1) is OWNED_BY_DML): keep the int,
+        # which create_operator rejects as unknown bits
+        object.__setattr__(self, "flags", TensorFlags(flags) if flags >= 0 else flags)
+        object.__setattr__(self, "guaranteed_base_offset_alignment",
+                           as_int("TensorDesc", "GuaranteedBaseOffsetAlignment",
+                                  self.guaranteed_base_offset_alignment))
         ok = all(s >= 0 for s in self.sizes) and (
             self.strides is None or (len(self.strides) == len(self.sizes) and all(s >= 0 for s in self.strides)))
         computed = calc_buffer_tensor_size(dt, self.sizes, self.strides) if ok else 0
@@ -89,7 +124,8 @@ class TensorDesc:
         if self.total_size_in_bytes is None:
             object.__setattr__(self, "total_size_in_bytes", computed)
         else:
-            object.__setattr__(self, "total_size_in_bytes", int(self.total_size_in_bytes))
+            object.__setattr__(self, "total_size_in_bytes",
+                               as_int("TensorDesc", "TotalTensorSizeInBytes", self.total_size_in_bytes))
 
     @property
     def dimension_count(self) -> int:
@@ -97,7 +133,8 @@ class TensorDesc:
 
     @property
     def element_count(self) -> int:
-        return int(np.prod(self.sizes, dtype=np.int64)) if self.sizes else 1
+        # Python ints: an int64 product wraps for sizes near 2^32 and would pass the element cap
+        return math.prod(self.sizes)
 
     @property
     def minimum_size_in_bytes(self) -> int:

@@ -42,9 +42,12 @@ def check_buffer(device, b: BufferBinding, what: str) -> None:
 
 def check_tensor_binding(device, b: BufferBinding, t: TensorDesc, what: str) -> None:
     check_buffer(device, b, what)
+    # a nonzero GuaranteedBaseOffsetAlignment is a promise about every binding of the tensor (the
+    # offset is a multiple of it, smaller or larger than 16); without one, 16-byte alignment
     a = t.guaranteed_base_offset_alignment
-    if b.offset % MINIMUM_BUFFER_TENSOR_ALIGNMENT and not (a and b.offset % a == 0):
-        rule = f"a multiple of 16 or of GuaranteedBaseOffsetAlignment ({a})" if a else "a multiple of 16"
+    align = a or MINIMUM_BUFFER_TENSOR_ALIGNMENT
+    if b.offset % align:
+        rule = f"a multiple of GuaranteedBaseOffsetAlignment ({a})" if a else "a multiple of 16"
         raise InvalidArgumentError(f"{what}: Offset {b.offset} must be {rule}")
     if b.size < t.total_size_in_bytes:
         raise InvalidArgumentError(f"{what}: SizeInBytes is too small. {b.size} was provided, but "

@@ -1,0 +1,207 @@
+"""Property-based fuzzer over every descriptor class, at random feature levels, on every device.
+
+Property: each generated case is either
+* refused at construction with InvalidArgumentTypeError (when a field got a wrong Python type) or
+  InvalidArgumentError (an invalid value),
+* refused by create_operator with InvalidArgumentError, or UnsupportedError for a REDUCE function
+  other than AVERAGE, and the CPU device at the same level refuses it too (unless the device lacks
+  the data type), or
+* created, compiled and executed (in place, output bound over an identical input, where the
+  operator allows it and the case asks for it), with a result equal to the CPU device's (bit-exact for
+  element-wise and integer operators) or, for float REDUCE AVERAGE and the n-ary mean on positive
+  data, within 1 ulp of the exact mean (tests/oracle.py); every output buffer has poisoned guard
+  bytes before and after its binding, and poisoned bytes inside its range that its strides do not
+  address: all must be untouched.
+No other exception, and the device is never removed.
+
+CI runs a fixed, derandomized set of 1500 examples per device (profile ``fuzz-ci``; about 40 s for
+cpu and opencl:0 on PoCL with 2 cores, most of it OpenCL kernel builds). A longer run with fresh
+random examples (profile ``fuzz-long``):
+
+    GPU_MEAN_FUZZ_EXAMPLES=20000 GPU_MEAN_TEST_DEVICES=cpu,opencl:0 python -m pytest -q tests/test_fuzz.py
+"""
+from __future__ import annotations
+
+import os
+
+import fuzz_cases
+import numpy as np
+import oracle
+import pytest
+from helpers import upload
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+import gpu_mean as gm
+from gpu_mean import DataType as D
+
+_HEALTH = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large,
+           HealthCheck.filter_too_much]
+settings.register_profile("fuzz-ci", max_examples=1500, deadline=None, derandomize=True,
+                          suppress_health_check=_HEALTH, print_blob=True)
+settings.register_profile("fuzz-long", max_examples=int(os.environ.get("GPU_MEAN_FUZZ_EXAMPLES", "0") or 0) or 1,
+                          deadline=None, derandomize=False, suppress_health_check=_HEALTH, print_blob=True)
+PROFILE = settings.get_profile("fuzz-long" if os.environ.get("GPU_MEAN_FUZZ_EXAMPLES") else "fuzz-ci")
+
+POISON = 0xA5
+GUARD = 64
+_devices: dict = {}
+
+
+def at_level(device, level):
+    """A device sharing ``device``'s backend (and its kernel cache) that enforces ``level``."""
+    key = (id(device.backend), level)
+    dev = _devices.get(key)
+    if dev is None or dev.get_device_removed_reason() is not None:
+        dev = _devices[key] = gm.Device(device.backend, feature_level=level)
+    return dev
+
+
+def _cpu(level):
+    key = ("cpu", level)
+    if key not in _devices:
+        _devices[key] = gm.create_device("cpu", feature_level=level)
+    return _devices[key]
+
+
+def make_data(rng, dt: D, shape, positive: bool):
+    npdt = dt.numpy_dtype
+    if dt in (D.FLOAT32, D.FLOAT16, D.FLOAT64):
+        if positive:
+            scale = 2.0 ** rng.integers(-10, 10) if dt == D.FLOAT16 else 2.0 ** rng.integers(-60, 60)
+            return (rng.uniform(0.5, 2.0, shape) * scale).astype(npdt)
+        fi = np.finfo(npdt)
+        pool = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, fi.max, -fi.max, fi.tiny, fi.tiny / 4,
+                         -fi.smallest_subnormal, 1.0, -3.5], npdt)
+        x = (rng.standard_normal(shape) * 2.0 ** rng.integers(-8, 8)).astype(npdt)
+        special = rng.random(shape) < 0.15
+        x[special] = rng.choice(pool, int(special.sum()))
+        return x
+    info = np.iinfo(npdt)
+    return rng.integers(info.min, info.max, shape, dtype=npdt, endpoint=True)
+
+
+def logical_data(rng, t: gm.TensorDesc, positive: bool) -> np.ndarray:
+    """Data for input ``t`` drawn per memory element, so that broadcast and overlapping elements agree."""
+    phys = make_data(rng, t.data_type, (t.last_index + 1,), positive)
+    view = np.lib.stride_tricks.as_strided(phys, t.sizes, [s * phys.itemsize for s in t.effective_strides])
+    return view.copy()
+
+
+def addressed_bytes(t: gm.TensorDesc) -> np.ndarray:
+    """Byte offsets (from the binding offset) that the tensor's elements occupy."""
+    size = t.numpy_dtype.itemsize
+    offs = np.zeros(1, np.int64)
+    for n, s in zip(t.sizes, t.effective_strides):
+        offs = (offs[:, None] + np.arange(n, dtype=np.int64) * s).ravel()
+    return (offs[:, None] * size + np.arange(size)).ravel()
+
+
+def poisoned(dev, t: gm.TensorDesc, x, off: int):
+    """A buffer of POISON bytes, GUARD bytes longer than the binding, with ``x`` in ``t``'s elements."""
+    nbytes = off + t.total_size_in_bytes + GUARD
+    raw = np.full(nbytes, POISON, np.uint8)
+    if x is not None:
+        dt = t.numpy_dtype
+        view = np.ndarray(t.sizes, dt, buffer=raw, offset=off, strides=[s * dt.itemsize for s in t.effective_strides])
+        view[...] = x
+    buf = dev.create_buffer(nbytes)
+    buf.write(raw)
+    return buf
+
+
+def in_place_input(desc) -> int | None:
+    """The input to alias with the output, when the operator allows it and the descriptors are identical."""
+    if desc.in_place == "none":
+        return None
+    out = desc.output_tensors()[0]
+    same = [i for i, t in enumerate(desc.input_tensors()) if t == out]
+    return same[0] if same else None
+
+
+def execute(dev, desc, xs, alias: int | None = None):
+    """Run ``desc`` on ``dev`` (output bound over input ``alias`` when given).
+
+    Returns (logical output, raw output buffer, binding offset)."""
+    cop = dev.compile_operator(dev.create_operator(desc))
+    ot = desc.output_tensors()[0]
+    off = max(16, ot.guaranteed_base_offset_alignment)
+    buf = poisoned(dev, ot, None if alias is None else xs[alias], off)
+    out = gm.BufferBinding(buf, off, ot.total_size_in_bytes)
+    ins = []
+    for i, (t, x) in enumerate(zip(desc.input_tensors(), xs)):
+        in_off = max(16, t.guaranteed_base_offset_alignment)
+        ins.append(out if i == alias else gm.BufferBinding(upload(dev, t, x, in_off), in_off, t.total_size_in_bytes))
+    cop.execute(inputs=ins, outputs=[out])
+    return buf.read_tensor(ot, off), buf.read(np.uint8, buf.size), off
+
+
+def check_guards(raw, off, t: gm.TensorDesc):
+    touched = np.zeros(raw.size, bool)
+    touched[off + addressed_bytes(t)] = True
+    bad = np.nonzero(~touched & (raw != POISON))[0]
+    assert bad.size == 0, (f"bytes written outside the output's elements at {bad[:8].tolist()} (binding offset {off}, "
+                           f"TotalTensorSizeInBytes {t.total_size_in_bytes})")
+
+
+def exact_means(desc, xs, dt: D):
+    """Correctly rounded exact means, one per output element, in the output's logical order."""
+    if isinstance(desc, gm.ext.NaryMeanDesc):
+        stacked = np.stack([np.broadcast_to(x, desc.output.sizes) for x in xs], axis=-1)
+        rows = stacked.reshape(-1, len(xs))
+    else:
+        axes = tuple(desc.axes)
+        kept = [d for d in range(xs[0].ndim) if d not in axes]
+        rows = np.transpose(xs[0], kept + list(axes)).reshape(int(np.prod(desc.output.sizes)), -1)
+    n = rows.shape[1]
+    want = [oracle.round_fraction(s / n, dt.numpy_dtype) for s in oracle.exact_sum_rows(rows)]
+    return np.array(want, dt.numpy_dtype).reshape(desc.output.sizes)
+
+
+def run_case(device, case: fuzz_cases.Case):
+    dev = at_level(device, case.level)
+    if case.bad_type is not None:
+        with pytest.raises(gm.InvalidArgumentTypeError, match=case.bad_type.replace("[", r"\[")) as e:
+            fuzz_cases.build(case)
+        assert isinstance(e.value, TypeError)
+        return "bad type"
+    try:
+        desc = fuzz_cases.build(case)
+    except gm.InvalidArgumentError:
+        return "refused at construction"
+    try:
+        dev.create_operator(desc)
+    except (gm.InvalidArgumentError, gm.UnsupportedError) as e:
+        if isinstance(e, gm.UnsupportedError):
+            assert isinstance(desc, gm.ReduceDesc) and desc.function != gm.ReduceFunction.AVERAGE, e
+        try:
+            _cpu(case.level).create_operator(desc)
+        except type(e):
+            return "refused"
+        assert "does not support" in str(e), f"{dev.name} refuses what the CPU device accepts: {e}"
+        return "data type absent"
+    rng = np.random.default_rng(case.seed)
+    dt = desc.output_tensors()[0].data_type
+    xs = [logical_data(rng, t, case.float_reduction) for t in desc.input_tensors()]
+    alias = in_place_input(desc) if case.in_place else None
+    got, raw, off = execute(dev, desc, xs, alias)
+    check_guards(raw, off, desc.output_tensors()[0])
+    if case.float_reduction:
+        want = exact_means(desc, xs, dt)
+        for idx in np.ndindex(want.shape):
+            d = oracle.ulp_distance(got[idx], want[idx], dt.numpy_dtype)
+            assert d <= 1, f"output {idx}: got {got[idx]!r}, the exact mean rounds to {want[idx]!r} ({d} ulp)"
+    else:
+        want = execute(_cpu(case.level), desc, xs)[0]
+        assert oracle.equal_bits(got, want), f"{dev.name} differs from the CPU device:\n{got}\n{want}"
+    return "executed" if alias is None else "executed in place"
+
+
+@PROFILE
+@given(data=st.data())
+def test_fuzz_descriptors(device, data):
+    case = data.draw(fuzz_cases.cases(device.info.max_feature_level), label="case")
+    outcome = run_case(device, case)
+    event(f"{case.op}: {outcome}")   # pytest --hypothesis-show-statistics shows the mix
+    assert device.get_device_removed_reason() is None
+    assert at_level(device, case.level).get_device_removed_reason() is None, outcome
