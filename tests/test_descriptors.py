@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import run
 
 import gpu_mean as gm
 from gpu_mean import DataType as D
@@ -24,7 +25,7 @@ def mean_desc(dt=D.FLOAT32, shape=(2, 3), **kw):
     return gm.ElementWiseMeanDesc(t, t, T(dt, shape, **kw) if kw else t)
 
 
-# --- enums and the size formula (reference/directml.md 1.1, 1.4, 2.1)
+# --- enums and the size formula (docs/design.md, "DirectML rules enforced")
 
 def test_data_type_values_and_sizes():
     assert [(d.name, int(d)) for d in D] == [
@@ -132,9 +133,13 @@ def test_guaranteed_base_offset_alignment(align):
 
 
 def test_gboa_valid_values():
+    x = np.array([1, 2, 3, 4], np.float32)
     for a in (0, 4, 8, 256):
         t = T(D.FLOAT32, (4,), guaranteed_base_offset_alignment=a)
-        create(gm.ElementWiseMeanDesc(t, t, t))
+        desc = gm.ElementWiseMeanDesc(t, t, t)
+        assert create(desc).desc is desc
+        # accepted means usable: bound at an offset the guarantee allows, it computes
+        np.testing.assert_array_equal(run(dev_at(), desc, [x, x + 2], offset=max(a, 16)), x + 1)
 
 
 def test_owned_by_dml_only_on_inputs():
@@ -156,12 +161,18 @@ def test_output_may_not_overlap_itself(strides):
 def test_output_unique_interleaved_strides_accepted():
     inp = T(D.FLOAT32, (3, 2))
     out = T(D.FLOAT32, (3, 2), (2, 3), 32)   # offsets 0,3,2,5,4,7: unique, though not sorted-disjoint
-    create(gm.ElementWiseMeanDesc(inp, inp, out))
+    assert not out.has_overlap()
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    np.testing.assert_array_equal(run(dev_at(), gm.ElementWiseMeanDesc(inp, inp, out), [x, x]), x)
 
 
 def test_broadcast_input_allowed():
     t = T(D.FLOAT32, (2, 3))
-    create(gm.ElementWiseMeanDesc(T(D.FLOAT32, (2, 3), (0, 1)), t, t))
+    bc = T(D.FLOAT32, (2, 3), (0, 1))       # one row read twice: an input may overlap itself
+    assert bc.has_overlap()
+    row = np.array([2, 4, 6], np.float32)
+    got = run(dev_at(), gm.ElementWiseMeanDesc(bc, t, t), [row, np.zeros((2, 3), np.float32)])
+    np.testing.assert_array_equal(got, [[1, 2, 3], [1, 2, 3]])
 
 
 def test_operands_share_type_and_sizes():
@@ -194,9 +205,13 @@ def red(inp_shape, out_shape, axes, dt=D.FLOAT32, fn=gm.ReduceFunction.AVERAGE, 
 
 
 def test_reduce_valid():
-    create(red((2, 3, 4), (2, 1, 4), (1,)))
-    create(red((2, 3, 4), (1, 1, 1), (2, 0, 1)))       # any order
-    create(red((2, 3, 4), (2, 3, 4), ()))              # zero axes: identity
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    for out, axes, want in (((2, 1, 4), (1,), x.mean(1, keepdims=True)),
+                            ((1, 1, 1), (2, 0, 1), x.mean(keepdims=True)),     # any order
+                            ((2, 3, 4), (), x)):                               # zero axes: identity
+        desc = red((2, 3, 4), out, axes)
+        assert create(desc).desc.axes == tuple(axes)
+        np.testing.assert_array_equal(run(dev_at(), desc, [x]), want)
 
 
 def test_reduce_other_functions_unsupported():

@@ -22,7 +22,7 @@ def _fail(op: str, msg: str):
 
 
 def check_tensor(op: str, name: str, t: TensorDesc, table, level: FeatureLevel, *, output: bool) -> None:
-    """The tensor rules of reference/directml.md 1.3 and 8 (rules 1, 2, 4) for one operator tensor."""
+    """The buffer-tensor rules (docs/design.md, "DirectML rules enforced") for one operator tensor."""
     if not isinstance(t, TensorDesc):
         _fail(op, f"{name} must be a TensorDesc, got {type(t).__name__}")
     row = tables.support_row(table, level)
@@ -87,7 +87,7 @@ def check_tensor(op: str, name: str, t: TensorDesc, table, level: FeatureLevel, 
 
 
 def check_same_shape(op: str, tensors) -> None:
-    """reference/directml.md 8 rule 3: element-wise operands share DataType, DimensionCount and Sizes."""
+    """Element-wise operands share DataType, DimensionCount and Sizes (docs/design.md)."""
     (n0, t0), rest = tensors[0], tensors[1:]
     for n, t in rest:
         if t.data_type != t0.data_type:
@@ -236,7 +236,7 @@ class ElementWiseIdentityDesc(UnaryTensorOp):
             if not isinstance(sb, ScaleBias):
                 _fail(self.name, f"ScaleBias must be a ScaleBias or None, got {type(sb).__name__}")
             if self.input.data_type not in (DataType.FLOAT32, DataType.FLOAT16, DataType.FLOAT64):
-                # DirectML leaves ScaleBias on integers undocumented (directml.md 9); we refuse it.
+                # DirectML leaves ScaleBias on integers undocumented; we refuse it (docs/design.md).
                 _fail(self.name, f"ScaleBias {sb} on a {self.input.data_type.name} tensor; this library applies "
                                  "ScaleBias to float tensors only")
 

@@ -1,7 +1,7 @@
 """Tensor-support tables, transcribed from the DirectML operator pages.
 
 Each table lists rows newest first: (minimum feature level, allowed dimension counts, data types).
-The first row whose level is <= the device's level applies. Read against reference/directml.md 3.2-3.5.
+The first row whose level is <= the device's level applies (docs/design.md, "DirectML rules enforced").
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DirectML enums with DirectML's numeric values (reference/directml.md 1.1, 2.1, 3.1, 4.2)."""
+"""DirectML enums with DirectML's numeric values (DML_TENSOR_DATA_TYPE, DML_FEATURE_LEVEL, ...)."""
 from __future__ import annotations
 
 import enum
@@ -148,7 +148,7 @@ class BindingType(enum.IntEnum):
     BUFFER_ARRAY = 2
 
 
-# reference/directml.md 1.5
+# DirectML's alignment and dimension-count constants
 TEMPORARY_BUFFER_ALIGNMENT = 256
 PERSISTENT_BUFFER_ALIGNMENT = 256
 MINIMUM_BUFFER_TENSOR_ALIGNMENT = 16

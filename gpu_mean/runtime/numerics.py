@@ -1,4 +1,4 @@
-"""The numeric semantics DESIGN.md decides, written once in numpy: the CPU device's implementation
+"""The numeric semantics docs/design.md decides ("Numerics"), written once in numpy: the CPU device's implementation
 and the specification every GPU kernel is compared against (tests use an independent exact oracle).
 
 Why these formulas are correctly rounded:

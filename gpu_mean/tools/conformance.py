@@ -2,7 +2,7 @@
 whether every result matches the exact oracle (``gpu_mean.tools.oracle``, independent of the CPU
 device) within its tolerance, plus the descriptors the level must reject.
 
-Tolerances (DESIGN.md): element-wise MEAN, ADD and IDENTITY bit-exact (0 ulp); REDUCE AVERAGE and the
+Tolerances (docs/design.md, "Numerics"): element-wise MEAN, ADD and IDENTITY bit-exact (0 ulp); REDUCE AVERAGE and the
 n-ary mean within 1 ulp of the exact mean; every integer result exact.
 """
 from __future__ import annotations
