@@ -89,3 +89,53 @@ def test_execute_rejects_extra_or_missing_bindings(device):
     with pytest.raises(gm.InvalidArgumentError, match="2 bindings for 1 output slots"):
         cop.execute(inputs=[A, B], outputs=[Y, Z])
     _alive(device)
+
+
+def test_device_objects_over_one_backend_do_not_interleave(device):
+    """The functional API and create_device hand several Device objects the same backend (queue,
+    stream, staging memory): their threads are serialized by one lock, and every result is exact."""
+    import sys
+    import threading
+    others = [gm.Device(device.backend) for _ in range(3)]
+    assert all(d.executor.lock is device.executor.lock for d in others)
+    x, y = gm.TensorDesc(F, (1, 65536)), gm.TensorDesc(F, (1, 1))
+    wrong = []
+
+    def work(dev, k):
+        cop = dev.compile_operator(dev.create_operator(gm.ReduceDesc(AVG, x, y, (1,))))
+        X, Y = dev.create_buffer(x.total_size_in_bytes), dev.create_buffer(16)
+        X.write(np.full(x.sizes, k + 1, np.float32))
+        for _ in range(100):
+            cop.execute(inputs=[X], outputs=[Y])
+            if Y.read(np.float32, 1)[0] != k + 1:
+                wrong.append(k)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(d, k)) for k, d in enumerate([device] + others)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not wrong
+
+
+def test_a_volatile_table_reset_to_another_operator_is_refused(device):
+    t = gm.TensorDesc(F, (4,))
+    flags = gm.ExecutionFlags.DESCRIPTORS_VOLATILE
+    ops = [device.compile_operator(device.create_operator(gm.ElementWiseMeanDesc(t, t, t)), flags),
+           device.compile_operator(device.create_operator(gm.ElementWiseAddDesc(t, t, t)), flags)]
+    A, B = device.create_buffer(16), device.create_buffer(16)
+    for op in ops:
+        op.execute(inputs=[A, A], outputs=[B])          # initializes
+    table = device.create_binding_table(ops[0])
+    table.bind_inputs([A, A])
+    table.bind_outputs([B])
+    rec, cl = device.create_command_recorder(), device.create_command_list()
+    rec.record_dispatch(cl, ops[0], table)
+    table.reset(ops[1])
+    with pytest.raises(gm.InvalidArgumentError, match="reset to another dispatchable"):
+        device.execute_command_lists([cl])
+    _alive(device)

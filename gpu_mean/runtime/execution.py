@@ -8,14 +8,16 @@ becomes OutOfMemoryError and leaves the device working; any other native error r
 (DeviceRemovedError, now and on every later call). Any other exception is a bug in Python code, ours
 or the caller's: it propagates as itself and the device keeps working.
 
-Threads: a Device and a CompiledOperator may be used from several threads at once. Launches and
-synchronization hold the executor's lock (kernel arguments are set on shared kernel objects, and a
-queue or stream is one ordered sequence), and the one-call execute gives each thread its own
-temporary scratch buffer. Binding tables and command recorders are not thread-safe (as in DirectML).
+Threads: a Device and a CompiledOperator may be used from several threads at once. Launches,
+copies and synchronization hold the backend's lock, which every Device object over that backend
+shares (kernel arguments are set on shared kernel objects, staging memory is shared, and a queue or
+stream is one ordered sequence), and the one-call execute gives each thread its own temporary
+scratch buffer. Binding tables and command recorders are not thread-safe (as in DirectML).
 """
 from __future__ import annotations
 
 import threading
+import weakref
 
 from ..descriptors.types import PERSISTENT_BUFFER_ALIGNMENT, TEMPORARY_BUFFER_ALIGNMENT, ExecutionFlags
 from ..errors import DeviceRemovedError, DmlError, InvalidArgumentError, OutOfMemoryError
@@ -30,7 +32,7 @@ class Executor:
         self.device = device
         self.backend = backend
         self.removed: DmlError | None = None
-        self.lock = threading.Lock()        # never taken twice by one thread: no public entry nests
+        self.lock = backend_lock(backend)   # never taken twice by one thread: no public entry nests
         self._local = threading.local()     # per-thread scratch for the one-call execute
 
     # -- faults
@@ -120,6 +122,8 @@ class Executor:
                     owned[i] = B.as_binding(b, t)
                     B.check_tensor_binding(self.device, owned[i], t, f"execute {cop.desc.name} (initialization)")
         with self.lock:
+            if cop.initialized:     # an initializer list ran it meanwhile
+                return
             self._initialize([cop], [owned], [pers])
             self.guard("synchronize", self.backend.finish)
 
@@ -170,6 +174,9 @@ class Executor:
 
     def _dispatch(self, d: Dispatchable, table_or_snapshot) -> None:
         if isinstance(table_or_snapshot, B.BindingTable):      # DESCRIPTORS_VOLATILE: bound at execution
+            if table_or_snapshot.dispatchable is not d:
+                raise InvalidArgumentError(f"ExecuteCommandLists: the binding table recorded with "
+                                           f"{d.desc.name} was reset to another dispatchable; record again")
             snap = table_or_snapshot.snapshot()
             B.check_complete(d, snap)
         else:
@@ -214,6 +221,20 @@ class CommandRecorder:
                 B.check_complete(dispatchable, snap)
             command_list.dispatches.append((dispatchable, snap))
         command_list.changed()
+
+
+_locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_locks_guard = threading.Lock()
+
+
+def backend_lock(backend) -> threading.Lock:
+    """One lock per backend instance: several Device objects (create_device caches backends, and the
+    functional API makes its own Device) drive the same queue or stream and must not interleave."""
+    with _locks_guard:
+        lock = _locks.get(backend)
+        if lock is None:
+            lock = _locks[backend] = threading.Lock()
+        return lock
 
 
 def launch_args(cop: CompiledOperator, ins, outs, temp, pers) -> tuple:
