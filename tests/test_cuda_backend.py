@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from gpu_mean.backends import cuda, cuda_compile
+from gpu_mean.backends.kernels import ProgramCache
 from gpu_mean.errors import KernelBuildError
 
 
@@ -103,7 +104,7 @@ def fake_backend(log, index=1):
     be.stream = FakeStream(log)
     be.native_errors = (CudaRuntimeError, CudaDriverError, PoolOutOfMemory)
     be.info = types.SimpleNamespace(name="fake GPU")
-    be._modules, be._stage, be.pinned = {}, None, pinned
+    be._modules, be._stage, be.pinned = ProgramCache(), None, pinned
     return be
 
 

@@ -378,3 +378,25 @@ def test_evicted_launches_return_their_buffers_to_the_pool(device, monkeypatch):
     for x in xs:
         gm.reduce_mean(x, [1], device=device)
     assert cache.pool.allocations == before     # same size classes: evicted buffers are reused
+
+
+def test_wrapped_array_copies_stay_inside_its_memory(device):
+    """A wrapped 3-element FLOAT16 array binds as 8 bytes (TotalTensorSizeInBytes rounds to 4), but
+    reads, writes and views stay inside its 6 real bytes: an error, never a removed device."""
+    host = np.array([1, 2, 3], np.float16)
+    if device.info.backend == "opencl":
+        import pyopencl.array as cla
+        arr = cla.to_device(device.cl_queue, host)
+    elif device.info.backend == "cpu":
+        arr = host
+    else:
+        pytest.skip("CUDA arrays are covered where a GPU is present")
+    binding, desc = gm.Buffer.wrap_array(device, arr)
+    buf = binding.buffer
+    assert buf.size >= desc.total_size_in_bytes == 8
+    np.testing.assert_array_equal(buf.read(np.float16), host)          # the whole real memory
+    with pytest.raises(gm.InvalidArgumentError, match="outside the 6-byte buffer"):
+        buf.read(np.uint8, 8)
+    with pytest.raises(gm.InvalidArgumentError, match="outside the 6-byte buffer"):
+        buf.write(np.zeros(4, np.float16))
+    assert device.get_device_removed_reason() is None

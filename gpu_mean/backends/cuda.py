@@ -10,6 +10,7 @@ from ..runtime import planning
 from ..runtime.device import DeviceInfo
 from . import cuda_compile, cuda_geometry, cuda_macros
 from .base import Backend, Program
+from .kernels import ProgramCache
 from .typespell import cache_key
 
 _PICK = ("pip install 'gpu_mean[cuda13]' for a CUDA 13 driver (580 or newer), 'gpu_mean[cuda12]' for a "
@@ -80,7 +81,7 @@ class CudaBackend(Backend):
         self.native_errors = (runtime.CUDARuntimeError, driver.CUDADriverError, cupy.cuda.memory.OutOfMemoryError)
         with self.dev:
             self.stream = cupy.cuda.Stream(non_blocking=True)
-        self._modules: dict = {}
+        self._modules = ProgramCache()
         self._stage = None
 
     # -- memory
@@ -171,23 +172,21 @@ class CudaBackend(Backend):
 
     def function(self, filename: str, macros: dict, name: str):
         """A kernel of one variant, compiled and loaded on this backend's GPU (not the current one)."""
-        key = cache_key(filename, macros)
+        def build():
+            try:
+                image = cuda_compile.build(filename, macros, self.cc, self.driver_major).image
+            except cuda_compile.NvrtcError as e:
+                raise KernelBuildError(f"NVRTC build of {filename} with {macros} failed:\n{e}") from e
+            mod = self.cp.cuda.function.Module()
+            try:
+                mod.load(image)
+            except self.native_errors as e:
+                if status_name(e) in LOAD_STATUS:
+                    raise KernelBuildError(f"{self.info.name} cannot load {filename} with {macros}: {e}") from e
+                raise
+            return mod
         with self.dev:
-            mod = self._modules.get(key)
-            if mod is None:
-                try:
-                    image = cuda_compile.build(filename, macros, self.cc, self.driver_major).image
-                except cuda_compile.NvrtcError as e:
-                    raise KernelBuildError(f"NVRTC build of {filename} with {macros} failed:\n{e}") from e
-                mod = self.cp.cuda.function.Module()
-                try:
-                    mod.load(image)
-                except self.native_errors as e:
-                    if status_name(e) in LOAD_STATUS:
-                        raise KernelBuildError(f"{self.info.name} cannot load {filename} with {macros}: {e}") from e
-                    raise
-                self._modules[key] = mod
-            return mod.get_function(name)
+            return self._modules.get(cache_key(filename, macros), build).get_function(name)
 
     def compile(self, plan, flags):
         if isinstance(plan, planning.ReducePlan):
@@ -261,6 +260,7 @@ class CudaReduceProgram(Program):
         if g.n_chunks > 1:
             self.fin = be.function("reduce.cu", m, "gm_reduce_finalize")
             self.fin_geo = g.finalize_geometry(n_out, be.sms)
+            self.fin_counts = (np.int64(g.n_chunks), np.int64(n_out))
 
     def run(self, inputs, outputs, temporary):
         g = self.geo
@@ -270,5 +270,4 @@ class CudaReduceProgram(Program):
             self.fn(g.grid, g.block, (inp, out, part, self.meta) + self.tail, stream=self.be.stream)
             if g.n_chunks > 1:
                 grid, block = self.fin_geo
-                self.fin(grid, block, (part, np.int64(g.n_chunks), np.int64(self.plan.n_out), out, self.meta,
-                                       np.uint64(self.plan.n_reduce)), stream=self.be.stream)
+                self.fin(grid, block, (part, *self.fin_counts, out, self.meta, self.tail[4]), stream=self.be.stream)

@@ -3,6 +3,8 @@ compiles every variant, and the kernels' static_asserts check that each struct's
 is the C layout there."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..descriptors.types import DataType, KernelOp
@@ -87,6 +89,7 @@ def pack_dims(plan: planning.ElementwisePlan) -> np.ndarray:
     return arr
 
 
+@functools.cache
 def inputs_struct(n_inputs: int) -> np.dtype:
     """The by-value ``gm_inputs`` struct: NIN 64-bit pointers (binding offsets already added)."""
     return np.dtype([("p", np.uint64, (n_inputs,))], align=True)

@@ -26,10 +26,11 @@ except ImportError as e:   # the optional extra
     raise ImportError('gpu_mean.dask needs Dask: pip install "gpu_mean[dask]"') from e
 
 from ..descriptors.ext import MAX_NARY_INPUTS
+from ..descriptors.tensor import packed_strides
 from ..errors import InvalidArgumentError, UnsupportedError
-from ..frontends.functional import data_type_of, get_device, normalize_axes
+from ..frontends.functional import axes_list, data_type_of, get_device, merge_dims, normalize_axes
 from ..frontends.functional import mean as _gm_mean
-from .partials import PartialSum, aggregate_mean, chunk_sum, combine_sums, device_lock, merge_dims
+from .partials import PartialSum, aggregate_mean, chunk_sum, combine_sums, device_lock
 
 __all__ = ["PartialSum", "mean", "reduce_mean"]
 
@@ -78,13 +79,13 @@ def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool 
     dimension gives NaN (floats) or 0 (integers)."""
     x = da.asarray(x)
     data_type_of(x.dtype, "ReduceMean")
-    axes = () if axes is None else tuple(np.atleast_1d(np.asarray(axes, dtype=np.int64)).tolist())
+    axes = axes_list(axes, "ReduceMean")
     if not axes:
         if noop_with_empty_axes:
             return mean(x, device=device)   # identity, each block copied on the worker's device
         axes = tuple(range(x.ndim))
     axes = normalize_axes(axes, x.ndim)
-    sizes, _ = merge_dims(x.shape, axes)
+    sizes, _, _ = merge_dims(x.shape, packed_strides(x.shape), axes)
     if len(sizes) > 8:
         # a chunk merges at least as well as the whole array, so the whole array's count is the bound
         raise UnsupportedError(f"ReduceMean: after merging neighbouring axes the tensor still has rank "

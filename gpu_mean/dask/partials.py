@@ -31,9 +31,10 @@ import numpy as np
 
 from ..descriptors.ext import ReduceSumDesc
 from ..descriptors.tables import WIDE_SUM_TYPE
-from ..descriptors.tensor import TensorDesc
+from ..descriptors.tensor import TensorDesc, packed_strides
 from ..errors import InvalidArgumentError
-from ..frontends.functional import data_type_of, get_device
+from ..frontends.functional import data_type_of, get_device, merge_dims
+from ..runtime import interop
 from ..runtime.numerics import trunc_div
 from ..runtime.objects import Buffer
 
@@ -59,24 +60,6 @@ def cupy_module(x):
     """CuPy when ``x`` is a CuPy array, else None (CuPy is never imported here for numpy chunks)."""
     cp = sys.modules.get("cupy")
     return cp if cp is not None and isinstance(x, cp.ndarray) else None
-
-
-def merge_dims(shape, axes):
-    """Drop size-1 dims and merge neighbours that are both reduced or both kept: the fewest dims the
-    kernel needs (DirectML takes at most 8). Returns (sizes, reduced axes of ``sizes``)."""
-    sizes, red = [], []
-    for d, s in enumerate(shape):
-        if s == 1:
-            continue
-        r = d in axes
-        if sizes and red[-1] == r:
-            sizes[-1] *= s
-        else:
-            sizes.append(s)
-            red.append(r)
-    if not sizes:
-        return (1,), ()
-    return tuple(sizes), tuple(i for i, r in enumerate(red) if r)
 
 
 def _compiled_op(dev, desc):
@@ -117,7 +100,7 @@ def run_sum(block, axes, device):
     xp = cp or np
     if block.size == 0 or math.prod(out_shape) == 0:
         return xp.zeros(out_shape, wide.numpy_dtype)   # nothing to sum: no launch, as gm.reduce_mean
-    sizes, red = merge_dims(block.shape, axes)
+    sizes, _, red = merge_dims(block.shape, packed_strides(block.shape), axes)
     in_desc = TensorDesc(dt, sizes)
     out_desc = TensorDesc(wide, tuple(1 if d in red else s for d, s in enumerate(sizes)))
     with device_lock:
@@ -133,7 +116,10 @@ def _launch(dev, cop, block, cp, in_desc, out_desc, out_shape, wide):
             arr = cp.ascontiguousarray(block)
             out = cp.empty(math.prod(out_shape), wide.numpy_dtype)
         # a bound range is the tensor's total size, rounded up to 4 bytes (odd FLOAT16 counts), as gm.mean binds
-        inp = Buffer(dev, arr.data, max(in_desc.total_size_in_bytes, arr.nbytes))
+        inp = Buffer(dev, arr.data, max(in_desc.total_size_in_bytes, arr.nbytes), arr.nbytes)
+        # the copy above and the caller's writes to the block are on the current stream; our kernels
+        # run on the device's own stream (execute() waits for them on the host before returning)
+        interop.wait_for_current(dev)
         cop.execute(inputs=[inp], outputs=[Buffer(dev, out.data, out.nbytes)])
         return out.reshape(out_shape)
     inp = dev.create_buffer(max(in_desc.total_size_in_bytes, 4))

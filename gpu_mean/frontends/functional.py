@@ -273,7 +273,7 @@ def normalize_axes(axes, rank: int, *, allow_negative: bool = True, what: str = 
     return tuple(out)
 
 
-def _axes_list(axes, what: str) -> tuple:
+def axes_list(axes, what: str) -> tuple:
     """``axes`` as given (None, an integer, a sequence or a 1-D integer array) as a tuple of its items."""
     if axes is None:
         return ()
@@ -290,7 +290,7 @@ def _axes_list(axes, what: str) -> tuple:
                                f"({type(axes).__name__})")
 
 
-def _merge_dims(shape, strides, axes):
+def merge_dims(shape, strides, axes):
     """Drop size-1 dims and merge neighbours of the same kind (both reduced or both kept) whose
     strides let one index walk both: stride[d] == stride[d+1] * size[d+1]."""
     sizes, st, red = [], [], []
@@ -334,7 +334,7 @@ def _reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool
                  allow_negative: bool = True, what: str = "ReduceMean"):
     """``reduce_mean`` for the frontends: ``allow_negative`` (opsets before 11 refuse negative axes)
     and ``what`` (the operator name errors give)."""
-    axes = _axes_list(axes, what)
+    axes = axes_list(axes, what)
     call = _Call([x], device, what)
     op = call.ops[0]
     dt = data_type_of(op.dtype, what)
@@ -352,7 +352,7 @@ def _reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool
         return call.empty_result(out_shape, (np.nan if dt.is_float else 0) if n_out else None)
 
     def make():
-        sizes, strides, red_axes = _merge_dims(shape, op.strides, axes)
+        sizes, strides, red_axes = merge_dims(shape, op.strides, axes)
         if len(sizes) > 8:
             raise UnsupportedError(f"{what}: after merging neighbouring axes the tensor still has rank "
                                    f"{len(sizes)}; DirectML takes at most 8 dimensions")

@@ -35,6 +35,7 @@ class BufferPool:
         self.dev = dev
         self.free: dict = {}
         self.allocations = 0     # create_buffer calls made for the pool (tests count them)
+        self.lock = threading.Lock()   # take and give come from any thread
 
     @staticmethod
     def size_class(nbytes: int) -> int:
@@ -42,16 +43,18 @@ class BufferPool:
 
     def take(self, nbytes: int):
         size = self.size_class(nbytes)
-        free = self.free.get(size)
-        if free:
-            return free.pop()
-        self.allocations += 1
+        with self.lock:
+            free = self.free.get(size)
+            if free:
+                return free.pop()
+            self.allocations += 1
         return self.dev.create_buffer(size)
 
     def give(self, buf) -> None:
-        free = self.free.setdefault(buf.size, [])
-        if len(free) < MAX_POOLED_PER_SIZE:
-            free.append(buf)
+        with self.lock:
+            free = self.free.setdefault(buf.size, [])
+            if len(free) < MAX_POOLED_PER_SIZE:
+                free.append(buf)
 
 
 class Released(Exception):
@@ -179,6 +182,12 @@ def launch_for(dev, signature, host: bool, make) -> Launch:
     ln = Launch(dev, desc, host, cache.pool)
     ln.out_shape = out_shape
     with cache.lock:
+        other = cache.launches.get(key)
+        if other is not None:           # another thread made the same launch meanwhile: keep one
+            cache.launches.move_to_end(key)
+            with ln.lock:
+                ln.release()
+            return other
         cache.launches[key] = ln
         while len(cache.launches) > MAX_LAUNCHES:
             _, old = cache.launches.popitem(last=False)

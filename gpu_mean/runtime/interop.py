@@ -198,7 +198,7 @@ def export_tensor(buffer: Buffer, desc: TensorDesc, offset: int = 0):
         raise InvalidArgumentError(f"as_tensor: desc must be a TensorDesc, got {type_name(desc)}")
     dt = desc.numpy_dtype
     nbytes = span_elements(desc.sizes, desc.effective_strides) * dt.itemsize
-    buffer._range(int(offset), nbytes, "as_tensor")
+    buffer.check_range(int(offset), nbytes, "as_tensor")
     dev = buffer.device
     dev.executor.check_alive()
     byte_strides = tuple(s * dt.itemsize for s in desc.effective_strides)
@@ -255,11 +255,12 @@ def native_buffer(dev, arr, nbytes: int):
     kind = dev.info.backend
     size = (nbytes + 3) & ~3
     if kind == "cpu":
-        return Buffer(dev, host_span(arr, nbytes), size), 0
+        return Buffer(dev, host_span(arr, nbytes), size, nbytes), 0
     if kind == "cuda":
-        return Buffer(dev, arr.data, size), 0
+        return Buffer(dev, arr.data, size, nbytes), 0
     off = int(arr.offset)
-    return Buffer(dev, arr.base_data, max(off + size, arr.base_data.size)), off
+    real = arr.base_data.size
+    return Buffer(dev, arr.base_data, max(off + size, real), real), off
 
 
 def check_cl_array(x, dev, what: str):

@@ -24,28 +24,35 @@ def _round_up(n: int, a: int) -> int:
 
 
 class Buffer:
-    """A device memory allocation (a D3D12 DEFAULT-heap buffer in DirectML terms)."""
+    """A device memory allocation (a D3D12 DEFAULT-heap buffer in DirectML terms).
 
-    def __init__(self, device, native, size: int):
+    ``size`` is what bindings may claim; ``native_size`` the bytes the native memory really has.
+    They differ only for a caller's array wrapped as a Buffer, whose binding claims the tensor size
+    rounded up to 4 bytes (kernels never touch bytes past the last element); copies stay inside
+    ``native_size``."""
+
+    def __init__(self, device, native, size: int, native_size: int | None = None):
         self.device = device
         self.native = native
         self.size = size
+        self.native_size = size if native_size is None else native_size
         self.id = next(_ids)
 
     def __repr__(self):
         return f"<Buffer #{self.id} {self.size} bytes on {self.device.name}>"
 
-    def _range(self, offset: int, nbytes: int, what: str):
-        if offset < 0 or nbytes < 0 or offset + nbytes > self.size:
+    def check_range(self, offset: int, nbytes: int, what: str) -> None:
+        """That [offset, offset + nbytes) lies in the native memory (for copies and views)."""
+        if offset < 0 or nbytes < 0 or offset + nbytes > self.native_size:
             raise InvalidArgumentError(f"Buffer.{what}: range [{offset}, {offset + nbytes}) lies outside the "
-                                       f"{self.size}-byte buffer")
+                                       f"{self.native_size}-byte buffer")
 
     def write(self, array, offset: int = 0) -> None:
         """Copy a host array's bytes (C order) into the buffer at ``offset`` bytes."""
         self.device.executor.check_alive()
         data = np.ascontiguousarray(array)
         raw = data.reshape(-1).view(np.uint8)
-        self._range(int(offset), raw.size, "write")
+        self.check_range(int(offset), raw.size, "write")
         self.device.executor.write(self.native, int(offset), raw)
 
     def read(self, dtype=np.uint8, count: int | None = None, offset: int = 0) -> np.ndarray:
@@ -53,9 +60,9 @@ class Buffer:
         self.device.executor.check_alive()
         dt = np.dtype(dtype)
         if count is None:
-            count = (self.size - int(offset)) // dt.itemsize
+            count = (self.native_size - int(offset)) // dt.itemsize
         nbytes = int(count) * dt.itemsize
-        self._range(int(offset), nbytes, "read")
+        self.check_range(int(offset), nbytes, "read")
         raw = self.device.executor.read(self.native, int(offset), nbytes)
         return raw.view(dt).copy()
 
