@@ -95,6 +95,11 @@ def cmd_devices(args) -> int:
     return 0
 
 
+def _usage(cmd: str, msg: str) -> int:
+    print(f"gpu-mean {cmd}: error: {msg}", file=sys.stderr)
+    return EXIT_USAGE
+
+
 def cmd_conformance(args) -> int:
     from .tools import conformance
     return conformance.main(args.device, args.feature_level, args.quick, args.json, args.op, args.dtype)
@@ -103,10 +108,9 @@ def cmd_conformance(args) -> int:
 def cmd_profile(args) -> int:
     from .tools import profile_report
     if args.axes is not None and args.shape is None:
-        raise SystemExit("gpu-mean profile: error: --axes needs --shape")
+        return _usage("profile", "--axes needs --shape")
     if args.shape and args.axes and max(args.axes) >= len(args.shape):
-        raise SystemExit(f"gpu-mean profile: error: --axes {list(args.axes)} out of range for a "
-                         f"{len(args.shape)}-D --shape")
+        return _usage("profile", f"--axes {list(args.axes)} out of range for a {len(args.shape)}-D --shape")
     return profile_report.main(args.device, args.size_mb, args.repeat, args.peers, args.op, args.dtype,
                                args.shape, args.axes, args.sweep, args.json, args.plot)
 

@@ -36,6 +36,8 @@ def test_python_dash_m_and_version():
     (["profile", "--repeat", "0"], ["--repeat"]),
     (["profile", "--dtype", "f8"], ["'f8'", "FLOAT32"]),
     (["conformance", "--op", "median"], ["'median'", "reduce"]),
+    (["profile", "--axes", "0"], ["--axes needs --shape"]),
+    (["profile", "--shape", "4,5", "--axes", "2"], ["out of range"]),
 ])
 def test_user_mistakes_are_one_line_errors(argv, words):
     r = subprocess.run([sys.executable, "-m", "gpu_mean", *argv], capture_output=True, text=True)
@@ -96,6 +98,23 @@ def test_conformance_detects_a_wrong_cpu_result(monkeypatch, cpu):
     rep = conformance.run_suite(cpu, quick=True, ops=["mean"])
     assert rep["summary"]["failed"] > 0
     assert cli.main(["conformance", "--device", "cpu", "--quick", "--op", "mean"]) == 1
+
+
+def test_a_device_fault_during_conformance_exits_3(monkeypatch, capsys):
+    """A native fault removes the device: conformance stops with exit code 3 and one line, instead of
+    counting the rest as failed cases."""
+    from gpu_mean.backends.cpu import CpuBackend
+
+    class NativeFault(Exception):
+        pass
+
+    def faulty(self, plan, flags):
+        raise NativeFault("simulated fault while building a kernel")
+    monkeypatch.setattr(CpuBackend, "native_errors", (NativeFault,))
+    monkeypatch.setattr(CpuBackend, "compile", faulty)
+    assert cli.main(["conformance", "--device", "cpu", "--quick", "--op", "mean"]) == 3
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "DeviceRemovedError" in last and "simulated fault" in last
 
 
 def test_conformance_detects_an_accepted_invalid_descriptor(monkeypatch, cpu):

@@ -16,7 +16,7 @@ import numpy as np
 from ..descriptors import tables
 from ..descriptors.tensor import TensorDesc
 from ..descriptors.types import DataType, Feature
-from ..errors import DmlError, InvalidArgumentError
+from ..errors import DeviceRemovedError, DmlError, InvalidArgumentError
 from . import oracle
 from .cases import OPERATORS, Case
 from .negative import negative_cases
@@ -115,6 +115,8 @@ def run_case(dev, case: Case, bar=None) -> tuple[bool, int | None, str]:
         ob = dev.create_buffer(o.total_size_in_bytes)
         cop.execute(inputs=bufs, outputs=[ob])
         got = ob.read_tensor(o)
+    except DeviceRemovedError:
+        raise       # the device failed: not a result of this case, and nothing after it can run
     except DmlError as e:
         return False, None, f"{type(e).__name__}: {e}"
     finally:
