@@ -139,3 +139,18 @@ def test_a_volatile_table_reset_to_another_operator_is_refused(device):
     with pytest.raises(gm.InvalidArgumentError, match="reset to another dispatchable"):
         device.execute_command_lists([cl])
     _alive(device)
+
+
+def test_gpu_mean_device_sets_the_default_device():
+    """$GPU_MEAN_DEVICE is the default of create_device(), the functional API and the command line."""
+    import os
+    import subprocess
+    import sys
+    code = ("import numpy as np, gpu_mean as gm; from gpu_mean.frontends import functional as F;"
+            "print(gm.create_device().info.id, F.get_device(None).info.id)")
+    env = dict(os.environ, GPU_MEAN_DEVICE="cpu")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert r.stdout.split() == ["cpu", "cpu"]
+    r = subprocess.run([sys.executable, "-m", "gpu_mean", "conformance", "--quick", "--op", "mean", "--dtype", "f32"],
+                       env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and "cpu (numpy reference)" in r.stdout + r.stderr
