@@ -1,7 +1,7 @@
 """gpu-mean: run the mean operators on the best device present and say how correct and how fast they are.
 
 Exit codes: 0 success; 1 a conformance or demo check failed; 2 a usage error (a bad option or
-value); 3 the device asked for is absent or failed.
+value, a device that is not present); 3 the device failed while running.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _device(spec: str) -> str:
     from .errors import DmlError
     try:
         kind, index = backends.parse_device(spec)
-        backends._backend(kind, index)
+        backends.find_backend(kind, index)
     except DmlError as e:
         present = ", ".join(["auto"] + [i.id for i in backends.list_devices()])
         msg = str(e).split(": ", 1)[-1].split(" (HRESULT")[0]

@@ -1,7 +1,6 @@
 """The exception family: every error carries the DirectML HRESULT it stands for."""
 from __future__ import annotations
 
-S_OK = 0x00000000
 E_INVALIDARG = 0x80070057
 E_OUTOFMEMORY = 0x8007000E
 DXGI_ERROR_UNSUPPORTED = 0x887A0004

@@ -9,5 +9,5 @@ from .frontends import functional
 
 def reduce_mean(data, axes, keep_dims: bool = False, device=None):
     ax = np.atleast_1d(np.asarray(axes)).astype(np.int64).ravel().tolist()
-    return functional._reduce_mean(data, axes=ax, keepdims=keep_dims, noop_with_empty_axes=True, device=device,
+    return functional.reduce_mean_op(data, axes=ax, keepdims=keep_dims, noop_with_empty_axes=True, device=device,
                                   what="OpenVINO ReduceMean-1")

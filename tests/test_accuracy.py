@@ -97,7 +97,7 @@ def test_mixed_signs_within_n_plus_2_ulp_of_mean_abs(device, n):
 
 
 def test_mixed_signs_near_flt_max(device):
-    # the reproducer of issue 13: exact mean -0.0532, values near +-FLT_MAX
+    # values near +-FLT_MAX that cancel: exact mean -0.0532 (the case README's accuracy paragraph cites)
     if not device.info.fp64:
         pytest.skip("without fp64 the compensated float32 sum overflows past FLT_MAX (a known kernel limit)")
     x = cancelling(np.random.default_rng(1), 1000, FLT_MAX, -26.6)[None]

@@ -1,4 +1,5 @@
-"""Field types and field widths of the descriptors (issue 13, items 4, 5, 7, 9, 10).
+"""Field types and field widths of the descriptors: integer-typed fields, DirectML's 32- and 64-bit
+field widths, the element cap, flag bits and axes.
 
 DML_BUFFER_TENSOR_DESC declares Sizes and Strides as UINT32 arrays and TotalTensorSizeInBytes as
 UINT64; a value that does not fit is invalid at create_operator. Integer fields take int and numpy

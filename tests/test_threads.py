@@ -47,7 +47,7 @@ def run_threads(worker):
 
 
 def test_concurrent_reduce_average_is_exact(device, fast_switching):
-    # each thread its own compiled operator (one compiled operator serializes its executes), input
+    # each thread its own compiled operator (the shared-operator case is the test above), input
     # (all k + 1) and output; the reduction needs a temporary resource, which execute() provides
     # when none is given: threads must not share one while it is in use
     x_desc, y_desc = gm.TensorDesc(D.FLOAT32, (1, N)), gm.TensorDesc(D.FLOAT32, (1, 1))

@@ -25,7 +25,7 @@ cop = dev.compile_operator(dev.create_operator(gm.ElementWiseMeanDesc(t, t, t)))
 a, b = dev.create_buffer(64), dev.create_buffer(64)
 cop.execute(inputs=[a, a], outputs=[b])
 listed = profiler.host_overhead(dev, 2000)
-single = profiler._median_time(lambda: cop.execute(inputs=[a, a], outputs=[b]), 2000)
+single = profiler.median_time(lambda: cop.execute(inputs=[a, a], outputs=[b]), 2000)
 print(f"{listed * 1e6:.1f} {single * 1e6:.1f}")
 """
 

@@ -47,7 +47,7 @@ def list_devices() -> list[DeviceInfo]:
     return infos
 
 
-def _backend(kind: str, index: int):
+def find_backend(kind: str, index: int):
     found, reason = _discover(kind)
     if not found:
         raise UnsupportedError(f"create_device: no {kind} device is present: {reason}")
@@ -75,4 +75,4 @@ def parse_device(spec: str | None) -> tuple[str, int]:
 def create_device(spec: str | None = None, feature_level=None) -> Device:
     """``"cpu" | "opencl" | "opencl:N" | "cuda" | "cuda:N" | "auto"`` (default: $GPU_MEAN_DEVICE or auto)."""
     kind, index = parse_device(spec)
-    return Device(_backend(kind, index), feature_level)
+    return Device(find_backend(kind, index), feature_level)

@@ -10,9 +10,9 @@ import numpy as np
 from ..descriptors.types import DataType, KernelOp
 from ..runtime import planning
 from .typespell import CUDA as spell
+from .typespell import OP_CODE
 
 D = DataType
-OP_CODE = {KernelOp.MEAN: 1, KernelOp.ADD: 2, KernelOp.IDENTITY: 3, KernelOp.NARY_MEAN: 4}
 INT31 = 1 << 31
 
 

@@ -17,8 +17,8 @@ from ..runtime.device import DeviceInfo
 from . import opencl_geometry as geometry
 from .base import Backend, Program
 from .kernels import ProgramCache, kernel_source
+from .typespell import OP_CODE, cache_key, header
 from .typespell import OPENCL as spell
-from .typespell import cache_key, header
 
 D = DataType
 ACC_BYTES = planning.ACC_BYTES
@@ -224,7 +224,6 @@ class OpenCLBackend(Backend):
 
 # --- element-wise ----------------------------------------------------------------------------
 
-OP_CODE = {KernelOp.MEAN: 1, KernelOp.ADD: 2, KernelOp.IDENTITY: 3, KernelOp.NARY_MEAN: 4}
 
 
 def ew_vector_width(plan: planning.ElementwisePlan, is_cpu: bool) -> int:

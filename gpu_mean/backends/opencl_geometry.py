@@ -100,7 +100,7 @@ def reduce_geometry(plan: planning.ReducePlan, *, is_cpu: bool, compute_units: i
     if is_cpu and plan.cls == "general" and len(plan.red_shape) >= 2 and plan.red_strides[-1] == 1 \
             and plan.red_shape[-1] >= 32 and plan.n_reduce // plan.red_shape[-1] * plan.n_out <= 1 << 25:
         # interleaved axes with a dense innermost reduced run: reduce each run with the row kernel
-        # into partials, then let the finalize pass add the runs (the design recipe's option (a))
+        # into partials, then let the finalize pass add the runs
         runs = plan.n_reduce // plan.red_shape[-1]
         l0 = 64 if plan.n_out >= 64 else 1
         # adjacent: the next output's run starts where this one's ends (no kept axis: one output)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..descriptors.types import DataType as D
+from ..descriptors.types import KernelOp
+from ..runtime.planning import unsigned_of
 
 # DataType -> (OpenCL C, CUDA C++)
 _NAMES = {
@@ -18,7 +20,8 @@ _NAMES = {
     D.INT64: ("long", "long long"), D.UINT8: ("uchar", "unsigned char"), D.UINT16: ("ushort", "unsigned short"),
     D.UINT32: ("uint", "unsigned int"), D.UINT64: ("ulong", "unsigned long long"),
 }
-_UNSIGNED = {1: D.UINT8, 2: D.UINT16, 4: D.UINT32, 8: D.UINT64}
+# the element-wise kernels' OP macro, the same in both languages
+OP_CODE = {KernelOp.MEAN: 1, KernelOp.ADD: 2, KernelOp.IDENTITY: 3, KernelOp.NARY_MEAN: 4}
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,7 @@ class Speller:
 
     def unsigned(self, dt: D) -> str:
         """The unsigned type of ``dt``'s width (bit copies, wrapping integer arithmetic)."""
-        return self(_UNSIGNED[int(dt.element_size)])
+        return self(unsigned_of(dt))
 
 
 OPENCL = Speller(0)

@@ -21,10 +21,10 @@ from .operators import (
     IN_PLACE_NONE,
     OperatorDesc,
     ReduceLike,
-    _fail,
     check_axes,
     check_reduce_shapes,
     check_same_shape,
+    fail,
 )
 from .tensor import TensorDesc
 from .types import KernelOp, OperatorType
@@ -59,7 +59,7 @@ class NaryMeanDesc(OperatorDesc):
 
     def validate(self, level):
         if not 1 <= len(self.inputs) <= MAX_NARY_INPUTS:
-            _fail(self.name, f"{len(self.inputs)} inputs; the operator takes 1 to {MAX_NARY_INPUTS}")
+            fail(self.name, f"{len(self.inputs)} inputs; the operator takes 1 to {MAX_NARY_INPUTS}")
         super().validate(level)
 
     def _validate_op(self, level):
@@ -100,6 +100,6 @@ class ReduceSumDesc(ReduceLike):
         axes = check_axes(self.name, self.axes, self.input.dimension_count)
         want = tables.WIDE_SUM_TYPE[self.input.data_type]
         if self.output.data_type != want:
-            _fail(self.name, f"OutputTensor has data type {self.output.data_type.name}; the sum of a "
+            fail(self.name, f"OutputTensor has data type {self.output.data_type.name}; the sum of a "
                              f"{self.input.data_type.name} InputTensor is {want.name}")
         check_reduce_shapes(self.name, self.input, self.output, axes, same_type=False)

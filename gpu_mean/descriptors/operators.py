@@ -17,72 +17,72 @@ from .types import DataType, FeatureLevel, KernelOp, OperatorType, ReduceFunctio
 IN_PLACE_NONE, IN_PLACE_ONE, IN_PLACE_ANY = "none", "one", "any"
 
 
-def _fail(op: str, msg: str):
+def fail(op: str, msg: str):
     raise InvalidArgumentError(f"{op}: {msg}")
 
 
 def check_tensor(op: str, name: str, t: TensorDesc, table, level: FeatureLevel, *, output: bool) -> None:
     """The buffer-tensor rules (docs/design.md, "DirectML rules enforced") for one operator tensor."""
     if not isinstance(t, TensorDesc):
-        _fail(op, f"{name} must be a TensorDesc, got {type(t).__name__}")
+        fail(op, f"{name} must be a TensorDesc, got {type(t).__name__}")
     row = tables.support_row(table, level)
     if row is None:
         first = table[-1][0]
-        _fail(op, f"the operator does not exist at feature level {level.label}; it needs FL {first.label} or later")
+        fail(op, f"the operator does not exist at feature level {level.label}; it needs FL {first.label} or later")
     _, dims, types = row
     if t.data_type == DataType.UNKNOWN:
-        _fail(op, f"{name} has data type UNKNOWN, which is never valid")
+        fail(op, f"{name} has data type UNKNOWN, which is never valid")
     if t.dimension_count not in dims:
-        _fail(op, f"{name} has DimensionCount {t.dimension_count}; at feature level {level.label} the operator "
+        fail(op, f"{name} has DimensionCount {t.dimension_count}; at feature level {level.label} the operator "
                   f"takes {tables.describe_row(row)}")
     if t.data_type not in types:
-        _fail(op, f"{name} has data type {t.data_type.name}; at feature level {level.label} the operator takes "
+        fail(op, f"{name} has data type {t.data_type.name}; at feature level {level.label} the operator takes "
                   f"{tables.describe_row(row)}")
     for i, s in enumerate(t.sizes):
         if s <= 0:
-            _fail(op, f"{name} Sizes[{i}] = {s}; every size must be > 0")
+            fail(op, f"{name} Sizes[{i}] = {s}; every size must be > 0")
         if s > UINT32_MAX:
-            _fail(op, f"{name} Sizes[{i}] = {s} does not fit DML_BUFFER_TENSOR_DESC's UINT32 Sizes "
+            fail(op, f"{name} Sizes[{i}] = {s} does not fit DML_BUFFER_TENSOR_DESC's UINT32 Sizes "
                       f"(at most {UINT32_MAX})")
     if t.strides is not None:
         if len(t.strides) != t.dimension_count:
-            _fail(op, f"{name} has {len(t.strides)} strides for DimensionCount {t.dimension_count}; "
+            fail(op, f"{name} has {len(t.strides)} strides for DimensionCount {t.dimension_count}; "
                       "Strides must have one entry per dimension")
         for i, s in enumerate(t.strides):
             if s < 0:
-                _fail(op, f"{name} Strides[{i}] = {s}; strides are unsigned")
+                fail(op, f"{name} Strides[{i}] = {s}; strides are unsigned")
             if s > UINT32_MAX:
-                _fail(op, f"{name} Strides[{i}] = {s} does not fit DML_BUFFER_TENSOR_DESC's UINT32 Strides "
+                fail(op, f"{name} Strides[{i}] = {s} does not fit DML_BUFFER_TENSOR_DESC's UINT32 Strides "
                           f"(at most {UINT32_MAX})")
     # both caps: the element count bounds broadcast and overlapping tensors, whose last index is small
     count = t.element_count
     if count > MAX_ELEMENTS:
-        _fail(op, f"{name} has {count} elements (Sizes {t.sizes}); a buffer tensor holds at most 2^32 - 1 elements")
+        fail(op, f"{name} has {count} elements (Sizes {t.sizes}); a buffer tensor holds at most 2^32 - 1 elements")
     last = t.last_index
     if last + 1 > MAX_ELEMENTS:
-        _fail(op, f"{name} addresses {last + 1} elements; a buffer tensor holds at most 2^32 - 1 elements")
+        fail(op, f"{name} addresses {last + 1} elements; a buffer tensor holds at most 2^32 - 1 elements")
     if t.total_size_in_bytes > UINT64_MAX:
-        _fail(op, f"{name} TotalTensorSizeInBytes = {t.total_size_in_bytes} does not fit its UINT64 field")
+        fail(op, f"{name} TotalTensorSizeInBytes = {t.total_size_in_bytes} does not fit its UINT64 field")
     minimum = t.minimum_size_in_bytes
     if t.total_size_in_bytes < minimum:
-        _fail(op, f"{name} TotalTensorSizeInBytes = {t.total_size_in_bytes} is below the {minimum} bytes that "
+        fail(op, f"{name} TotalTensorSizeInBytes = {t.total_size_in_bytes} is below the {minimum} bytes that "
                   f"DMLCalcBufferTensorSize gives for sizes {t.sizes} and strides {t.strides}")
     if t.total_size_in_bytes % 4:
-        _fail(op, f"{name} TotalTensorSizeInBytes = {t.total_size_in_bytes} is not a multiple of 4")
+        fail(op, f"{name} TotalTensorSizeInBytes = {t.total_size_in_bytes} is not a multiple of 4")
     a = t.guaranteed_base_offset_alignment
     if not 0 <= a <= UINT32_MAX:
-        _fail(op, f"{name} GuaranteedBaseOffsetAlignment = {a} does not fit its UINT32 field")
+        fail(op, f"{name} GuaranteedBaseOffsetAlignment = {a} does not fit its UINT32 field")
     if a != 0 and (a & (a - 1) or a < t.data_type.element_size):
-        _fail(op, f"{name} GuaranteedBaseOffsetAlignment = {a}; it must be 0 or a power of two >= the element "
+        fail(op, f"{name} GuaranteedBaseOffsetAlignment = {a}; it must be 0 or a power of two >= the element "
                   f"size ({t.data_type.element_size:g} bytes)")
     # integer masks: on Python 3.11 ~TensorFlags.OWNED_BY_DML is NONE, so a flag-enum mask never fires
     if int(t.flags) & ~int(TensorFlags.OWNED_BY_DML):
-        _fail(op, f"{name} Flags = {int(t.flags):#x} has bits other than DML_TENSOR_FLAG_OWNED_BY_DML (0x1), "
+        fail(op, f"{name} Flags = {int(t.flags):#x} has bits other than DML_TENSOR_FLAG_OWNED_BY_DML (0x1), "
                   "the only DML_TENSOR_FLAGS bit")
     if output and t.flags & TensorFlags.OWNED_BY_DML:
-        _fail(op, f"{name} is an output with DML_TENSOR_FLAG_OWNED_BY_DML; that flag is for inputs only")
+        fail(op, f"{name} is an output with DML_TENSOR_FLAG_OWNED_BY_DML; that flag is for inputs only")
     if output and t.has_overlap():
-        _fail(op, f"{name} strides {t.strides} for sizes {t.sizes} map two elements to one offset; output "
+        fail(op, f"{name} strides {t.strides} for sizes {t.sizes} map two elements to one offset; output "
                   "tensors may not overlap themselves (0 or overlapping strides)")
 
 
@@ -91,10 +91,10 @@ def check_same_shape(op: str, tensors) -> None:
     (n0, t0), rest = tensors[0], tensors[1:]
     for n, t in rest:
         if t.data_type != t0.data_type:
-            _fail(op, f"{n} has data type {t.data_type.name} but {n0} has {t0.data_type.name}; "
+            fail(op, f"{n} has data type {t.data_type.name} but {n0} has {t0.data_type.name}; "
                       "all tensors must share one data type")
         if t.sizes != t0.sizes:
-            _fail(op, f"{n} has Sizes {t.sizes} but {n0} has {t0.sizes}; element-wise tensors must have identical "
+            fail(op, f"{n} has Sizes {t.sizes} but {n0} has {t0.sizes}; element-wise tensors must have identical "
                       "Sizes (broadcast only through 0 strides)")
 
 
@@ -234,10 +234,10 @@ class ElementWiseIdentityDesc(UnaryTensorOp):
         sb = self.scale_bias
         if sb is not None:
             if not isinstance(sb, ScaleBias):
-                _fail(self.name, f"ScaleBias must be a ScaleBias or None, got {type(sb).__name__}")
+                fail(self.name, f"ScaleBias must be a ScaleBias or None, got {type(sb).__name__}")
             if self.input.data_type not in (DataType.FLOAT32, DataType.FLOAT16, DataType.FLOAT64):
                 # DirectML leaves ScaleBias on integers undocumented; we refuse it (docs/design.md).
-                _fail(self.name, f"ScaleBias {sb} on a {self.input.data_type.name} tensor; this library applies "
+                fail(self.name, f"ScaleBias {sb} on a {self.input.data_type.name} tensor; this library applies "
                                  "ScaleBias to float tensors only")
 
 
@@ -245,26 +245,26 @@ def check_axes(op: str, axes, rank: int, *, allow_empty: bool = True) -> tuple[i
     ax = as_int_tuple(op, "Axes", axes)
     for a in ax:
         if not 0 <= a < rank:
-            _fail(op, f"axis {a} is out of range; Axes must lie in [0, {rank - 1}] for a {rank}-D InputTensor")
+            fail(op, f"axis {a} is out of range; Axes must lie in [0, {rank - 1}] for a {rank}-D InputTensor")
     if len(set(ax)) != len(ax):
-        _fail(op, f"Axes {ax} contain a duplicate; each axis may appear once")
+        fail(op, f"Axes {ax} contain a duplicate; each axis may appear once")
     if not ax and not allow_empty:
-        _fail(op, "Axes is empty")
+        fail(op, "Axes is empty")
     return ax
 
 
 def check_reduce_shapes(op: str, inp: TensorDesc, out: TensorDesc, axes, *, same_type: bool = True) -> None:
     if same_type and out.data_type != inp.data_type:
-        _fail(op, f"OutputTensor has data type {out.data_type.name} but InputTensor has {inp.data_type.name}; "
+        fail(op, f"OutputTensor has data type {out.data_type.name} but InputTensor has {inp.data_type.name}; "
                   "they must match")
     if out.dimension_count != inp.dimension_count:
-        _fail(op, f"OutputTensor has DimensionCount {out.dimension_count} but InputTensor has "
+        fail(op, f"OutputTensor has DimensionCount {out.dimension_count} but InputTensor has "
                   f"{inp.dimension_count}; a reduction keeps the rank")
     for d, (si, so) in enumerate(zip(inp.sizes, out.sizes)):
         want = 1 if d in axes else si
         if so != want:
             why = "a reduced axis has size 1" if d in axes else "a kept axis keeps the input's size"
-            _fail(op, f"OutputTensor Sizes[{d}] = {so}, expected {want}: {why} (input {inp.sizes}, axes {axes})")
+            fail(op, f"OutputTensor Sizes[{d}] = {so}, expected {want}: {why} (input {inp.sizes}, axes {axes})")
 
 
 @dataclass(frozen=True)

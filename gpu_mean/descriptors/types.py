@@ -148,9 +148,7 @@ class BindingType(enum.IntEnum):
     BUFFER_ARRAY = 2
 
 
-# DirectML's alignment and dimension-count constants
+# DirectML's alignment constants
 TEMPORARY_BUFFER_ALIGNMENT = 256
 PERSISTENT_BUFFER_ALIGNMENT = 256
 MINIMUM_BUFFER_TENSOR_ALIGNMENT = 16
-TENSOR_DIMENSION_COUNT_MAX = 5
-TENSOR_DIMENSION_COUNT_MAX1 = 8

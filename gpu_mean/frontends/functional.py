@@ -4,7 +4,8 @@ Arrays go in and come back as the caller holds them (see ``arrays.py`` for the t
 numpy out; CuPy, PyTorch (CPU or CUDA), pyopencl and other DLPack producers in, the same library
 out; device arrays never travel through the host. Strided views are described, not copied.
 Compiled operators, recorded command lists and host-path buffers are kept per call signature
-(``pool.py``), so a repeated call validates and allocates nothing.
+(``pool.py``): a repeated call with host arrays builds, validates and allocates no device memory;
+one with device arrays rebinds them and allocates only its result.
 """
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ class _Call:
     def alignment(op) -> int:
         if op.kind != "opencl":
             return 0        # host uploads and CUDA pointers bind at offset 0
-        return interop._offset_alignment(int(op.array.offset), op.dtype.itemsize)
+        return interop.offset_alignment(int(op.array.offset), op.dtype.itemsize)
 
     def run(self, signature, make):
         """Execute the launch cached for ``signature`` (``make()`` gives its descriptor and result
@@ -214,10 +215,12 @@ def mean(*arrays, device=None):
     One input is copied, two run DML ELEMENT_WISE_MEAN, three or more the one-pass
     ``gm.ext.NaryMeanDesc`` (every input read once, one rounding). Integers truncate toward zero.
     """
-    return _mean(arrays, device)
+    return mean_op(arrays, device)
 
 
-def _mean(arrays, device, broadcast: bool = True, what: str = "Mean"):
+def mean_op(arrays, device, broadcast: bool = True, what: str = "Mean"):
+    """``mean`` for the frontends: ``broadcast`` (Mean before opset 8 takes same-shaped inputs) and
+    ``what`` (the operator name errors give)."""
     if not arrays:
         raise InvalidArgumentError(f"{what}: at least one input is required")
     if len(arrays) > MAX_NARY_INPUTS:
@@ -327,10 +330,10 @@ def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool 
     ``gm.ext.IntegerReduceMeanDesc`` (exact, truncation toward zero). A reduction over a zero-size
     dimension gives NaN (floats) or 0 (integers) without launching a kernel.
     """
-    return _reduce_mean(x, axes, keepdims, noop_with_empty_axes, device)
+    return reduce_mean_op(x, axes, keepdims, noop_with_empty_axes, device)
 
 
-def _reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool = False, device=None,
+def reduce_mean_op(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool = False, device=None,
                  allow_negative: bool = True, what: str = "ReduceMean"):
     """``reduce_mean`` for the frontends: ``allow_negative`` (opsets before 11 refuse negative axes)
     and ``what`` (the operator name errors give)."""
@@ -342,7 +345,7 @@ def _reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool
     rank = len(shape)
     if not axes:
         if noop_with_empty_axes:
-            return _mean([x], call.dev, what=what)   # identity: a copy on the device
+            return mean_op([x], call.dev, what=what)   # identity: a copy on the device
         axes = tuple(range(rank))
     axes = normalize_axes(axes, rank, allow_negative=allow_negative, what=what)
     out_keep = tuple(1 if d in axes else s for d, s in enumerate(shape))

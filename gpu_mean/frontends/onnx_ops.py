@@ -23,7 +23,7 @@ class Mean_1(OnnxOp):
     op_type, since_version = "Mean", 1
 
     def run(self, inputs, device):
-        return F._mean(inputs, device, broadcast=False, what=f"Mean-{self.since_version}")
+        return F.mean_op(inputs, device, broadcast=False, what=f"Mean-{self.since_version}")
 
 
 class Mean_6(Mean_1):
@@ -38,7 +38,7 @@ class Mean_8(OnnxOp):
     op_type, since_version = "Mean", 8
 
     def run(self, inputs, device):
-        return F._mean(inputs, device, what=f"Mean-{self.since_version}")
+        return F.mean_op(inputs, device, what=f"Mean-{self.since_version}")
 
 
 class Mean_13(Mean_8):
@@ -58,7 +58,7 @@ class ReduceMean_1(OnnxOp):
 
     def run(self, inputs, device):
         axes = self.axes(inputs)
-        return F._reduce_mean(inputs[0], axes=axes, keepdims=bool(self.attrs.get("keepdims", 1)),
+        return F.reduce_mean_op(inputs[0], axes=axes, keepdims=bool(self.attrs.get("keepdims", 1)),
                              noop_with_empty_axes=bool(self.attrs.get("noop_with_empty_axes", 0)), device=device,
                              allow_negative=self.allow_negative, what=f"ReduceMean-{self.since_version}")
 

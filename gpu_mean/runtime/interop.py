@@ -233,12 +233,12 @@ def wrap_array(dev, x, what: str = "Buffer.wrap_array"):
                                "whole elements; a TensorDesc cannot describe them; pass a copy")
     nbytes = span_elements(shape, strides) * arr.dtype.itemsize
     buf, off = native_buffer(dev, arr, max(nbytes, 1))
-    desc = _desc_for(dt, shape, strides, _offset_alignment(off, arr.dtype.itemsize))
+    desc = _desc_for(dt, shape, strides, offset_alignment(off, arr.dtype.itemsize))
     size = max(desc.total_size_in_bytes, nbytes)
     return BufferBinding(buf, off, size), desc
 
 
-def _offset_alignment(off: int, itemsize: int) -> int:
+def offset_alignment(off: int, itemsize: int) -> int:
     # DirectML binds at a multiple of 16 unless the tensor promises a smaller power-of-two alignment
     if off % 16 == 0:
         return 0

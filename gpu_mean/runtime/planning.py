@@ -31,12 +31,17 @@ _WIDE = {D.FLOAT32: D.FLOAT64, D.FLOAT16: D.FLOAT64, D.FLOAT64: D.FLOAT64, D.INT
 _UNSIGNED = {1: D.UINT8, 2: D.UINT16, 4: D.UINT32, 8: D.UINT64}
 
 
+def unsigned_of(dt: DataType) -> DataType:
+    """The unsigned type of ``dt``'s width (bit copies, wrapping integer arithmetic)."""
+    return _UNSIGNED[int(dt.element_size)]
+
+
 def compute_type(op: KernelOp, dt: DataType, has_scale_bias: bool = False) -> DataType:
     """The type an operation computes or accumulates in (the table every kernel speller reads)."""
     if op in (KernelOp.NARY_MEAN, KernelOp.REDUCE_MEAN, KernelOp.REDUCE_SUM):
         return _WIDE[dt]
     if op == KernelOp.IDENTITY and not has_scale_bias:
-        return _UNSIGNED[int(dt.element_size)]      # a bit copy
+        return unsigned_of(dt)      # a bit copy
     if dt == D.FLOAT16:
         return D.FLOAT32
     if dt.is_float:
@@ -163,10 +168,6 @@ class ReducePlan:
     def inner(self) -> int:
         """For ``col``: the contiguous kept run (columns) that threads map onto."""
         return self.keep_shape[-1] if self.cls == "col" else 1
-
-    @property
-    def outer_shape(self) -> tuple:
-        return self.keep_shape[:-1] if self.cls == "col" else self.keep_shape
 
 
 def _coalesce_group(dims, shape, stride_lists):

@@ -94,8 +94,8 @@ class Case:
 
     @property
     def shape_class(self) -> str:
-        """The performance class of the targets tables (E1-E2, N, R1-R6): as given, else derived from
-        the shape and axes (a sweep's smallest sizes would otherwise move a case between classes)."""
+        """The performance class (E1-E2, N, R1-R6; README "Reading profile output"): as given, else
+        derived from the shape and axes (a sweep's smallest sizes would otherwise move a case between classes)."""
         if self.klass:
             return self.klass
         if self.op in ("mean", "add", "identity"):
@@ -117,9 +117,6 @@ class Case:
         for s in kept:
             outputs *= s
         return "R4 outer, many outputs" if outputs >= 4096 else "R5 outer, few outputs"
-
-    def input_descs(self) -> tuple:
-        return self.desc().input_tensors()
 
     def output_shape(self) -> tuple:
         if self.op in REDUCTIONS:

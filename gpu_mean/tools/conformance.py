@@ -51,7 +51,7 @@ def tolerance(case: Case) -> int:
     return 1 if case.dtype.is_float and case.op in ("reduce", "nary") else 0
 
 
-def _random(dt: DataType, n: int, seed: int) -> np.ndarray:
+def random_data(dt: DataType, n: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     if dt.is_float:
         return (rng.random(n) * 8 + 0.25).astype(dt.numpy_dtype)
@@ -59,7 +59,7 @@ def _random(dt: DataType, n: int, seed: int) -> np.ndarray:
     return rng.integers(info.min, info.max, n, dtype=dt.numpy_dtype, endpoint=True)
 
 
-def _logical(raw: np.ndarray, t: TensorDesc) -> np.ndarray:
+def logical_view(raw: np.ndarray, t: TensorDesc) -> np.ndarray:
     it = t.numpy_dtype.itemsize
     return np.ndarray(t.sizes, t.numpy_dtype, buffer=raw, strides=tuple(s * it for s in t.effective_strides))
 
@@ -106,11 +106,11 @@ def run_case(dev, case: Case, bar=None) -> tuple[bool, int | None, str]:
             bar.label(f"running: {what}")
         bufs, xs = [], []
         for i, t in enumerate(desc.input_tensors()):
-            raw = _random(t.data_type, t.total_size_in_bytes // t.numpy_dtype.itemsize, seed + i)
+            raw = random_data(t.data_type, t.total_size_in_bytes // t.numpy_dtype.itemsize, seed + i)
             b = dev.create_buffer(t.total_size_in_bytes)
             b.write(raw)
             bufs.append(b)
-            xs.append(_logical(raw, t))
+            xs.append(logical_view(raw, t))
         o = desc.output_tensors()[0]
         ob = dev.create_buffer(o.total_size_in_bytes)
         cop.execute(inputs=bufs, outputs=[ob])

@@ -41,10 +41,10 @@ def _showcase(dev, log) -> bool:
     ok_all = True
     for i, case in enumerate(SHOWCASE):
         desc = case.desc()
-        datas = [conformance._random(t.data_type, t.total_size_in_bytes // t.numpy_dtype.itemsize, 7 * i + j)
+        datas = [conformance.random_data(t.data_type, t.total_size_in_bytes // t.numpy_dtype.itemsize, 7 * i + j)
                  for j, t in enumerate(desc.input_tensors())]
         if on_cpu:
-            xs = [conformance._logical(d, t) for d, t in zip(datas, desc.input_tensors())]
+            xs = [conformance.logical_view(d, t) for d, t in zip(datas, desc.input_tensors())]
             want = conformance.expected(case, desc, xs)
         else:
             want = _run(ref, desc, datas)

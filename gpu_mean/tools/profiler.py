@@ -121,7 +121,7 @@ def side_by_side(fns: dict, repeat: int, rounds: int | None = None, pause: float
     return {name: float(np.median(ts)) for name, ts in times.items()}
 
 
-def _median_time(fn, repeat: int) -> float:
+def median_time(fn, repeat: int) -> float:
     fn()
     ts = []
     for _ in range(repeat):
@@ -132,8 +132,9 @@ def _median_time(fn, repeat: int) -> float:
 
 
 def host_overhead(dev, repeat=200) -> float:
-    """Seconds per execute()+synchronize of a 16-element mean: the per-call host cost."""
-    return _median_time(prepare_device(dev, Case("mean", F32, (16,))), repeat)
+    """Seconds per execution of a recorded command list of one 16-element mean, with synchronize:
+    the per-call host cost of the DirectML-shaped path."""
+    return median_time(prepare_device(dev, Case("mean", F32, (16,))), repeat)
 
 
 def list_vs_single(dev, n: int = 100, repeat: int = 20) -> tuple[float, float]:
@@ -164,7 +165,7 @@ def list_vs_single(dev, n: int = 100, repeat: int = 20) -> tuple[float, float]:
             dev.execute_command_lists([single])
         dev.synchronize()
     run_list()
-    return _median_time(run_list, repeat), _median_time(run_singles, repeat)
+    return median_time(run_list, repeat), median_time(run_singles, repeat)
 
 
 def skip_reason(dev, case: Case) -> str | None:
