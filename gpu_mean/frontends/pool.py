@@ -136,6 +136,9 @@ class Launch:
                 self.table.bind_inputs(inputs)
                 self.table.bind_outputs([output])
             self.dev.execute_command_lists([self.cl])
+            # the list read the table when it ran: let go of the caller's memory until the next call
+            self.table.bind_inputs([])
+            self.table.bind_outputs([])
 
     def release(self) -> None:
         """Hand the buffers back to the pool (the caller holds ``lock``); a thread that took this
