@@ -21,16 +21,16 @@ from gpu_mean import DataType as D
 from gpu_mean.descriptors import tables
 
 MAX_ELEMENTS = 400
-OPS = ("mean", "add", "identity", "identity_sb", "reduce", "nary", "int_reduce")
+OPS = ("mean", "add", "identity", "identity_sb", "reduce", "nary", "int_reduce", "sum")
 TABLES = {"mean": tables.ELEMENT_WISE_MEAN, "add": tables.ELEMENT_WISE_ADD, "identity": tables.ELEMENT_WISE_IDENTITY,
           "identity_sb": tables.ELEMENT_WISE_IDENTITY, "reduce": tables.REDUCE_AVERAGE,
-          "nary": tables.EXT_NARY_MEAN, "int_reduce": tables.EXT_INTEGER_REDUCE_MEAN}
+          "nary": tables.EXT_NARY_MEAN, "int_reduce": tables.EXT_INTEGER_REDUCE_MEAN, "sum": tables.EXT_REDUCE_SUM}
 ALL_TYPES = [d for d in D if d not in (D.UNKNOWN, D.UINT4, D.INT4)]
 # values that int() would have truncated or parsed: each must be refused with a TypeError-and-E_INVALIDARG
 BAD_INTS = [2.0, 1.0, np.float32(2), np.float64(3.0), "2", b"2", True, False, Fraction(2), Decimal(2), None, 2.5]
 BAD_REALS = ["2", b"2", True, None, Fraction(1, 2), Decimal(1), 1j]   # ScaleBias takes int and float types
 LEVELS = list(gm.FeatureLevel)
-REDUCES = (gm.ReduceDesc, gm.ext.IntegerReduceMeanDesc)
+REDUCES = (gm.ReduceDesc, gm.ext.IntegerReduceMeanDesc, gm.ext.ReduceSumDesc)
 
 
 @dataclass
@@ -50,7 +50,7 @@ class Case:
 
     @property
     def float_reduction(self) -> bool:
-        return self.op in ("reduce", "nary") and self.dtype in (D.FLOAT32, D.FLOAT16, D.FLOAT64)
+        return self.op in ("reduce", "nary", "sum") and self.dtype in (D.FLOAT32, D.FLOAT16, D.FLOAT64)
 
 
 def _row(op, level):
@@ -169,7 +169,10 @@ def cases(draw, top: gm.FeatureLevel):
         if draw(st.integers(0, 24)) == 0 and rank:
             out = out[:-1] + (out[-1] + 1,)                 # wrong output size
         t("InputTensor")
-        t("OutputTensor", sz=out, output=True)
+        out_dt = dtype
+        if op == "sum" and draw(st.integers(0, 14)):      # the wide type; now and then a wrong one
+            out_dt = tables.WIDE_SUM_TYPE.get(dtype, dtype)
+        t("OutputTensor", sz=out, dt=out_dt, output=True)
         if op == "reduce" and draw(st.integers(0, 24)) == 0:
             case.function = draw(st.sampled_from([gm.ReduceFunction.SUM, gm.ReduceFunction.MAX, 42]))
     if op in ("mean", "add", "identity", "identity_sb", "nary") and draw(st.integers(0, 3)) == 0:
@@ -185,7 +188,7 @@ def _poison(draw, case: Case) -> None:
     """Give one integer field a wrong Python type."""
     bad = draw(st.sampled_from(BAD_INTS))
     targets = ["Sizes", "Strides", "TotalTensorSizeInBytes", "GuaranteedBaseOffsetAlignment", "Flags", "DataType"]
-    if case.op in ("reduce", "int_reduce"):
+    if case.op in ("reduce", "int_reduce", "sum"):
         targets.append("Axes")
     targets += {"reduce": ["Function"], "identity_sb": ["Scale"], "nary": ["InputTensors"]}.get(case.op, [])
     target = draw(st.sampled_from(targets))
@@ -238,4 +241,6 @@ def build(case: Case):
         return gm.ext.NaryMeanDesc(ins if case.nary_inputs is None else case.nary_inputs, out)
     if case.op == "reduce":
         return gm.ReduceDesc(case.function, ins[0], out, case.axes)
+    if case.op == "sum":
+        return gm.ext.ReduceSumDesc(ins[0], out, case.axes)
     return gm.ext.IntegerReduceMeanDesc(ins[0], out, case.axes)
