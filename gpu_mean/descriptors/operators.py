@@ -160,16 +160,25 @@ class UnaryTensorOp(OperatorDesc):
 
 
 class ReduceLike(UnaryTensorOp):
-    """REDUCE-shaped descriptors: axes unique and in range, output keeps the rank with reduced axes 1."""
+    """REDUCE-shaped descriptors: axes unique and in range, output keeps the rank with reduced axes 1.
+    The output has the input's data type unless a subclass names another (``_check_output_type``)."""
+
+    def __post_init__(self):
+        self._normalize_axes()
 
     def _normalize_axes(self):
         # the descriptor stores what it validated: Python ints, never the caller's 1.0 or True
         axes = () if self.axes is None else as_int_tuple(self.name, "Axes", self.axes)
         object.__setattr__(self, "axes", axes)
 
+    def _check_output_type(self) -> bool:
+        """Refuse a wrong output type; True when the rule is the shared one (same type as the input)."""
+        return True
+
     def _validate_op(self, level):
         axes = check_axes(self.name, self.axes, self.input.dimension_count)
-        check_reduce_shapes(self.name, self.input, self.output, axes)
+        same_type = self._check_output_type()
+        check_reduce_shapes(self.name, self.input, self.output, axes, same_type=same_type)
 
 
 @dataclass(frozen=True)
