@@ -1,99 +1,356 @@
-// REDUCE AVERAGE (FLOAT32, FLOAT16) and the exact integer mean reduction (gm.ext), for OpenCL.
+// REDUCE AVERAGE (FLOAT32, FLOAT16), the exact integer mean reduction and the wide sum (gm.ext):
+// one source for OpenCL and CUDA (cuda_kernels/dialect.h maps it; docs/design.md, "Kernels").
 //
-// Written for CPU-like devices first (PoCL): no barriers and no local-memory trees; each
-// work-item runs a serial, vectorizable loop and a tiny second pass combines chunk partials.
+// Two kernel shapes, chosen by the host per device kind (gpu_mean/backends/reduce_kernels.py):
+//   GPU-shaped (gm_reduce_row, _col, _general, _finalize): work-groups cooperate on an output with
+//     coalesced loads, a local-memory tree (a warp shuffle on CUDA, same order) and barriers; every
+//     kernel loops over its grid, so the host caps the grid at CUDA's limits
+//     (gpu_mean/backends/gpu_geometry.py, shared by both backends). CUDA and OpenCL GPUs run these;
+//     the opencl:0-gpupaths test device runs them on PoCL with CUDA's geometry.
+//   CPU-shaped (*_serial; OpenCL CPU devices such as PoCL, which set GM_CPU_SHAPE to 1): each
+//     work-item runs a serial, vectorized loop; no barriers, no local memory.
+// A program holds the kernels of one shape.
+// Both shapes share the accumulator, the metadata, the offsets and the final rounding below.
 //
-// Macros (prepended by gpu_mean/backends/opencl.py):
-//   T                storage type; LOAD8(p) -> 8 lanes as ACC8 input; LOAD1(p) one element
-//   ACC, ACC8        accumulator scalar/8-vector: double (fp32/fp16 with fp64), float with a
-//                    Neumaier compensation term (no fp64), long (INT32), ulong (UINT32)
-//   COMPENSATED      1 when ACC is a compensated float
-//   STORE_RESULT(acc_total, n, p)   divide once, round once, store one element
-//   KN, RN           ranks of the coalesced kept and reduced dimension groups
-//   COLS             columns per work-item in the column kernel (multiple of 8)
-//   ROW_MULTI        row kernel over interleaved axes: one work-item per (output, outer reduced index)
-//   HALF_BLOCKS      FLOAT16 rows: short float blocks before the wide accumulator; TO_ACC8(v) float8 -> ACC8
-//   PREFETCH         0: none; row kernel: bytes ahead; column kernel: rows ahead (CPU devices only)
-// meta (long): keep_shape[KN], keep_in[KN], keep_out[KN], red_shape[RN], red_in[RN].
-// Partials (temporary resource): [chunk][output] of ACC (plus compensation, interleaved).
-#if USE_FP64
-#pragma OPENCL EXTENSION cl_khr_fp64 : enable
-#endif
+// Macros (gpu_mean/backends/reduce_kernels.py builds them from a plan):
+//   T, OUT_T, ACC    storage, output and accumulator types (ACC: double for floats, a float with a
+//                    Neumaier compensation term on a device without fp64, long / ulong for integers)
+//   COMPENSATED      1 when ACC is the compensated float
+//   LOAD1(p, i)      element i of p as ACC;  STORE_RESULT(t, n, p, i)  t / n rounded once into p[i]
+//                    (REDUCE_SUM: t itself)
+//   KN, RN, KNA, RNA ranks of the coalesced kept and reduced groups (KNA, RNA: at least 1)
+//   META_BYTES       sizeof(gm_rmeta) on the host (checked below, in both languages)
+//   GPU shape: WG (row kernel's work-group size), WARP_ROWS (a 32-wide slice per output),
+//              ROW_MULTI (interleaved axes with a dense innermost run), COL_Y (col kernel's local
+//              size in y; x is 32), FIN_WG (finalize work-group size); all multiples of 32
+//   CPU shape: ACC8, LOAD8(p, i), COLS, HALF_BLOCKS, TO_ACC8(v), PREFETCH (see those kernels)
+// Every global access is written as (buffer, element index), so that a checked build can test the
+// index against the binding's extent. Partials (the temporary resource) are gm_acc [chunk][output].
+
+// ---- shared by both shapes -----------------------------------------------------------------
 
 #if COMPENSATED
 typedef struct { ACC s; ACC c; } gm_acc;
 #define GM_ACC_ZERO(a) { (a).s = 0; (a).c = 0; }
-#define GM_ACC_ADD(a, x) { ACC t_ = (a).s + (x); \
-    (a).c += (fabs((a).s) >= fabs(x)) ? (((a).s - t_) + (x)) : (((x) - t_) + (a).s); (a).s = t_; }
+#define GM_ACC_ADD(a, x) { ACC x_ = (x); ACC t_ = (a).s + x_; \
+    (a).c += (fabs((a).s) >= fabs(x_)) ? (((a).s - t_) + x_) : ((x_ - t_) + (a).s); (a).s = t_; }
 #define GM_ACC_MERGE(a, b) { GM_ACC_ADD(a, (b).s); (a).c += (b).c; }
 // an infinite sum leaves a NaN compensation term behind: the sum alone is the answer then
 #define GM_ACC_TOTAL(a) (isfinite((a).s) ? (a).s + (a).c : (a).s)
-#define ACC8_ADD(s8, c8, x8) { ACC8 t_ = s8 + (x8); \
-    c8 += select(((x8) - t_) + s8, (s8 - t_) + (x8), isgreaterequal(fabs(s8), fabs(x8))); s8 = t_; }
 #else
 typedef struct { ACC s; } gm_acc;
 #define GM_ACC_ZERO(a) { (a).s = 0; }
 #define GM_ACC_ADD(a, x) { (a).s += (x); }
 #define GM_ACC_MERGE(a, b) { (a).s += (b).s; }
 #define GM_ACC_TOTAL(a) ((a).s)
+#endif
+
+// The plan's shapes and strides in elements (gpu_mean/backends/reduce_kernels.py: meta_struct).
+typedef struct {
+    long keep_shape[KNA], keep_in[KNA], keep_out[KNA];
+    long red_shape[RNA], red_in[RNA];
+} gm_rmeta;
+GM_STATIC_ASSERT(sizeof(gm_rmeta) == META_BYTES, gm_rmeta_differs_from_the_host_layout);
+
+// a / b for non-negative values: a 32-bit division when both fit (a 64-bit one is a long software
+// sequence on a GPU and slower on a CPU too)
+GM_INLINE long gm_div(long a, long b) {
+    return ((a | b) >> 31) == 0 ? (long)((uint)a / (uint)b) : a / b;
+}
+
+// Element offset of kept index k in the input (which = 1) or the output (which = 2); the outermost
+// index is what is left, so it takes no division.
+GM_INLINE long gm_keep_offset(__constant const gm_rmeta* m, long k, int which) {
+    __constant const long* st = which == 1 ? m->keep_in : m->keep_out;
+    long off = 0;
+#pragma unroll
+    for (int d = KN - 1; d > 0; --d) {
+        long q = gm_div(k, m->keep_shape[d]);
+        off += (k - q * m->keep_shape[d]) * st[d];
+        k = q;
+    }
+    return KN > 0 ? off + k * st[0] : 0;
+}
+
+// ROW_MULTI: the input offset of outer reduced index r (reduced dims 0 .. RN-2)
+GM_INLINE long gm_run_offset(__constant const gm_rmeta* m, long r) {
+    long off = 0;
+#pragma unroll
+    for (int d = RN - 2; d > 0; --d) {
+        long q = gm_div(r, m->red_shape[d]);
+        off += (r - q * m->red_shape[d]) * m->red_in[d];
+        r = q;
+    }
+    return RN > 1 ? off + r * m->red_in[0] : 0;
+}
+
+// Divide once, round once, store output element i (an element index into out).
+GM_INLINE void gm_store(gm_acc a, ulong n, __global OUT_T* out, long i) {
+    STORE_RESULT(GM_ACC_TOTAL(a), n, out, i);
+}
+
+// Output k's sum over chunk ``chunk``: its partial slot when the reduction is split, else its result.
+GM_INLINE void gm_emit(gm_acc a, ulong n, __global OUT_T* out, ulong out_off, __global gm_acc* part,
+                       ulong part_off, int use_part, __constant const gm_rmeta* m, long k, long chunk, long n_out) {
+    if (use_part) part[part_off + chunk * n_out + k] = a;
+    else gm_store(a, n, out, (long)out_off + gm_keep_offset(m, k, 2));
+}
+
+// ---- GPU-shaped kernels ----------------------------------------------------------------------
+#if !GM_CPU_SHAPE
+
+#if GM_WARP_SHUFFLE
+GM_INLINE gm_acc gm_shfl_down(gm_acc a, int offset) {
+    gm_acc r;
+    r.s = GM_SHFL_DOWN(a.s, offset);
+#if COMPENSATED
+    r.c = GM_SHFL_DOWN(a.c, offset);
+#endif
+    return r;
+}
+#endif
+
+// The sum of every 32-wide slice of the work-group, returned to the slice's first work-item: a
+// halving tree over offsets 16, 8, 4, 2, 1. The warp shuffle and the portable local-memory form add
+// in the same order, so CUDA and PoCL give the same bits for the same geometry. Every work-item of
+// the group must call it (the portable form has barriers); scratch holds the group's size.
+GM_INLINE gm_acc gm_slice_sum(gm_acc v, LOCAL_PTR gm_acc* scratch, int lid) {
+#if GM_WARP_SHUFFLE
+    for (int o = 16; o > 0; o >>= 1) {
+        gm_acc w = gm_shfl_down(v, o);
+        GM_ACC_MERGE(v, w);
+    }
+#else
+    scratch[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int o = 16; o > 0; o >>= 1) {
+        if ((lid & 31) < o) {   // reads [o, 2o) of the slice, writes [0, o): no overlap
+            gm_acc w = scratch[lid + o];
+            GM_ACC_MERGE(v, w);
+            scratch[lid] = v;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+#endif
+    return v;
+}
+
+// The sum over a work-group of n_slices * 32 work-items, returned to work-item 0: each slice's sum,
+// then the slice sums (zero past the last) summed as one more slice. Every work-item must call it.
+GM_INLINE gm_acc gm_group_sum(gm_acc v, LOCAL_PTR gm_acc* scratch, int lid, int n_slices) {
+    v = gm_slice_sum(v, scratch, lid);
+    if ((lid & 31) == 0) scratch[lid >> 5] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    gm_acc t;
+    GM_ACC_ZERO(t);
+    if (lid < n_slices) t = scratch[lid];
+    barrier(CLK_LOCAL_MEM_FENCE);   // every slice sum read before the tree below rewrites scratch
+    return gm_slice_sum(t, scratch, lid);
+}
+
+// This work-item's share of the dense run in[base + i0, base + i1): elements lane, lane + width, ...
+// with four accumulators, so that four loads are in flight.
+GM_INLINE gm_acc gm_run_sum(__global const T* in, long base, long i0, long i1, int lane, int width) {
+    gm_acc s0, s1, s2, s3;
+    GM_ACC_ZERO(s0); GM_ACC_ZERO(s1); GM_ACC_ZERO(s2); GM_ACC_ZERO(s3);
+    long i = i0 + lane;
+    for (; i + 3 * width < i1; i += 4 * width) {
+        GM_ACC_ADD(s0, LOAD1(in, base + i));
+        GM_ACC_ADD(s1, LOAD1(in, base + i + width));
+        GM_ACC_ADD(s2, LOAD1(in, base + i + 2 * width));
+        GM_ACC_ADD(s3, LOAD1(in, base + i + 3 * width));
+    }
+    for (; i < i1; i += width) GM_ACC_ADD(s0, LOAD1(in, base + i));
+    GM_ACC_MERGE(s0, s1); GM_ACC_MERGE(s2, s3); GM_ACC_MERGE(s0, s2);
+    return s0;
+}
+
+// Row class: output k's run is [0, len) at stride 1; chunk c is elements [c*clen, c*clen + clen).
+// ROW_MULTI: output k's reduced space is ``runs`` dense runs of len elements; a chunk is clen runs.
+// WARP_ROWS: each 32-wide slice of the group takes its own output (short runs); otherwise the whole
+// group takes one output. Loops run the same number of times for every work-item of a group (the
+// barriers in the sums need that); a slice past the last output adds zeros and stores nothing.
+__kernel void gm_reduce_row(__global const T* restrict in, ulong in_off, __global OUT_T* restrict out,
+                            ulong out_off, __global gm_acc* restrict part, ulong part_off, int use_part,
+                            GM_META_ARG(gm_rmeta, m), long n_out, long len, long clen, long n_chunks, ulong n,
+                            long runs) {
+    GM_META_BIND(gm_rmeta, m)
+    __local gm_acc scratch[WG];
+    const int lid = (int)get_local_id(0);
+#if WARP_ROWS
+    const int lane = lid & 31, width = 32, per_group = WG / 32;
+#else
+    const int lane = lid, width = WG, per_group = 1;
+#endif
+    const long step = (long)get_num_groups(0) * per_group;
+    for (long chunk = (long)get_group_id(1); chunk < n_chunks; chunk += (long)get_num_groups(1)) {
+        for (long k0 = (long)get_group_id(0) * per_group; k0 < n_out; k0 += step) {
+            const long k = k0 + lid / width;
+            gm_acc s;
+            GM_ACC_ZERO(s);
+            if (k < n_out) {
+                const long base = (long)in_off + gm_keep_offset(m, k, 1);
+#if ROW_MULTI
+                for (long r = chunk * clen, r1 = min(runs, r + clen); r < r1; ++r) {
+                    gm_acc t = gm_run_sum(in, base + gm_run_offset(m, r), 0, len, lane, width);
+                    GM_ACC_MERGE(s, t);
+                }
+#else
+                s = gm_run_sum(in, base, chunk * clen, min(len, chunk * clen + clen), lane, width);
+#endif
+            }
+#if WARP_ROWS
+            s = gm_slice_sum(s, scratch, lid);
+#else
+            s = gm_group_sum(s, scratch, lid, WG / 32);
+#endif
+            if (lane == 0 && k < n_out) gm_emit(s, n, out, out_off, part, part_off, use_part, m, k, chunk, n_out);
+        }
+    }
+}
+
+// Column class: [outer kept..., R (stride rs), inner kept I (stride 1 in input and output)].
+// A (32, COL_Y) work-group: x on 32 adjacent columns (coalesced), y splitting the chunk's rows;
+// local memory adds the COL_Y row sums of each column in order.
+__kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __global OUT_T* restrict out,
+                            ulong out_off, __global gm_acc* restrict part, ulong part_off, int use_part,
+                            GM_META_ARG(gm_rmeta, m), long n_out, long len, long clen, long n_chunks, ulong n,
+                            long inner, long rs, long n_outer) {
+    GM_META_BIND(gm_rmeta, m)
+    __local gm_acc tile[COL_Y][33];
+    const int lx = (int)get_local_id(0), ly = (int)get_local_id(1);
+    for (long chunk = (long)get_group_id(2); chunk < n_chunks; chunk += (long)get_num_groups(2)) {
+        for (long o = (long)get_group_id(1); o < n_outer; o += (long)get_num_groups(1)) {
+            for (long cb = (long)get_group_id(0); cb * 32 < inner; cb += (long)get_num_groups(0)) {
+                const long col = cb * 32 + lx;
+                gm_acc s;
+                GM_ACC_ZERO(s);
+                if (col < inner) {
+                    const long base = (long)in_off + gm_keep_offset(m, o * inner + col, 1);
+                    long r = chunk * clen + ly;
+                    const long end = min(len, chunk * clen + clen);
+                    gm_acc s1;
+                    GM_ACC_ZERO(s1);
+                    for (; r + COL_Y < end; r += 2 * COL_Y) {
+                        GM_ACC_ADD(s, LOAD1(in, base + r * rs));
+                        GM_ACC_ADD(s1, LOAD1(in, base + (r + COL_Y) * rs));
+                    }
+                    if (r < end) GM_ACC_ADD(s, LOAD1(in, base + r * rs));
+                    GM_ACC_MERGE(s, s1);
+                }
+                tile[ly][lx] = s;
+                barrier(CLK_LOCAL_MEM_FENCE);
+                if (ly == 0 && col < inner) {
+                    gm_acc t = tile[0][lx];
+                    for (int y = 1; y < COL_Y; ++y) GM_ACC_MERGE(t, tile[y][lx]);
+                    gm_emit(t, n, out, out_off, part, part_off, use_part, m, o * inner + col, chunk, n_out);
+                }
+                barrier(CLK_LOCAL_MEM_FENCE);   // the tile is rewritten by the next column block
+            }
+        }
+    }
+}
+
+// General class (broadcast or padded inputs, interleaved axes without a dense run): a work-item per
+// (output, chunk), walking the chunk of the reduced index space with a carried multi-index.
+__kernel void gm_reduce_general(__global const T* restrict in, ulong in_off, __global OUT_T* restrict out,
+                                ulong out_off, __global gm_acc* restrict part, ulong part_off, int use_part,
+                                GM_META_ARG(gm_rmeta, m), long n_out, long len, long clen, long n_chunks,
+                                ulong n) {
+    GM_META_BIND(gm_rmeta, m)
+    const long step = (long)get_global_size(0);
+    for (long chunk = (long)get_group_id(1); chunk < n_chunks; chunk += (long)get_num_groups(1)) {
+        for (long k = (long)get_global_id(0); k < n_out; k += step) {
+            const long base = (long)in_off + gm_keep_offset(m, k, 1);
+            long j = chunk * clen;
+            const long end = min(len, j + clen);
+            gm_acc s;
+            GM_ACC_ZERO(s);
+#if RN > 0
+            long idx[RNA];
+            long rem = j, off = 0;
+#pragma unroll
+            for (int d = RN - 1; d >= 0; --d) {
+                long q = gm_div(rem, m->red_shape[d]);
+                idx[d] = rem - q * m->red_shape[d];
+                rem = q;
+                off += idx[d] * m->red_in[d];
+            }
+            for (; j < end; ++j) {
+                GM_ACC_ADD(s, LOAD1(in, base + off));
+#pragma unroll
+                for (int d = RN - 1; d >= 0; --d) {
+                    off += m->red_in[d];
+                    if (++idx[d] < m->red_shape[d]) break;
+                    off -= idx[d] * m->red_in[d];
+                    idx[d] = 0;
+                }
+            }
+#else
+            if (j < end) GM_ACC_ADD(s, LOAD1(in, base));
+#endif
+            gm_emit(s, n, out, out_off, part, part_off, use_part, m, k, chunk, n_out);
+        }
+    }
+}
+
+// Second pass of a split reduction: a work-group per output; work-item t merges chunks t, t + FIN_WG,
+// ... in order, then the group's tree adds those: a fixed order whatever the timing (deterministic).
+__kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong part_off, long n_chunks, long n_out,
+                                 __global OUT_T* restrict out, ulong out_off, GM_META_ARG(gm_rmeta, m), ulong n) {
+    GM_META_BIND(gm_rmeta, m)
+    __local gm_acc scratch[FIN_WG];
+    const int lid = (int)get_local_id(0);
+    for (long k = (long)get_group_id(0); k < n_out; k += (long)get_num_groups(0)) {
+        gm_acc s;
+        GM_ACC_ZERO(s);
+        for (long c = lid; c < n_chunks; c += FIN_WG) {
+            gm_acc b = part[part_off + c * n_out + k];
+            GM_ACC_MERGE(s, b);
+        }
+        s = gm_group_sum(s, scratch, lid, FIN_WG / 32);
+        if (lid == 0) gm_store(s, n, out, (long)out_off + gm_keep_offset(m, k, 2));
+    }
+}
+
+// ---- CPU-shaped kernels (OpenCL CPU devices) ---------------------------------------------------
+#else
+
+#if COMPENSATED
+#define ACC8_ADD(s8, c8, x8) { ACC8 t_ = s8 + (x8); \
+    c8 += select(((x8) - t_) + s8, (s8 - t_) + (x8), isgreaterequal(fabs(s8), fabs(x8))); s8 = t_; }
+#else
 #define ACC8_ADD(s8, c8, x8) { s8 += (x8); }
 #endif
 
-// Software prefetch for CPU devices (PREFETCH != 0; the host sets it only where the lines are read
-// soon, see launch.reduce_geometry). Row kernel: PREFETCH bytes ahead in the run; column kernel: the
+// Software prefetch (PREFETCH != 0; the host sets it only where the lines are read soon, see
+// opencl_geometry.reduce_geometry). Row kernel: PREFETCH bytes ahead in the run; column kernel: the
 // same columns PREFETCH rows ahead. Measured on PoCL (2-core CI VM): the hardware prefetcher alone
 // leaves a single stream per core ~15 % below the memory bandwidth reached with it.
 #if PREFETCH
-#define GM_PREFETCH(p, bytes) __builtin_prefetch((__global const char*)(p) + (bytes))
+#define GM_PREFETCH(p, i, bytes) __builtin_prefetch((__global const char*)((p) + (i)) + (bytes))
 #else
-#define GM_PREFETCH(p, bytes)
+#define GM_PREFETCH(p, i, bytes)
 #endif
 
-inline long gm_keep_offset(__constant long* meta, long k, int which) {
-    // which: 1 = input strides, 2 = output strides
-    // one division per kept group but the outermost (a 64-bit division per output cost the row
-    // kernel 4% of its bandwidth on PoCL)
-    long off = 0;
-    for (int d = KN - 1; d > 0; --d) {
-        long sz = meta[d], q = k / sz;
-        off += (k - q * sz) * meta[KN * which + d];
-        k = q;
-    }
-    return KN > 0 ? off + k * meta[KN * which] : 0;
+// one output already located: its element o of out, or its partial slot pi of part (use_part)
+GM_INLINE void gm_emit_at(gm_acc a, ulong n, __global OUT_T* out, long o, __global gm_acc* part, long pi,
+                          int use_part) {
+    if (use_part) part[pi] = a;
+    else gm_store(a, n, out, o);
 }
 
-inline void gm_finish(gm_acc a, ulong n, __global OUT_T* out, __constant long* meta, long k) {
-    STORE_RESULT(GM_ACC_TOTAL(a), n, out + gm_keep_offset(meta, k, 2));
-}
-
-// one output already located: its element in out, or its partial slot (pp non-null)
-inline void gm_emit_at(gm_acc a, ulong n, __global OUT_T* o, __global gm_acc* pp) {
-    if (pp) *pp = a;
-    else STORE_RESULT(GM_ACC_TOTAL(a), n, o);
-}
-
-inline void gm_emit(gm_acc a, ulong n, __global OUT_T* out, __global gm_acc* part, __constant long* meta,
-                    long k, long chunk, long n_out) {
-    if (part) part[chunk * n_out + k] = a;
-    else gm_finish(a, n, out, meta, k);
-}
-
-// Row class: the reduced run is contiguous. Work-item (k, chunk) sums [chunk*clen, +clen) of row k.
-__kernel void gm_reduce_row(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
-                            __global gm_acc* part, ulong part_off, int use_part, __constant long* meta,
-                            long n_out, long len, long clen, ulong n) {
+// Row class: work-item (k, chunk) sums [chunk*clen, +clen) of row k.
+__kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
+                                   __global gm_acc* part, ulong part_off, int use_part,
+                                   __constant const gm_rmeta* m, long n_out, long len, long clen, ulong n) {
     long k = get_global_id(0), chunk = get_global_id(1);
     if (k >= n_out) return;
-    __global const T* p = in + in_off + gm_keep_offset(meta, k, 1);
+    long b = (long)in_off + gm_keep_offset(m, k, 1);
 #if ROW_MULTI
     // interleaved axes whose innermost reduced dimension is dense: "chunk" enumerates the outer
     // reduced index, each work-item sums one dense run, and the finalize pass adds the runs
-    long rem = chunk;
-    for (int d = RN - 2; d >= 0; --d) {
-        long idx = rem % meta[3 * KN + d];
-        rem /= meta[3 * KN + d];
-        p += idx * meta[3 * KN + RN + d];
-    }
+    b += gm_run_offset(m, chunk);
     long i = 0, end = len;
 #else
     long i = chunk * clen, end = min(len, i + clen);
@@ -106,19 +363,20 @@ __kernel void gm_reduce_row(__global const T* in, ulong in_off, __global OUT_T* 
     // 2^-21 relative, far inside a half ulp), then the block joins the wide accumulator. The
     // conversions, not the memory, bounded this loop at one half per wide add (0.66x copy -> 0.8x).
     for (; i + 64 <= end; i += 64) {
-        GM_PREFETCH(p + i, PREFETCH); GM_PREFETCH(p + i + 32, PREFETCH);
-        float8 h0 = (vload_half8(0, p + i) + vload_half8(0, p + i + 8)) + (vload_half8(0, p + i + 16) + vload_half8(0, p + i + 24));
-        float8 h1 = (vload_half8(0, p + i + 32) + vload_half8(0, p + i + 40)) + (vload_half8(0, p + i + 48) + vload_half8(0, p + i + 56));
+        __global const T* p = in + b + i;
+        GM_PREFETCH(p, 0, PREFETCH); GM_PREFETCH(p, 32, PREFETCH);
+        float8 h0 = (vload_half8(0, p) + vload_half8(0, p + 8)) + (vload_half8(0, p + 16) + vload_half8(0, p + 24));
+        float8 h1 = (vload_half8(0, p + 32) + vload_half8(0, p + 40)) + (vload_half8(0, p + 48) + vload_half8(0, p + 56));
         ACC8 x8 = TO_ACC8(h0 + h1);
         ACC8_ADD(s8, c8, x8);
     }
 #endif
     for (; i + 32 <= end; i += 32) {
-        GM_PREFETCH(p + i, PREFETCH); GM_PREFETCH(p + i + 16, PREFETCH);
-        ACC8 x0 = LOAD8(p + i), x1 = LOAD8(p + i + 8), x2 = LOAD8(p + i + 16), x3 = LOAD8(p + i + 24);
+        GM_PREFETCH(in, b + i, PREFETCH); GM_PREFETCH(in, b + i + 16, PREFETCH);
+        ACC8 x0 = LOAD8(in, b + i), x1 = LOAD8(in, b + i + 8), x2 = LOAD8(in, b + i + 16), x3 = LOAD8(in, b + i + 24);
         ACC8_ADD(s8, c8, x0); ACC8_ADD(s8b, c8b, x1); ACC8_ADD(s8c, c8c, x2); ACC8_ADD(s8d, c8d, x3);
     }
-    for (; i + 8 <= end; i += 8) { ACC8 x8 = LOAD8(p + i); ACC8_ADD(s8, c8, x8); }
+    for (; i + 8 <= end; i += 8) { ACC8 x8 = LOAD8(in, b + i); ACC8_ADD(s8, c8, x8); }
     ACC8_ADD(s8, c8, s8b); ACC8_ADD(s8c, c8c, s8d); ACC8_ADD(s8, c8, s8c);
     c8 += c8b + c8c + c8d;
     gm_acc a;
@@ -129,24 +387,24 @@ __kernel void gm_reduce_row(__global const T* in, ulong in_off, __global OUT_T* 
 #endif
     GM_ACC_ADD(a, t8.s0); GM_ACC_ADD(a, t8.s1); GM_ACC_ADD(a, t8.s2); GM_ACC_ADD(a, t8.s3);
     GM_ACC_ADD(a, t8.s4); GM_ACC_ADD(a, t8.s5); GM_ACC_ADD(a, t8.s6); GM_ACC_ADD(a, t8.s7);
-    for (; i < end; ++i) { ACC x = LOAD1(p + i); GM_ACC_ADD(a, x); }
-    gm_emit(a, n, out + out_off, use_part ? part + part_off : 0, meta, k, chunk, n_out);
+    for (; i < end; ++i) GM_ACC_ADD(a, LOAD1(in, b + i));
+    gm_emit(a, n, out, out_off, part, part_off, use_part, m, k, chunk, n_out);
 }
 
-// Column class: [outer kept..., R (stride rs), inner kept I (stride 1 in input and output)].
-// Work-item (column block, outer index, chunk) sums COLS adjacent columns over a chunk of rows:
-// every row read is COLS contiguous elements, and no work-item ever walks a whole column alone.
-__kernel void gm_reduce_col(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
-                            __global gm_acc* part, ulong part_off, int use_part, __constant long* meta,
-                            long n_out, long len, long clen, ulong n, long inner, long rs) {
+// Column class: work-item (column block, outer index, chunk) sums COLS adjacent columns over a chunk
+// of rows: every row read is COLS contiguous elements, and no work-item walks a whole column alone.
+__kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
+                                   __global gm_acc* part, ulong part_off, int use_part,
+                                   __constant const gm_rmeta* m, long n_out, long len, long clen, ulong n,
+                                   long inner, long rs) {
     long cb = get_global_id(0), o = get_global_id(1), chunk = get_global_id(2);
     long c0 = cb * COLS;
     if (c0 >= inner) return;
     long k0 = o * inner + c0;
-    __global const T* p = in + in_off + gm_keep_offset(meta, k0, 1);
+    long b = (long)in_off + gm_keep_offset(m, k0, 1);
     // the COLS outputs of this work-item are adjacent (inner stride 1 in the output and in the partials)
-    __global OUT_T* ob = out + out_off + gm_keep_offset(meta, k0, 2);
-    __global gm_acc* pb = use_part ? part + part_off + chunk * n_out + k0 : 0;
+    long ob = (long)out_off + gm_keep_offset(m, k0, 2);
+    long pb = (long)part_off + chunk * n_out + k0;
     long r = chunk * clen, rend = min(len, r + clen);
     if (c0 + COLS <= inner) {
         ACC8 s[COLS / 8];
@@ -163,21 +421,23 @@ __kernel void gm_reduce_col(__global const T* in, ulong in_off, __global OUT_T* 
         // (COLS/8 vectors do not fit in registers), and four row streams in flight. Exact adds
         // (integers) or double adds of floats: the grouping does not change the 1-ulp bound.
         for (; r + 4 <= rend; r += 4) {
-            __global const T* q = p + r * rs;
+            long q = b + r * rs;
             for (int v = 0; v < COLS / 8; ++v) {
 #if PREFETCH
                 if ((v & 1) == 0) {   // the same columns PREFETCH rows on: a 64-byte line per two vectors
-                    __global const T* f = q + PREFETCH * rs + 8 * v;
-                    GM_PREFETCH(f, 0); GM_PREFETCH(f + rs, 0); GM_PREFETCH(f + 2 * rs, 0); GM_PREFETCH(f + 3 * rs, 0);
+                    long f = q + PREFETCH * rs + 8 * v;
+                    GM_PREFETCH(in, f, 0); GM_PREFETCH(in, f + rs, 0);
+                    GM_PREFETCH(in, f + 2 * rs, 0); GM_PREFETCH(in, f + 3 * rs, 0);
                 }
 #endif
-                s[v] += (LOAD8(q + 8 * v) + LOAD8(q + rs + 8 * v)) + (LOAD8(q + 2 * rs + 8 * v) + LOAD8(q + 3 * rs + 8 * v));
+                s[v] += (LOAD8(in, q + 8 * v) + LOAD8(in, q + rs + 8 * v)) +
+                        (LOAD8(in, q + 2 * rs + 8 * v) + LOAD8(in, q + 3 * rs + 8 * v));
             }
         }
 #endif
         for (; r < rend; ++r) {
-            __global const T* q = p + r * rs;
-            for (int v = 0; v < COLS / 8; ++v) { ACC8 x8 = LOAD8(q + 8 * v); ACC8_ADD(s[v], GM_C(v), x8); }
+            long q = b + r * rs;
+            for (int v = 0; v < COLS / 8; ++v) { ACC8 x8 = LOAD8(in, q + 8 * v); ACC8_ADD(s[v], GM_C(v), x8); }
         }
         for (int v = 0; v < COLS / 8; ++v) {
             ACC ss[8];
@@ -192,59 +452,62 @@ __kernel void gm_reduce_col(__global const T* in, ulong in_off, __global OUT_T* 
 #if COMPENSATED
                 a.c = cc[j];
 #endif
-                gm_emit_at(a, n, ob + 8 * v + j, pb ? pb + 8 * v + j : 0);
+                gm_emit_at(a, n, out, ob + 8 * v + j, part, pb + 8 * v + j, use_part);
             }
         }
     } else {
         for (long col = c0; col < inner; ++col) {
             gm_acc a;
             GM_ACC_ZERO(a);
-            for (long rr = r; rr < rend; ++rr) { ACC x = LOAD1(p + (col - c0) + rr * rs); GM_ACC_ADD(a, x); }
-            gm_emit_at(a, n, ob + (col - c0), pb ? pb + (col - c0) : 0);
+            for (long rr = r; rr < rend; ++rr) GM_ACC_ADD(a, LOAD1(in, b + (col - c0) + rr * rs));
+            gm_emit_at(a, n, out, ob + (col - c0), part, pb + (col - c0), use_part);
         }
     }
 }
 
-// General class: interleaved axes, broadcast or padded inputs. Work-item (k, chunk) walks a chunk
-// of the reduced index space with a carried multi-index.
-__kernel void gm_reduce_general(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
-                                __global gm_acc* part, ulong part_off, int use_part, __constant long* meta,
-                                long n_out, long len, long clen, ulong n) {
+// General class: work-item (k, chunk) walks a chunk of the reduced index space with a carried
+// multi-index.
+__kernel void gm_reduce_general_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
+                                       __global gm_acc* part, ulong part_off, int use_part,
+                                       __constant const gm_rmeta* m, long n_out, long len, long clen, ulong n) {
     long k = get_global_id(0), chunk = get_global_id(1);
     if (k >= n_out) return;
-    __constant long* rshape = meta + 3 * KN;
-    __constant long* rstr = meta + 3 * KN + RN;
-    __global const T* p = in + in_off + gm_keep_offset(meta, k, 1);
+    long b = (long)in_off + gm_keep_offset(m, k, 1);
     long j = chunk * clen, end = min(len, j + clen);
     gm_acc a;
     GM_ACC_ZERO(a);
 #if RN > 0
     long idx[RN];
     long rem = j, off = 0;
-    for (int d = RN - 1; d >= 0; --d) { idx[d] = rem % rshape[d]; rem /= rshape[d]; off += idx[d] * rstr[d]; }
+    for (int d = RN - 1; d >= 0; --d) {
+        idx[d] = rem % m->red_shape[d];
+        rem /= m->red_shape[d];
+        off += idx[d] * m->red_in[d];
+    }
     for (; j < end; ++j) {
-        ACC x = LOAD1(p + off);
-        GM_ACC_ADD(a, x);
+        GM_ACC_ADD(a, LOAD1(in, b + off));
         for (int d = RN - 1; d >= 0; --d) {
-            off += rstr[d];
-            if (++idx[d] < rshape[d]) break;
-            off -= idx[d] * rstr[d];
+            off += m->red_in[d];
+            if (++idx[d] < m->red_shape[d]) break;
+            off -= idx[d] * m->red_in[d];
             idx[d] = 0;
         }
     }
 #else
-    if (j < end) { ACC x = LOAD1(p); GM_ACC_ADD(a, x); }
+    if (j < end) GM_ACC_ADD(a, LOAD1(in, b));
 #endif
-    gm_emit(a, n, out + out_off, use_part ? part + part_off : 0, meta, k, chunk, n_out);
+    gm_emit(a, n, out, out_off, part, part_off, use_part, m, k, chunk, n_out);
 }
 
-// Second pass: combine the chunk partials of each output in a fixed order (deterministic).
-__kernel void gm_reduce_finalize(__global const gm_acc* part, ulong part_off, long n_chunks, long n_out,
-                                 __global OUT_T* out, ulong out_off, __constant long* meta, ulong n) {
+// Second pass: a work-item per output combines its chunk partials in chunk order (deterministic).
+__kernel void gm_reduce_finalize_serial(__global const gm_acc* part, ulong part_off, long n_chunks, long n_out,
+                                        __global OUT_T* out, ulong out_off, __constant const gm_rmeta* m,
+                                        ulong n) {
     long k = get_global_id(0);
     if (k >= n_out) return;
-    part += part_off;
-    gm_acc a = part[k];
-    for (long c = 1; c < n_chunks; ++c) { gm_acc b = part[c * n_out + k]; GM_ACC_MERGE(a, b); }
-    gm_finish(a, n, out + out_off, meta, k);
+    gm_acc a = part[part_off + k];
+    for (long c = 1; c < n_chunks; ++c) { gm_acc b = part[part_off + c * n_out + k]; GM_ACC_MERGE(a, b); }
+    gm_store(a, n, out, (long)out_off + gm_keep_offset(m, k, 2));
 }
+
+#endif  // GM_CPU_SHAPE

@@ -1,16 +1,18 @@
-"""CUDA launch geometry without a GPU: CUDA's limits hold for random shapes (huge and extreme ones
-included), and on small cases a host simulation of each kernel's index mapping reads every input
-element of every output exactly once and writes every output exactly once."""
+"""GPU launch geometry without a GPU: CUDA's limits hold for random shapes (huge and extreme ones
+included); the GPU-shaped reduction kernels run on PoCL with grids capped to a few blocks, so that
+their loops over the grid run; and on small cases a host simulation of the CUDA-only element-wise
+kernels' index mapping writes every output exactly once from the right inputs."""
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from itertools import product
 
 import numpy as np
 import pytest
 
-from gpu_mean.backends import cuda_geometry as geo
+import gpu_mean as gm
 from gpu_mean.backends import cuda_macros
+from gpu_mean.backends import gpu_geometry as geo
 from gpu_mean.descriptors.tensor import packed_strides
 from gpu_mean.descriptors.types import DataType as D
 from gpu_mean.descriptors.types import KernelOp
@@ -37,7 +39,7 @@ def check_limits(grid, block, smem=0):
 
 def test_column_grid_is_capped():
     # (100000, 16, 64) over axis 1: gridDim.y was the 100000 outer rows, and the launch failed
-    g = geo.cuda_reduce_geometry(reduce_plan((100000, 16, 64), (1,)), sms=132)
+    g = geo.reduce_geometry(reduce_plan((100000, 16, 64), (1,)), sms=132)
     assert g.kernel == "col"
     check_limits(g.grid, g.block, g.smem)
 
@@ -45,29 +47,29 @@ def test_column_grid_is_capped():
 def test_nchw_channel_statistics_use_the_row_kernel():
     # (8192, 2, 8192) over (0, 2) put 262144 chunks in gridDim.y, and each 256-thread block had two
     # live threads reading runs 8192 elements apart
-    g = geo.cuda_reduce_geometry(reduce_plan((8192, 2, 8192), (0, 2)), sms=132)
+    g = geo.reduce_geometry(reduce_plan((8192, 2, 8192), (0, 2)), sms=132)
     assert g.kernel == "row" and g.row_multi and g.length == 8192 and g.runs == 8192
     check_limits(g.grid, g.block, g.smem)
     assert g.grid[0] * g.grid[1] >= 132 * 4     # enough blocks for every SM
-    g = geo.cuda_reduce_geometry(reduce_plan((64, 256, 56 * 56), (0, 2), D.FLOAT16), sms=132)
+    g = geo.reduce_geometry(reduce_plan((64, 256, 56 * 56), (0, 2), D.FLOAT16), sms=132)
     assert g.kernel == "row" and g.row_multi
 
 
 def test_blocks_fit_the_outputs():
-    g = geo.cuda_reduce_geometry(reduce_plan((6, 5, 7, 3), (0, 2)), sms=132)
+    g = geo.reduce_geometry(reduce_plan((6, 5, 7, 3), (0, 2)), sms=132)
     assert g.kernel == "general" and g.block == (32, 1)
-    g = geo.cuda_reduce_geometry(reduce_plan((16, 3, 1024), (0, 2)), sms=132)
+    g = geo.reduce_geometry(reduce_plan((16, 3, 1024), (0, 2)), sms=132)
     assert g.kernel == "row" and g.warp_rows and g.block == (96, 1)    # a warp for each of 3 rows
 
 
 def test_reduce_geometry_never_one_block():
-    g = geo.cuda_reduce_geometry(reduce_plan((1 << 28,), (0,)), sms=132)
+    g = geo.reduce_geometry(reduce_plan((1 << 28,), (0,)), sms=132)
     assert g.kernel == "row" and g.n_chunks > 100 and g.grid[1] == g.n_chunks        # full reduction split
-    g = geo.cuda_reduce_geometry(reduce_plan((8, 1 << 24), (1,)), sms=132)
+    g = geo.reduce_geometry(reduce_plan((8, 1 << 24), (1,)), sms=132)
     assert not g.warp_rows and g.n_chunks > 1                                          # few long rows split
-    g = geo.cuda_reduce_geometry(reduce_plan((1 << 22, 16), (1,)), sms=132)
+    g = geo.reduce_geometry(reduce_plan((1 << 22, 16), (1,)), sms=132)
     assert g.warp_rows and g.n_chunks == 1 and g.grid == ((1 << 22) // 8, 1)          # many short rows
-    g = geo.cuda_reduce_geometry(reduce_plan((1 << 20, 16), (0,)), sms=132)
+    g = geo.reduce_geometry(reduce_plan((1 << 20, 16), (0,)), sms=132)
     assert g.kernel == "col" and g.n_chunks > 1 and g.block == (32, 8)                # few outputs: split R
 
 
@@ -96,87 +98,29 @@ def test_every_geometry_respects_cudas_limits(seed):
         nd = len(shape)
         axes = tuple(d for d in range(nd) if rng.random() < 0.5)
         sms = int(rng.choice([1, 20, 132, 144]))
-        g = geo.cuda_reduce_geometry(reduce_plan(shape, axes), sms=sms)
+        g = geo.reduce_geometry(reduce_plan(shape, axes), sms=sms)
         check_limits(g.grid, g.block, g.smem)
         if g.n_chunks > 1:
             check_limits(*g.finalize_geometry(int(np.prod([s for i, s in enumerate(shape) if i not in axes],
-                                                          dtype=object)), sms))
+                                                          dtype=object))))
         bcast = tuple(0 if rng.random() < 0.3 else s for s in packed_strides(shape))
         p = ew_plan(shape, bcast)
         if geo.ew_uses_rows(p):
             for w in (1, 4):
                 check_limits(*geo.ew_rows_geometry(p, w, sms))
-        check_limits(geo.cuda_ew_grid(p.count, 4, geo.BLOCK, sms), (geo.BLOCK,))
+        check_limits(geo.ew_grid(p.count, 4, geo.BLOCK, sms), (geo.BLOCK,))
 
 
 # --- host simulation of the kernels' index mapping -------------------------------------------
 
-def _keep_offset(plan, k, which):
-    st = plan.keep_in_strides if which == 1 else plan.keep_out_strides
-    off = 0
-    for d in range(len(plan.keep_shape) - 1, -1, -1):
-        k, i = divmod(k, plan.keep_shape[d]) if d else (0, k)
-        off += i * st[d]
-    return off
-
-
-def _red_offset(plan, j, dims):
-    off = 0
-    for d in range(dims - 1, -1, -1):
-        j, i = divmod(j, plan.red_shape[d])
-        off += i * plan.red_strides[d]
-    return off
-
-
-def simulate_reduce(plan, g):
-    """{output offset: Counter of input offsets read}, and how often each (output, chunk) is emitted."""
-    reads, emits = defaultdict(Counter), Counter()
-    gx, gy, gz = tuple(g.grid) + (1,) * (3 - len(g.grid))
-    n_out = plan.n_out
-    if g.kernel == "row":
-        per_block = g.block[0] // 32 if g.warp_rows else 1
-        for bx, by in product(range(gx), range(gy)):
-            for chunk, w in product(range(by, g.n_chunks, gy), range(per_block)):
-                for k in range(bx * per_block + w, n_out, gx * per_block):
-                    base, o = _keep_offset(plan, k, 1), _keep_offset(plan, k, 2)
-                    if g.row_multi:
-                        for r in range(chunk * g.chunk, min(g.runs, chunk * g.chunk + g.chunk)):
-                            ro = _red_offset(plan, r, len(plan.red_shape) - 1) if len(plan.red_shape) > 1 else 0
-                            reads[o].update(base + ro + i for i in range(g.length))
-                    else:
-                        reads[o].update(base + i for i in range(chunk * g.chunk, min(g.length, (chunk + 1) * g.chunk)))
-                    emits[(k, chunk)] += 1
-    elif g.kernel == "col":
-        inner, n_outer, rs = plan.inner, n_out // plan.inner, plan.row_stride
-        for bx, by, bz in product(range(gx), range(gy), range(gz)):
-            for chunk, o, cb in product(range(bz, g.n_chunks, gz), range(by, n_outer, gy),
-                                        range(bx, -(-inner // 32), gx)):
-                for col in range(cb * 32, min(inner, cb * 32 + 32)):
-                    k = o * inner + col
-                    base = _keep_offset(plan, k, 1)
-                    reads[_keep_offset(plan, k, 2)].update(
-                        base + r * rs for r in range(chunk * g.chunk, min(g.length, (chunk + 1) * g.chunk)))
-                    emits[(k, chunk)] += 1
-    else:
-        for bx, by in product(range(gx), range(gy)):
-            for chunk, t in product(range(by, g.n_chunks, gy), range(g.block[0])):
-                for k in range(bx * g.block[0] + t, n_out, gx * g.block[0]):
-                    base = _keep_offset(plan, k, 1)
-                    reads[_keep_offset(plan, k, 2)].update(
-                        base + _red_offset(plan, j, len(plan.red_shape))
-                        for j in range(chunk * g.chunk, min(g.length, (chunk + 1) * g.chunk)))
-                    emits[(k, chunk)] += 1
-    return reads, emits
-
-
-def expected_reads(shape, axes, in_strides):
-    """{output offset (packed output): Counter of input offsets}, straight from the descriptor."""
-    out_strides = packed_strides(tuple(1 if i in axes else s for i, s in enumerate(shape)))
-    exp = defaultdict(Counter)
-    for idx in np.ndindex(*shape):
-        o = sum(i * s for d, (i, s) in enumerate(zip(idx, out_strides)) if d not in axes)
-        exp[o][sum(i * s for i, s in zip(idx, in_strides))] += 1
-    return exp
+@pytest.fixture(scope="module")
+def gpupaths():
+    """The OpenCL device running the GPU-shaped kernels (what tests/conftest.py calls opencl:0-gpupaths)."""
+    from gpu_mean.backends import opencl
+    found, reason = opencl.discover()
+    if not found:
+        pytest.skip(f"no OpenCL device: {reason}")
+    return gm.Device(opencl.make_backend(0, gpu_paths=True))
 
 
 @pytest.fixture
@@ -192,13 +136,25 @@ def small_caps(monkeypatch):
     ((6, 5, 7, 3), (0, 2), None), ((7, 11, 13), (0, 1, 2), None), ((3, 4), (), None),
     ((4, 5, 6), (1,), (60, 1, 5)), ((4, 5, 6), (0, 2), (0, 6, 1))])
 @pytest.mark.parametrize("sms", [1, 2])
-def test_reduce_mapping_covers_every_element_once(small_caps, shape, axes, strides, sms):
+def test_reduce_kernels_loop_over_a_capped_grid(small_caps, gpupaths, shape, axes, strides, sms):
+    """The GPU-shaped kernels (the text CUDA compiles) run on PoCL with grids capped at 3 x 2 x 2
+    blocks, so every kernel's loops over its grid run: integer-valued data, whose sums are exact, must
+    give the correctly rounded mean of every output, bit for bit."""
+    from helpers import run
     plan = reduce_plan(shape, axes, strides=strides)
-    g = geo.cuda_reduce_geometry(plan, sms=sms)
+    g = geo.reduce_geometry(plan, sms=sms)
     check_limits(g.grid, g.block, g.smem)
-    reads, emits = simulate_reduce(plan, g)
-    assert reads == expected_reads(shape, axes, strides or packed_strides(shape))
-    assert sorted(emits) == sorted(product(range(plan.n_out), range(g.n_chunks))) and set(emits.values()) == {1}
+    gpupaths.backend.gpu_sms = sms
+    ti = gm.TensorDesc(D.FLOAT32, shape, strides)
+    to = gm.TensorDesc(D.FLOAT32, tuple(1 if i in axes else s for i, s in enumerate(shape)))
+    x = np.random.default_rng(len(shape)).integers(-1000, 1000, shape).astype(np.float32)
+    for d, st in enumerate(strides or ()):
+        if st == 0:     # a broadcast dimension holds one value
+            x = np.broadcast_to(x.take([0], axis=d), shape)
+    got = run(gpupaths, gm.ReduceDesc(gm.ReduceFunction.AVERAGE, ti, to, axes), [x])
+    n = int(np.prod([shape[a] for a in axes])) if axes else 1
+    want = (x.astype(np.float64).sum(axis=axes, keepdims=True) / n).astype(np.float32)
+    np.testing.assert_array_equal(got, want)
 
 
 def simulate_ew(plan, kernel, w, grid, block):
@@ -266,5 +222,5 @@ def test_elementwise_mapping_covers_every_element_once(small_caps, shape, in_str
             got, written = simulate_ew(plan, "rows", w, grid, block)
             assert got == exp and set(written.values()) == {1}
     else:
-        got, written = simulate_ew(plan, "strided", 1, geo.cuda_ew_grid(plan.count, 1, geo.BLOCK, sms), (geo.BLOCK,))
+        got, written = simulate_ew(plan, "strided", 1, geo.ew_grid(plan.count, 1, geo.BLOCK, sms), (geo.BLOCK,))
         assert got == exp and set(written.values()) == {1}

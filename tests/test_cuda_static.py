@@ -136,7 +136,9 @@ def f32_ftz_lines(ptx: str) -> list[str]:
 
 
 def test_kernel_files_exist():
-    assert {p.name for p in kernel_dir("cuda_kernels").glob("*.cu")} == {"elementwise.cu", "reduce.cu"}
+    # the reduction family is portable (opencl_kernels/reduce.cl): no second CUDA implementation
+    assert {p.name for p in kernel_dir("cuda_kernels").glob("*.cu")} == {"elementwise.cu"}
+    assert (kernel_dir("cuda_kernels") / "dialect.h").is_file()
 
 
 def test_every_class_of_program_is_covered():
@@ -204,18 +206,24 @@ def test_cuda_macros_integer_add_wraps_through_unsigned():
 # --- the argument tuples the CUDA programs pass, checked against the kernels' signatures ---------
 
 def signatures():
-    """{kernel name: [parameter types]} parsed from the .cu files."""
+    """{kernel name: [parameter types]} of every kernel CUDA compiles: the .cu files' and the
+    GPU-shaped kernels of the portable files (the CPU-shaped *_serial kernels are OpenCL's only)."""
     sigs = {}
-    for fname in ("elementwise.cu", "reduce.cu"):
-        src = kernel_source("cuda_kernels", fname)
-        for m in re.finditer(r'extern "C" __global__ void (\w+)\(([^)]*)\)', src):
-            params = [" ".join(p.replace("__restrict__", "").replace("__grid_constant__", "").replace("const ", "")
-                               .split()) for p in m.group(2).split(",")]
-            sigs[m.group(1)] = [p.rsplit(" ", 1)[0] for p in params]
+    for folder, fname, pat in (("cuda_kernels", "elementwise.cu", r'extern "C" __global__ void (\w+)\(([^)]*)\)'),
+                               ("opencl_kernels", "reduce.cl", r"__kernel void (\w+)\(((?:[^()]|\([^()]*\))*)\)")):
+        for m in re.finditer(pat, kernel_source(folder, fname)):
+            if m.group(1).endswith("_serial"):
+                continue
+            params = [" ".join(p.replace("__restrict__", "").replace("restrict", "").replace("__grid_constant__", "")
+                               .replace("__global", "").replace("const ", "").split())
+                      for p in re.split(r",(?![^()]*\))", m.group(2))]
+            sigs[m.group(1)] = [re.sub(r"GM_META_ARG\((\w+), \w+\)", r"\1 meta", p).rsplit(" ", 1)[0]
+                                for p in params]
     return sigs
 
 
-_SCALARS = {"unsigned long long": np.uint64, "long long": np.int64, "float": np.float32, "int": np.int32}
+_SCALARS = {"unsigned long long": np.uint64, "long long": np.int64, "float": np.float32, "int": np.int32,
+            "ulong": np.uint64, "long": np.int64}
 _STRUCTS = {"gm_inputs": ("p",), "gm_dims": ("size", "magic", "shift", "stride"),
             "gm_rmeta": ("keep_shape", "keep_in", "keep_out", "red_shape", "red_in")}
 

@@ -8,10 +8,12 @@ import numpy as np
 from ..errors import KernelBuildError
 from ..runtime import planning
 from ..runtime.device import DeviceInfo
-from . import cuda_compile, cuda_geometry, cuda_macros
+from . import cuda_compile, cuda_macros, gpu_geometry, reduce_kernels
 from .base import Backend, Program
 from .kernels import ProgramCache
 from .typespell import cache_key
+
+ACC_BYTES = planning.ACC_BYTES
 
 _PICK = ("pip install 'gpu_mean[cuda13]' for a CUDA 13 driver (580 or newer), 'gpu_mean[cuda12]' for a "
          "CUDA 12 driver")
@@ -199,7 +201,7 @@ def _ptr(native, offset: int) -> int:
 
 
 class CudaElementwiseProgram(Program):
-    BLOCK = cuda_geometry.BLOCK
+    BLOCK = gpu_geometry.BLOCK
 
     def __init__(self, be: CudaBackend, plan: planning.ElementwisePlan):
         self.be = be
@@ -211,22 +213,22 @@ class CudaElementwiseProgram(Program):
         fn = lambda name: be.function("elementwise.cu", m, name)   # noqa: E731
         if plan.contiguous:
             self.kind, self.n = "contig", np.uint64(plan.count)
-            self.launch_vec = (fn("gm_ew_contig_vec"), cuda_geometry.cuda_ew_grid(plan.count, self.vec, self.BLOCK,
+            self.launch_vec = (fn("gm_ew_contig_vec"), gpu_geometry.ew_grid(plan.count, self.vec, self.BLOCK,
                                                                                    be.sms), (self.BLOCK,))
-            self.launch_scalar = (fn("gm_ew_contig_scalar"), cuda_geometry.cuda_ew_grid(plan.count, 1, self.BLOCK,
+            self.launch_scalar = (fn("gm_ew_contig_scalar"), gpu_geometry.ew_grid(plan.count, 1, self.BLOCK,
                                                                                          be.sms), (self.BLOCK,))
-        elif cuda_geometry.ew_uses_rows(plan):
+        elif gpu_geometry.ew_uses_rows(plan):
             self.kind, self.n = "rows", np.uint64(plan.count // plan.shape[-1])
             self.dims = cuda_macros.pack_dims(plan)
-            self.launch_scalar = (fn("gm_ew_rows_scalar"), *cuda_geometry.ew_rows_geometry(plan, 1, be.sms))
+            self.launch_scalar = (fn("gm_ew_rows_scalar"), *gpu_geometry.ew_rows_geometry(plan, 1, be.sms))
             self.launch_vec = None
-            if cuda_geometry.ew_rows_vectorizable(plan):
-                self.launch_vec = (fn("gm_ew_rows_vec"), *cuda_geometry.ew_rows_geometry(plan, self.vec, be.sms))
+            if gpu_geometry.ew_rows_vectorizable(plan):
+                self.launch_vec = (fn("gm_ew_rows_vec"), *gpu_geometry.ew_rows_geometry(plan, self.vec, be.sms))
         else:
             self.kind, self.n = "strided", np.uint64(plan.count)
             self.dims = cuda_macros.pack_dims(plan)
             self.launch_vec = None
-            self.launch_scalar = (fn("gm_ew_strided"), cuda_geometry.cuda_ew_grid(plan.count, 1, self.BLOCK, be.sms),
+            self.launch_scalar = (fn("gm_ew_strided"), gpu_geometry.ew_grid(plan.count, 1, self.BLOCK, be.sms),
                                   (self.BLOCK,))
 
     def run(self, inputs, outputs, temporary):
@@ -242,32 +244,31 @@ class CudaElementwiseProgram(Program):
 
 
 class CudaReduceProgram(Program):
+    """The GPU-shaped kernels of opencl_kernels/reduce.cl (the same text, launches and geometry the
+    opencl:0-gpupaths test device runs on PoCL), compiled through cuda_kernels/dialect.h."""
+
     def __init__(self, be: CudaBackend, plan: planning.ReducePlan):
         self.be = be
         self.plan = plan
-        g = self.geo = cuda_geometry.cuda_reduce_geometry(plan, sms=be.sms)
-        m = cuda_macros.reduce_macros(plan, g.block[0] * g.block[1], g.warp_rows, g.block[1], g.row_multi)
-        self.fn = be.function("reduce.cu", m, f"gm_reduce_{g.kernel}")
-        self.meta = cuda_macros.pack_meta(plan)
-        self.temporary_size = plan.temporary_size(g.n_chunks)
-        n_out = plan.n_out
-        self.tail = (np.int64(n_out), np.int64(g.length), np.int64(g.chunk), np.int64(g.n_chunks),
-                     np.uint64(plan.n_reduce))
-        if g.kernel == "row":
-            self.tail += (np.int64(g.runs),)
-        elif g.kernel == "col":
-            self.tail += (np.int64(plan.inner), np.int64(plan.row_stride), np.int64(n_out // plan.inner))
-        if g.n_chunks > 1:
-            self.fin = be.function("reduce.cu", m, "gm_reduce_finalize")
-            self.fin_geo = g.finalize_geometry(n_out, be.sms)
-            self.fin_counts = (np.int64(g.n_chunks), np.int64(n_out))
+        v = self.variant = reduce_kernels.gpu_variant(plan, sms=be.sms)
+        self.fn = be.function("reduce.cl", v.macros, v.main.kernel)
+        self.meta = reduce_kernels.pack_meta(plan)
+        self.temporary_size = v.temporary_size
+        self.itemsize = int(plan.dtype.element_size)
+        self.out_itemsize = int(plan.output_type.element_size)
+        if v.finalize:
+            self.fin = be.function("reduce.cl", v.macros, v.finalize.kernel)
 
     def run(self, inputs, outputs, temporary):
-        g = self.geo
-        inp, out = np.uint64(_ptr(*inputs[0])), np.uint64(_ptr(*outputs[0]))
-        part = np.uint64(_ptr(*temporary)) if g.n_chunks > 1 else np.uint64(0)
+        v, u64 = self.variant, np.uint64
+        (ib, ioff), (ob, ooff) = inputs[0], outputs[0]
+        inp, out = u64(int(ib.ptr)), u64(int(ob.ptr))
+        part, poff = (u64(int(temporary[0].ptr)), temporary[1] // ACC_BYTES) if v.finalize else (u64(0), 0)
+        ooff //= self.out_itemsize
         with self.be.dev:
-            self.fn(g.grid, g.block, (inp, out, part, self.meta) + self.tail, stream=self.be.stream)
-            if g.n_chunks > 1:
-                grid, block = self.fin_geo
-                self.fin(grid, block, (part, *self.fin_counts, out, self.meta, self.tail[4]), stream=self.be.stream)
+            self.fn(v.main.grid, v.main.local_size,
+                    v.main_args(inp, ioff // self.itemsize, out, ooff, part, poff, self.meta), stream=self.be.stream)
+            if v.finalize:
+                self.fin(v.finalize.grid, v.finalize.local_size,
+                         v.finalize_args(part, poff, out, ooff, self.meta, self.plan.n_out, self.plan.n_reduce),
+                         stream=self.be.stream)

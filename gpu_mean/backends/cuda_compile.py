@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from functools import cache
 
-from .kernels import kernel_source
+from .kernels import kernel_source, kernel_text
 from .typespell import header
 
 # What every kernel is compiled with. --fmad=false: x*scale+bias rounds twice, as the CPU reference
@@ -178,7 +178,12 @@ def options(target: str, include: str) -> tuple:
 
 
 def variant_source(filename: str, macros: dict) -> str:
-    """The source of one kernel variant: its ``#define`` lines, then the file."""
+    """The source of one kernel variant. A portable kernel file (opencl_kernels/*.cl): its ``#define``
+    lines, cuda_kernels/dialect.h, then the file (kernels.kernel_text); a CUDA-only file
+    (cuda_kernels/*.cu, the element-wise family until it moves to the portable source): its
+    ``#define`` lines, then the file."""
+    if filename.endswith(".cl"):
+        return kernel_text("cuda", filename, macros)
     return header(macros) + kernel_source("cuda_kernels", filename)
 
 

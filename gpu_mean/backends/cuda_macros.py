@@ -1,6 +1,6 @@
-"""Macro sets and by-value argument structs for cuda_kernels/*.cu from a plan: pure, so CI (no GPU)
-compiles every variant, and the kernels' static_asserts check that each struct's numpy layout here
-is the C layout there."""
+"""Macro sets and by-value argument structs for cuda_kernels/elementwise.cu from a plan: pure, so CI
+(no GPU) compiles every variant, and the kernels' static_asserts check that each struct's numpy
+layout here is the C layout there. (The reduction family is portable: backends/reduce_kernels.py.)"""
 from __future__ import annotations
 
 import functools
@@ -98,39 +98,4 @@ def inputs_struct(n_inputs: int) -> np.dtype:
 def pack_inputs(pointers) -> np.ndarray:
     arr = np.zeros(1, inputs_struct(len(pointers)))
     arr["p"][0] = pointers
-    return arr
-
-
-def reduce_macros(plan: planning.ReducePlan, block: int, warp_rows: bool, col_y: int, row_multi: bool = False) -> dict:
-    dt, acc = plan.dtype, spell(plan.acc)
-    kn, rn = len(plan.keep_shape), len(plan.red_shape)
-    m = {"KN": kn, "RN": rn, "KNA": max(kn, 1), "RNA": max(rn, 1), "BLOCK": block, "WARP_ROWS": int(warp_rows),
-         "ROW_MULTI": int(row_multi), "COL_Y": col_y, "META_BYTES": meta_struct(plan).itemsize, "T": spell(dt),
-         "ACC": acc, "OUT_T": spell(plan.output_type)}
-    m["TO_ACC(x)"] = f"(({acc})__half2float(x))" if dt == D.FLOAT16 else f"(({acc})(x))"
-    if plan.op == KernelOp.REDUCE_SUM:
-        m["STORE_RESULT(t, n, p)"] = "(*(p) = (t))"
-    elif dt == D.FLOAT16:
-        m["STORE_RESULT(t, n, p)"] = "(*(p) = __double2half((t) / (double)(n)))"
-    elif dt == D.FLOAT32:
-        m["STORE_RESULT(t, n, p)"] = "(*(p) = __double2float_rn((t) / (double)(n)))"
-    else:   # C division truncates toward zero
-        m["STORE_RESULT(t, n, p)"] = f"(*(p) = ({spell(dt)})((t) / ({acc})(n)))"
-    return m
-
-
-def meta_struct(plan: planning.ReducePlan) -> np.dtype:
-    """numpy twin of the kernels' ``gm_rmeta`` (arrays of at least one element: C has no empty ones)."""
-    kn, rn = max(len(plan.keep_shape), 1), max(len(plan.red_shape), 1)
-    return np.dtype([("keep_shape", np.int64, (kn,)), ("keep_in", np.int64, (kn,)), ("keep_out", np.int64, (kn,)),
-                     ("red_shape", np.int64, (rn,)), ("red_in", np.int64, (rn,))], align=True)
-
-
-def pack_meta(plan: planning.ReducePlan) -> np.ndarray:
-    arr = np.zeros(1, meta_struct(plan))
-    kn, rn = len(plan.keep_shape), len(plan.red_shape)
-    for name, values, n in (("keep_shape", plan.keep_shape, kn), ("keep_in", plan.keep_in_strides, kn),
-                            ("keep_out", plan.keep_out_strides, kn), ("red_shape", plan.red_shape, rn),
-                            ("red_in", plan.red_strides, rn)):
-        arr[name][0, :n] = values
     return arr

@@ -1,11 +1,13 @@
-"""Finding kernel source files (from a source checkout or an installed wheel), and the bounded cache
-of programs built from them."""
+"""Finding kernel source files (from a source checkout or an installed wheel), the text each API's
+compiler receives, and the bounded cache of programs built from them."""
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
 from functools import cache
 from pathlib import Path
+
+from .typespell import header
 
 _PKG = Path(__file__).resolve().parent.parent
 
@@ -23,6 +25,19 @@ def kernel_dir(kind: str) -> Path:
 @cache
 def kernel_source(kind: str, name: str) -> str:
     return (kernel_dir(kind) / name).read_text()
+
+
+# the dialect header of each API (docs/design.md, "Kernels"): what goes between a variant's macros
+# and a kernel file written in the portable dialect
+DIALECT = {"opencl": ("opencl_kernels", "dialect.h"), "cuda": ("cuda_kernels", "dialect.h")}
+
+
+def kernel_text(api: str, filename: str, macros: dict) -> str:
+    """What ``api``'s compiler receives for one variant of a portable kernel file in opencl_kernels/:
+    the variant's ``#define`` lines, the API's dialect header, then the file, byte for byte the same
+    for both APIs."""
+    folder, dialect = DIALECT[api]
+    return header(macros) + kernel_source(folder, dialect) + kernel_source("opencl_kernels", filename)
 
 
 class ProgramCache:

@@ -15,9 +15,10 @@ from ..errors import KernelBuildError
 from ..runtime import planning
 from ..runtime.device import DeviceInfo
 from . import opencl_geometry as geometry
+from . import reduce_kernels
 from .base import Backend, Program
-from .kernels import ProgramCache, kernel_source
-from .typespell import OP_CODE, cache_key, header
+from .kernels import ProgramCache, kernel_text
+from .typespell import OP_CODE, cache_key
 from .typespell import OPENCL as spell
 
 D = DataType
@@ -79,6 +80,9 @@ HOST_PAGE = 4096
 # is limited to what is quick: at most SPIN_MAX_COMMANDS commands moving at most SPIN_MAX_BYTES in all
 # since the last finish (a 4 MB copy measured 25 % slower when polled).
 SPIN_S = 50e-6
+# opencl:0-gpupaths runs the GPU-shaped kernels with the geometry CUDA computes for a 132-SM GPU (the
+# H100 and H200 have 132), whatever the device present: CI executes the launches such a GPU would get
+GPUPATHS_SMS = 132
 SPIN_MAX_BYTES = 256 << 10
 SPIN_MAX_COMMANDS = 4
 
@@ -133,9 +137,12 @@ class OpenCLBackend(Backend):
         self.queue = cl.CommandQueue(self.ctx)
         ext = device.extensions.split()
         self.fp64 = allow_fp64 and "cl_khr_fp64" in ext
+        self.gpu_paths = gpu_paths
         self.is_cpu = bool(device.type & cl.device_type.CPU) and not gpu_paths
         self.host_backed = self.is_cpu and bool(device.host_unified_memory)
         self.compute_units = device.max_compute_units
+        # the width the GPU-shaped geometry is computed for (gpu_geometry: multiprocessors)
+        self.gpu_sms = GPUPATHS_SMS if gpu_paths else self.compute_units
         self.info = DeviceInfo("opencl", index, device.name.strip(), device.vendor.strip(),
                                _type_name(cl, device.type), device.global_mem_size,
                                "cl_khr_fp16" in ext, self.fp64, platform.name.strip())
@@ -202,7 +209,7 @@ class OpenCLBackend(Backend):
     # -- programs
     def program(self, filename: str, macros: dict):
         def build():
-            src = header(macros) + kernel_source("opencl_kernels", filename)
+            src = kernel_text("opencl", filename, macros)
             try:
                 # -w: PoCL prints clang's notes ("N warnings generated") on every build; a failed build still
                 # raises with the whole log
@@ -215,6 +222,11 @@ class OpenCLBackend(Backend):
     def constant(self, values) -> object:
         arr = np.asarray(list(values) + [0], np.int64)
         return self.cl.Buffer(self.ctx, self.cl.mem_flags.READ_ONLY | self.cl.mem_flags.COPY_HOST_PTR, hostbuf=arr)
+
+    def constant_struct(self, packed: np.ndarray) -> object:
+        """A kernel's metadata struct (the bytes CUDA passes by value) as a constant buffer."""
+        mf = self.cl.mem_flags
+        return self.cl.Buffer(self.ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=packed.tobytes())
 
     def compile(self, plan, flags):
         if isinstance(plan, planning.ReducePlan):
@@ -329,87 +341,60 @@ class ClElementwiseProgram(Program):
 
 # --- reductions ------------------------------------------------------------------------------
 
-def reduce_macros(plan: planning.ReducePlan, fp64: bool, cols: int, row_multi: bool = False,
-                  prefetch: int = 0) -> dict:
-    """Spelling of a reduction plan: the accumulator is the plan's (FLOAT64 becomes a compensated
-    float pair on a device without fp64); REDUCE_MEAN divides once and rounds once to the input's
-    type, REDUCE_SUM stores the accumulator itself in the wide output type."""
-    dt, acc_t = plan.dtype, plan.acc
-    m = {"KN": len(plan.keep_shape), "RN": len(plan.red_shape), "COLS": cols, "USE_FP64": 0, "COMPENSATED": 0,
-         "ROW_MULTI": int(row_multi), "HALF_BLOCKS": 0, "PREFETCH": prefetch, "OUT_T": spell(plan.output_type)}
-    if not dt.is_float:
-        t, acc = spell(dt), spell(acc_t)
-        m.update({"T": t, "ACC": acc, "ACC8": acc + "8", "LOAD8(p)": f"convert_{acc}8(vload8(0, p))",
-                  "LOAD1(p)": f"(({acc})(*(p)))"})
-    else:
-        half = dt == D.FLOAT16
-        ld8 = "vload_half8(0, p)" if half else "vload8(0, p)"
-        ld1 = "vload_half(0, p)" if half else "(*(p))"
-        acc = "double" if fp64 else "float"
-        m.update({"T": spell(dt), "ACC": acc, "ACC8": acc + "8", "USE_FP64": int(fp64), "COMPENSATED": int(not fp64),
-                  "LOAD8(p)": f"convert_{acc}8({ld8})", "LOAD1(p)": f"(({acc}){ld1})", "HALF_BLOCKS": int(half),
-                  "TO_ACC8(v)": f"convert_{acc}8(v)"})
-    acc = m["ACC"]
-    if plan.op == KernelOp.REDUCE_SUM:
-        m["STORE_RESULT(t, n, p)"] = "(*(p) = (t))"
-    elif dt == D.FLOAT16:
-        m["STORE_RESULT(t, n, p)"] = f"vstore_half_rte((t) / ({acc})(n), 0, p)"
-    else:   # floats round once to the type; integers: C division truncates toward zero
-        m["STORE_RESULT(t, n, p)"] = f"(*(p) = ({spell(dt)})((t) / ({acc})(n)))"
-    return m
-
-
 class ClReduceProgram(Program):
     def __init__(self, be: OpenCLBackend, plan: planning.ReducePlan):
         self.be = be
         self.plan = plan
-        geo = self.geo = geometry.reduce_geometry(plan, is_cpu=be.is_cpu, compute_units=be.compute_units,
-                                                  tuning=be.tuning)
-        prg = be.program("reduce.cl", reduce_macros(plan, be.fp64, geo.cols, geo.row_multi, geo.prefetch))
+        if be.is_cpu:
+            v = reduce_kernels.cpu_variant(plan, compute_units=be.compute_units, fp64=be.fp64, tuning=be.tuning)
+        else:
+            v = reduce_kernels.gpu_variant(plan, sms=be.gpu_sms, fp64=be.fp64)
+        self.variant = v
+        prg = be.program("reduce.cl", v.macros)
         cl = be.cl
         self.itemsize = int(plan.dtype.element_size)
         self.out_itemsize = int(plan.output_type.element_size)
         self.traffic = (plan.n_reduce * self.itemsize + self.out_itemsize) * plan.n_out
-        self.meta = be.constant(plan.meta())
-        self.temporary_size = plan.temporary_size(geo.n_chunks)
-        k = self.kernel = cl.Kernel(prg, f"gm_reduce_{geo.kernel}")
-        k.set_arg(6, np.int32(geo.n_chunks > 1))
-        k.set_arg(7, self.meta)
-        k.set_arg(8, np.int64(plan.n_out))
-        k.set_arg(9, np.int64(geo.length))
-        k.set_arg(10, np.int64(geo.chunk))
-        k.set_arg(11, np.uint64(plan.n_reduce))
-        if geo.kernel == "col":
-            k.set_arg(12, np.int64(plan.inner))
-            k.set_arg(13, np.int64(plan.row_stride))
-        if geo.n_chunks > 1:
-            f = self.finalize = cl.Kernel(prg, "gm_reduce_finalize")
-            f.set_arg(2, np.int64(geo.n_chunks))
-            f.set_arg(3, np.int64(plan.n_out))
-            f.set_arg(6, self.meta)
-            f.set_arg(7, np.uint64(plan.n_reduce))
-            self.fin_args = KernelArgs(f)
-        self.args = KernelArgs(k)
+        self.meta = be.constant_struct(reduce_kernels.pack_meta(plan))
+        self.temporary_size = v.temporary_size
+        # what does not change between runs is set once; run() sets the bindings (arguments 0-5 of
+        # the main kernel, 0, 1, 4 and 5 of the finalize pass) when they change
+        self.args = KernelArgs(cl.Kernel(prg, v.main.kernel))
+        _set_fixed(self.args, v.main_args(None, 0, None, 0, None, 0, self.meta), reduce_kernels.MAIN_BINDINGS)
+        self.fin_args = None
+        if v.finalize:
+            self.fin_args = KernelArgs(cl.Kernel(prg, v.finalize.kernel))
+            _set_fixed(self.fin_args, v.finalize_args(None, 0, None, 0, self.meta, plan.n_out, plan.n_reduce),
+                       reduce_kernels.FINALIZE_BINDINGS)
 
     def run(self, inputs, outputs, temporary):
-        be, a, g, isz, osz, u64 = self.be, self.args, self.geo, self.itemsize, self.out_itemsize, np.uint64
+        be, v, a, u64 = self.be, self.variant, self.args, np.uint64
         (ib, ioff), (ob, ooff) = inputs[0], outputs[0]
+        tb, toff = temporary if v.finalize else (None, 0)
+        ooff //= self.out_itemsize
+        toff //= ACC_BYTES
         a.set(0, ib)
-        a.set(1, ioff // isz, u64)
+        a.set(1, ioff // self.itemsize, u64)
         a.set(2, ob)
-        a.set(3, ooff // osz, u64)
-        if g.n_chunks > 1:
-            tb, toff = temporary
-            a.set(4, tb)
-            a.set(5, toff // ACC_BYTES, u64)
-            be.enqueue(self.kernel, g.grid, g.local, self.traffic)
+        a.set(3, ooff, u64)
+        a.set(4, tb)
+        a.set(5, toff, u64)
+        be.enqueue(a.kernel, v.main.global_size, v.main.local_size, self.traffic)
+        if v.finalize:
             f = self.fin_args
             f.set(0, tb)
-            f.set(1, toff // ACC_BYTES, u64)
+            f.set(1, toff, u64)
             f.set(4, ob)
-            f.set(5, ooff // osz, u64)
-            be.enqueue(f.kernel, (self.plan.n_out,), None, 0)
+            f.set(5, ooff, u64)
+            be.enqueue(f.kernel, v.finalize.global_size, v.finalize.local_size, 0)
+
+
+def _set_fixed(args: KernelArgs, values, bindings: tuple) -> None:
+    """Every argument of a launch but the bindings: buffers by identity, numpy scalars by value."""
+    for i, a in enumerate(values):
+        if i in bindings:
+            continue
+        if isinstance(a, np.generic):
+            args.set(i, a, type(a))
         else:
-            a.set(4, None)
-            a.set(5, 0, u64)
-            be.enqueue(self.kernel, g.grid, g.local, self.traffic)
+            args.set(i, a)

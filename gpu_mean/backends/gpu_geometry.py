@@ -1,8 +1,12 @@
-"""CUDA launch geometry: pure functions of a plan and the device's shape, tested without a GPU.
+"""Launch geometry of the GPU-shaped kernels: pure functions of a plan and the device's width,
+tested without a GPU, shared by the CUDA backend and the OpenCL backend on GPUs (and on the
+opencl:0-gpupaths test device, which runs them on PoCL with the geometry of a 132-SM GPU).
 
-CUDA's limits: gridDim.x <= 2^31 - 1, gridDim.y and gridDim.z <= 65535, at most 1024 threads per
-block, 48 KB of static shared memory. Every kernel loops over its grid in each dimension, so a grid
-is capped at the limits (or at a few waves) and the loops take the rest.
+In CUDA's words (OpenCL: work-groups = blocks, local size = blockDim, global size = grid * block):
+gridDim.x <= 2^31 - 1, gridDim.y and gridDim.z <= 65535, at most 1024 threads per block, 48 KB of
+static shared memory. Every kernel loops over its grid in each dimension, so a grid is capped at the
+limits (or at a few waves) and the loops take the rest. ``sms`` is the number of multiprocessors
+(OpenCL: compute units).
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def cuda_ew_grid(n: int, vec: int, block: int, sms: int) -> tuple:
+def ew_grid(n: int, vec: int, block: int, sms: int) -> tuple:
     """Grid-stride element-wise launch: one pass when small, at most 8 blocks of 256 per SM (H200: 132 SMs)."""
     items = max(1, _cdiv(n, vec))
     return (max(1, min(_cdiv(items, block), sms * 8)),)
@@ -58,7 +62,7 @@ def ew_rows_geometry(plan: planning.ElementwisePlan, w: int, sms: int) -> tuple[
 
 
 @dataclass(frozen=True)
-class CudaReduceGeometry:
+class ReduceGeometry:
     kernel: str          # "row" | "col" | "general"
     grid: tuple          # gridDim, capped at CUDA's limits (the kernels loop over the rest)
     block: tuple         # blockDim
@@ -70,11 +74,13 @@ class CudaReduceGeometry:
     runs: int = 1
     smem: int = 0        # static shared memory per block, bytes
 
-    def finalize_geometry(self, n_out: int, sms: int) -> tuple[tuple, tuple]:
-        return (max(1, min(_cdiv(n_out, BLOCK), sms * 8)),), (BLOCK,)
+    def finalize_geometry(self, n_out: int) -> tuple[tuple, tuple]:
+        """(grid, block) of the second pass: a block per output whose threads take the chunks in
+        turn and add them with a tree; as many threads as chunks, in whole warps, at most BLOCK."""
+        return (max(1, min(n_out, MAX_X)),), (min(BLOCK, _cdiv(self.n_chunks, 32) * 32),)
 
 
-def _row(plan, n_units: int, length: int, runs: int, target: int, multi: bool) -> CudaReduceGeometry:
+def _row(plan, n_units: int, length: int, runs: int, target: int, multi: bool) -> ReduceGeometry:
     warp_rows = length <= 2048
     tpr = 32 if warp_rows else BLOCK
     if multi:   # chunks of whole runs
@@ -92,10 +98,10 @@ def _row(plan, n_units: int, length: int, runs: int, target: int, multi: bool) -
     block = 32 * per_block if warp_rows else BLOCK
     grid = (min(_cdiv(n_units, per_block), MAX_X), min(n_chunks, MAX_YZ))
     smem = 0 if warp_rows else BLOCK // 32 * ACC_BYTES
-    return CudaReduceGeometry("row", grid, (block, 1), warp_rows, length, chunk, n_chunks, multi, runs, smem)
+    return ReduceGeometry("row", grid, (block, 1), warp_rows, length, chunk, n_chunks, multi, runs, smem)
 
 
-def cuda_reduce_geometry(plan: planning.ReducePlan, *, sms: int) -> CudaReduceGeometry:
+def reduce_geometry(plan: planning.ReducePlan, *, sms: int) -> ReduceGeometry:
     """GPU mapping: never one block in total, never one block per output when outputs are few:
     the reduced run is split across blocks until the grid has ~4 waves of 256-thread blocks."""
     target = sms * 2048 * 2
@@ -107,7 +113,7 @@ def cuda_reduce_geometry(plan: planning.ReducePlan, *, sms: int) -> CudaReduceGe
         chunk = planning.chunk_length(length, n_chunks)
         n_chunks = _cdiv(length, chunk)
         grid = (min(_cdiv(inner, 32), MAX_X), min(n_outer, MAX_YZ), min(n_chunks, MAX_YZ))
-        return CudaReduceGeometry("col", grid, (32, col_y), False, length, chunk, n_chunks,
+        return ReduceGeometry("col", grid, (32, col_y), False, length, chunk, n_chunks,
                                   smem=col_y * 33 * ACC_BYTES)
     if plan.cls == "row":
         return _row(plan, plan.n_out, plan.n_reduce, 1, target, False)
@@ -123,4 +129,4 @@ def cuda_reduce_geometry(plan: planning.ReducePlan, *, sms: int) -> CudaReduceGe
     # a block no wider than the outputs (rounded to a warp): idle threads would only cost occupancy
     block = min(BLOCK, _cdiv(plan.n_out, 32) * 32)
     grid = (min(_cdiv(plan.n_out, block), MAX_X), min(n_chunks, MAX_YZ))
-    return CudaReduceGeometry("general", grid, (block, 1), False, length, chunk, n_chunks)
+    return ReduceGeometry("general", grid, (block, 1), False, length, chunk, n_chunks)

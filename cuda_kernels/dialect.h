@@ -1,0 +1,56 @@
+// gpu_mean's kernel dialect for CUDA (NVRTC): maps the OpenCL C the kernels in opencl_kernels/ are
+// written in onto CUDA C++, so that NVRTC compiles those files unchanged.
+//
+// A CUDA build of a kernel file is: the variant's #define lines, this header, then the file itself;
+// an OpenCL build is the #define lines, opencl_kernels/dialect.h, then the same file
+// (gpu_mean/backends/kernels.py: kernel_text). docs/design.md, "Kernels", says what a kernel file may
+// use: OpenCL C's scalar types, address spaces, work-item functions, barrier, vload_half/vstore_half_rte,
+// plus the few names below that OpenCL C has no word for (GM_*). Vector types (float8, ...) are not
+// mapped: kernels that use them are CPU-shaped and live inside #if GM_CPU_SHAPE, which CUDA never sets.
+#include <cuda_fp16.h>
+
+#define GM_CUDA 1
+#define GM_CPU_SHAPE 0
+
+// -- types: OpenCL C's names (cuda_fp16.h already names __half "half")
+typedef unsigned char uchar;
+typedef unsigned short ushort;
+typedef unsigned int uint;
+typedef unsigned long ulong;
+static_assert(sizeof(long) == 8 && sizeof(ulong) == 8, "OpenCL's long is 64-bit: an LP64 host (Linux) is needed");
+
+// -- qualifiers: global and constant memory are plain pointers; local memory is shared memory
+#define __kernel extern "C" __global__
+#define __global
+#define __constant
+#define __local __shared__
+#define restrict __restrict__
+#define GM_INLINE __device__ __forceinline__
+#define LOCAL_PTR                           // a pointer parameter into local (shared) memory
+#define GM_STATIC_ASSERT(cond, msg) static_assert(cond, #msg)
+
+// -- the metadata argument: by value in the kernel parameters (the constant bank), read through a
+//    pointer so that kernel bodies spell it as OpenCL's __constant pointer
+#define GM_META_ARG(type, name) const __grid_constant__ type name##_arg
+#define GM_META_BIND(type, name) const type* name = &name##_arg;
+
+// -- work-items and barriers (dimension 0 is x)
+GM_INLINE size_t get_local_id(int d) { return d == 0 ? threadIdx.x : d == 1 ? threadIdx.y : threadIdx.z; }
+GM_INLINE size_t get_group_id(int d) { return d == 0 ? blockIdx.x : d == 1 ? blockIdx.y : blockIdx.z; }
+GM_INLINE size_t get_local_size(int d) { return d == 0 ? blockDim.x : d == 1 ? blockDim.y : blockDim.z; }
+GM_INLINE size_t get_num_groups(int d) { return d == 0 ? gridDim.x : d == 1 ? gridDim.y : gridDim.z; }
+GM_INLINE size_t get_global_id(int d) { return get_group_id(d) * get_local_size(d) + get_local_id(d); }
+GM_INLINE size_t get_global_size(int d) { return get_num_groups(d) * get_local_size(d); }
+#define CLK_LOCAL_MEM_FENCE 1
+#define CLK_GLOBAL_MEM_FENCE 2
+#define barrier(flags) __syncthreads()
+
+// -- half storage: OpenCL's vload_half / vstore_half_rte (round to nearest even)
+GM_INLINE float vload_half(size_t i, const half* p) { return __half2float(p[i]); }
+GM_INLINE void vstore_half_rte(float x, size_t i, half* p) { p[i] = __float2half_rn(x); }
+GM_INLINE void vstore_half_rte(double x, size_t i, half* p) { p[i] = __double2half(x); }
+
+// -- the one CUDA instruction that beats the portable sequence: a warp shuffle. Kernels use it only
+//    under #if GM_WARP_SHUFFLE, beside a portable local-memory form that adds in the same order.
+#define GM_WARP_SHUFFLE 1
+#define GM_SHFL_DOWN(x, offset) __shfl_down_sync(0xffffffffu, (x), (offset))

@@ -1,0 +1,142 @@
+"""The reduction family's kernels (opencl_kernels/reduce.cl) from a plan: one macro set, one metadata
+layout, one argument list and one geometry per kernel shape, for the CUDA and the OpenCL backends
+alike. Pure: CI compiles every variant for CUDA and runs the GPU-shaped ones on PoCL without a GPU.
+
+A backend asks for a ``ReduceVariant`` (``gpu_variant`` for CUDA and OpenCL GPUs, ``cpu_variant`` for
+OpenCL CPU devices), builds ``kernel_text(api, "reduce.cl", variant.macros)`` and launches
+``variant.main`` (then ``variant.finalize`` when the reduction is split) with the arguments of
+``main_args`` / ``finalize_args``: only binding the buffers is left to the backend.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..descriptors.types import DataType as D
+from ..descriptors.types import KernelOp
+from ..runtime import planning
+from . import gpu_geometry, opencl_geometry
+from .typespell import OPENCL as spell
+
+ACC_BYTES = planning.ACC_BYTES
+# the argument positions that change with the bindings (the rest is fixed when the program is made)
+MAIN_BINDINGS = (0, 1, 2, 3, 4, 5)          # in, in_off, out, out_off, part, part_off
+FINALIZE_BINDINGS = (0, 1, 4, 5)            # part, part_off, out, out_off
+
+
+def meta_struct(plan: planning.ReducePlan) -> np.dtype:
+    """numpy twin of the kernels' ``gm_rmeta`` (arrays of at least one element: C has no empty ones);
+    the kernel checks its size against META_BYTES in both languages."""
+    kn, rn = max(len(plan.keep_shape), 1), max(len(plan.red_shape), 1)
+    return np.dtype([("keep_shape", np.int64, (kn,)), ("keep_in", np.int64, (kn,)), ("keep_out", np.int64, (kn,)),
+                     ("red_shape", np.int64, (rn,)), ("red_in", np.int64, (rn,))], align=True)
+
+
+def pack_meta(plan: planning.ReducePlan) -> np.ndarray:
+    """The metadata as one struct: CUDA passes it by value, OpenCL uploads its bytes as a constant buffer."""
+    arr = np.zeros(1, meta_struct(plan))
+    kn, rn = len(plan.keep_shape), len(plan.red_shape)
+    for name, values, n in (("keep_shape", plan.keep_shape, kn), ("keep_in", plan.keep_in_strides, kn),
+                            ("keep_out", plan.keep_out_strides, kn), ("red_shape", plan.red_shape, rn),
+                            ("red_in", plan.red_strides, rn)):
+        arr[name][0, :n] = values
+    return arr
+
+
+def type_macros(plan: planning.ReducePlan, fp64: bool) -> dict:
+    """Types, loads and the final rounding, spelled in OpenCL C (the CUDA dialect maps the same names):
+    the accumulator is the plan's (FLOAT64 becomes a compensated float pair on a device without fp64);
+    REDUCE_MEAN divides once and rounds once to the input's type, REDUCE_SUM stores the accumulator."""
+    dt = plan.dtype
+    kn, rn = len(plan.keep_shape), len(plan.red_shape)
+    compensated = dt.is_float and not fp64
+    acc = "float" if compensated else spell(plan.acc)
+    m = {"KN": kn, "RN": rn, "KNA": max(kn, 1), "RNA": max(rn, 1), "META_BYTES": meta_struct(plan).itemsize,
+         "T": spell(dt), "OUT_T": spell(plan.output_type), "ACC": acc, "COMPENSATED": int(compensated),
+         "USE_FP64": int(dt.is_float and fp64 or plan.output_type == D.FLOAT64)}
+    m["LOAD1(p, i)"] = f"(({acc})vload_half((i), (p)))" if dt == D.FLOAT16 else f"(({acc})(p)[i])"
+    if plan.op == KernelOp.REDUCE_SUM:
+        m["STORE_RESULT(t, n, p, i)"] = "((p)[i] = (t))"
+    elif dt == D.FLOAT16:
+        m["STORE_RESULT(t, n, p, i)"] = f"vstore_half_rte((t) / ({acc})(n), (i), (p))"
+    else:   # floats round once to the type; integers: C division truncates toward zero
+        m["STORE_RESULT(t, n, p, i)"] = f"((p)[i] = ({spell(dt)})((t) / ({acc})(n)))"
+    return m
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch in OpenCL's terms: the global size (work-items per dimension) and the local
+    size (None: the runtime picks; GPU-shaped launches always set it). CUDA: grid = global / local."""
+    kernel: str
+    global_size: tuple
+    local_size: tuple | None
+
+    @property
+    def grid(self) -> tuple:
+        return tuple(g // b for g, b in zip(self.global_size, self.local_size))
+
+
+@dataclass(frozen=True)
+class ReduceVariant:
+    macros: dict
+    main: Launch
+    tail: tuple                 # the main kernel's typed scalars after the metadata argument
+    finalize: Launch | None     # the second pass of a split reduction
+    n_chunks: int
+    temporary_size: int         # bytes of chunk partials (0: one pass)
+
+    def main_args(self, inp, in_off, out, out_off, part, part_off, meta) -> tuple:
+        """The main kernel's arguments: buffers (whatever the backend passes for them) and element offsets."""
+        u64 = np.uint64
+        return (inp, u64(in_off), out, u64(out_off), part, u64(part_off), np.int32(self.n_chunks > 1),
+                meta) + self.tail
+
+    def finalize_args(self, part, part_off, out, out_off, meta, n_out: int, n: int) -> tuple:
+        u64 = np.uint64
+        return (part, u64(part_off), np.int64(self.n_chunks), np.int64(n_out), out, u64(out_off), meta, u64(n))
+
+
+def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True) -> ReduceVariant:
+    """The GPU-shaped kernels with the shared geometry (gpu_geometry.reduce_geometry)."""
+    g = gpu_geometry.reduce_geometry(plan, sms=sms)
+    fin_grid, fin_block = g.finalize_geometry(plan.n_out)
+    m = type_macros(plan, fp64)
+    # unused sizes of the other kernels keep fixed values, so that they add no program variants
+    m.update({"WG": g.block[0] if g.kernel == "row" else 32, "WARP_ROWS": int(g.warp_rows),
+              "ROW_MULTI": int(g.row_multi), "COL_Y": g.block[1] if g.kernel == "col" else 8,
+              "FIN_WG": fin_block[0] if g.n_chunks > 1 else 32})
+    i64, n_out = np.int64, plan.n_out
+    tail = (i64(n_out), i64(g.length), i64(g.chunk), i64(g.n_chunks), np.uint64(plan.n_reduce))
+    if g.kernel == "row":
+        tail += (i64(g.runs),)
+    elif g.kernel == "col":
+        tail += (i64(plan.inner), i64(plan.row_stride), i64(n_out // plan.inner))
+    block = tuple(g.block) + (1,) * (len(g.grid) - len(g.block))
+    main = Launch(f"gm_reduce_{g.kernel}", tuple(a * b for a, b in zip(g.grid, block)), block)
+    fin = None
+    if g.n_chunks > 1:
+        fin = Launch("gm_reduce_finalize", (fin_grid[0] * fin_block[0],), fin_block)
+    return ReduceVariant(m, main, tail, fin, g.n_chunks, plan.temporary_size(g.n_chunks))
+
+
+def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
+                tuning: opencl_geometry.OpenCLTuning = opencl_geometry.DEFAULT_TUNING) -> ReduceVariant:
+    """The serial vector kernels for OpenCL CPU devices (opencl_geometry.reduce_geometry)."""
+    g = opencl_geometry.reduce_geometry(plan, is_cpu=True, compute_units=compute_units, tuning=tuning)
+    m = type_macros(plan, fp64)
+    dt, acc = plan.dtype, m["ACC"]
+    m.update({"GM_CPU_SHAPE": 1, "COLS": g.cols, "ROW_MULTI": int(g.row_multi), "PREFETCH": g.prefetch,
+              "HALF_BLOCKS": int(dt == D.FLOAT16), "ACC8": acc + "8", "TO_ACC8(v)": f"convert_{acc}8(v)"})
+    if dt == D.FLOAT16:
+        m["LOAD8(p, i)"] = f"convert_{acc}8(vload_half8(0, (p) + (i)))"
+    else:
+        m["LOAD8(p, i)"] = f"convert_{acc}8(vload8(0, (p) + (i)))"
+    i64 = np.int64
+    tail = (i64(plan.n_out), i64(g.length), i64(g.chunk), np.uint64(plan.n_reduce))
+    if g.kernel == "col":
+        tail += (i64(plan.inner), i64(plan.row_stride))
+    main = Launch(f"gm_reduce_{g.kernel}_serial", tuple(g.grid), g.local)
+    fin = Launch("gm_reduce_finalize_serial", (plan.n_out,), None) if g.n_chunks > 1 else None
+    return ReduceVariant(m, main, tail, fin, g.n_chunks, plan.temporary_size(g.n_chunks))

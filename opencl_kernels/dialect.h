@@ -1,0 +1,22 @@
+// gpu_mean's kernel dialect for OpenCL: the few names the kernel files use that OpenCL C has no word
+// for. cuda_kernels/dialect.h maps the same names (and OpenCL C itself) onto CUDA; an OpenCL build is
+// the variant's #define lines, this header, then the kernel file (gpu_mean/backends/kernels.py).
+#if USE_FP64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#endif
+
+#define GM_CUDA 0
+#ifndef GM_CPU_SHAPE
+#define GM_CPU_SHAPE 0     // 1: the serial vector kernels for CPU devices instead of the GPU-shaped ones
+#endif
+
+#define GM_INLINE inline
+#define LOCAL_PTR __local   // a pointer parameter into local memory
+#define GM_STATIC_ASSERT(cond, msg) typedef char gm_static_assert_##msg[(cond) ? 1 : -1]
+
+// the metadata argument: a constant buffer holding the same struct CUDA takes by value
+#define GM_META_ARG(type, name) __constant const type* name
+#define GM_META_BIND(type, name)
+
+// no sub-groups here: the portable local-memory form of every warp-level step runs
+#define GM_WARP_SHUFFLE 0
