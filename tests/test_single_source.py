@@ -1,0 +1,65 @@
+"""One kernel source for both APIs: the text the OpenCL compiler receives for a GPU-shaped reduction
+and the text NVRTC receives for the same plan differ only in the dialect header between the
+variant's macros and the kernel file; the file itself, and so every rounding, overflow, chunking and
+finalize step, is byte for byte the same. Needs an OpenCL device and NVRTC with the CUDA headers."""
+from __future__ import annotations
+
+import pyopencl
+import pytest
+from test_cuda_static import RED_CASES, reduce_desc
+
+import gpu_mean as gm
+from gpu_mean.backends import cuda_compile, opencl, reduce_kernels
+from gpu_mean.backends.kernels import kernel_source
+from gpu_mean.backends.typespell import header
+from gpu_mean.runtime import planning
+
+
+def _nvrtc_missing():
+    try:
+        cuda_compile.nvrtc()
+        cuda_compile.include_dir()
+    except cuda_compile.NvrtcError as e:
+        return str(e)
+    return None
+
+
+pytestmark = [pytest.mark.skipif(not opencl.discover()[0], reason="no OpenCL device"),
+              pytest.mark.skipif(_nvrtc_missing() is not None, reason="NVRTC or the CUDA headers are absent")]
+
+
+@pytest.fixture
+def sources(monkeypatch):
+    """Every source handed to pyopencl.Program and to NVRTC while the fixture is active."""
+    seen = {"opencl": [], "cuda": []}
+    real_program, real_compile = pyopencl.Program, cuda_compile.Nvrtc.compile
+
+    def program(ctx, src):
+        seen["opencl"].append(src)
+        return real_program(ctx, src)
+
+    def compile_(self, source, options, name="gm_kernel.cu"):
+        seen["cuda"].append(source)
+        return real_compile(self, source, options, name)
+
+    monkeypatch.setattr(pyopencl, "Program", program)
+    monkeypatch.setattr(cuda_compile.Nvrtc, "compile", compile_)
+    return seen
+
+
+@pytest.mark.parametrize("case", RED_CASES, ids=lambda c: f"{c[0].__name__}_{c[1].name}_{c[2]}_{c[3]}")
+def test_nvrtc_and_opencl_receive_the_same_kernel_file(sources, case):
+    plan = planning.plan_operator(reduce_desc(*case))
+    # a fresh backend, so that its program cache builds (and the OpenCL compiler sees) this variant
+    dev = gm.Device(opencl.make_backend(0, gpu_paths=True))
+    dev.compile_operator(dev.create_operator(reduce_desc(*case)))
+    macros = reduce_kernels.gpu_variant(plan, sms=opencl.GPUPATHS_SMS).macros
+    cuda_compile.build("reduce.cl", macros, 90)
+    (cl_src,) = [s for s in sources["opencl"] if "gm_reduce" in s]     # not discovery's probe kernel
+    (cu_src,) = sources["cuda"]
+    body = kernel_source("opencl_kernels", "reduce.cl")
+    cl_dialect, cu_dialect = kernel_source("opencl_kernels", "dialect.h"), kernel_source("cuda_kernels", "dialect.h")
+    assert cl_src == header(macros) + cl_dialect + body
+    assert cu_src == header(macros) + cu_dialect + body
+    # and the GPU-shaped kernels are what both compile: the CPU-shaped ones are preprocessed out
+    assert "gm_reduce_row(" in body and "GM_CPU_SHAPE" not in header(macros)

@@ -1,0 +1,69 @@
+"""Kernel throughput per shape class, this tree against another checkout, side by side in one run.
+
+    git worktree add --detach /tmp/before <commit>
+    python tools/bench_kernels.py --before /tmp/before --device opencl --mb 64 --rounds 3
+
+Each round runs one fresh process per tree (alternating, so that the machine's drift falls on both);
+each process times every shape class of the profiler (gpu_mean.tools.profiler.class_cases) through a
+recorded command list on device buffers, median of ``--repeat`` runs after a warm-up, and prints GB/s
+(bytes each input read once + output written once, over time). The table gives each class's median
+over the rounds, before and after, and their ratio.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from statistics import median
+
+PROBE = """
+import json, sys, gpu_mean as gm
+from gpu_mean.tools import profiler
+dev = gm.create_device(sys.argv[1])
+n, repeat = int(sys.argv[2]), int(sys.argv[3])
+out = {}
+for case in profiler.class_cases(n):
+    go = profiler.prepare_device(dev, case)
+    out[f"{case.klass} {case.dtype.name}"] = case.traffic / profiler.median_time(go, repeat) / 1e9
+print(json.dumps(out))
+"""
+
+
+def measure(tree: Path, device: str, n: int, repeat: int) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    out = subprocess.run([sys.executable, "-c", PROBE, device, str(n), str(repeat)], env=env, capture_output=True,
+                         text=True, check=True, cwd=tree)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--before", required=True, type=Path, help="a checkout of the tree to compare with")
+    ap.add_argument("--device", default="opencl")
+    ap.add_argument("--mb", type=int, default=64, help="MiB of float32 input per case (float16 cases: half)")
+    ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    trees = {"before": a.before.resolve(), "after": Path(__file__).resolve().parent.parent}
+    n = a.mb * (1 << 20) // 4
+    runs: dict = {label: [] for label in trees}
+    for r in range(a.rounds):
+        for label, tree in trees.items():
+            runs[label].append(measure(tree, a.device, n, a.repeat))
+            print(f"round {r + 1} {label} done", file=sys.stderr, flush=True)
+    print(f"{a.device}, {a.mb} MiB float32 inputs, GB/s, median of {a.rounds} alternating rounds "
+          f"(each the median of {a.repeat} runs)")
+    print(f"{'class':34s} {'before':>8s} {'after':>8s} {'after/before':>13s}   rounds before | after")
+    for key in runs["after"][0]:
+        b = [r[key] for r in runs["before"]]
+        f = [r[key] for r in runs["after"]]
+        print(f"{key:34s} {median(b):8.2f} {median(f):8.2f} {median(f) / median(b):13.2f}   "
+              f"{' '.join(f'{x:.1f}' for x in b)} | {' '.join(f'{x:.1f}' for x in f)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
