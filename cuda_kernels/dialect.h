@@ -45,10 +45,23 @@ GM_INLINE size_t get_global_size(int d) { return get_num_groups(d) * get_local_s
 #define CLK_GLOBAL_MEM_FENCE 2
 #define barrier(flags) __syncthreads()
 
-// -- half storage: OpenCL's vload_half / vstore_half_rte (round to nearest even)
+// -- half storage: OpenCL's vload_half / vstore_half_rte (round to nearest even), and the same
+//    conversions on a half's bits held in a ushort (gm_half_to_float, gm_float_to_half, gm_double_to_half)
 GM_INLINE float vload_half(size_t i, const half* p) { return __half2float(p[i]); }
 GM_INLINE void vstore_half_rte(float x, size_t i, half* p) { p[i] = __float2half_rn(x); }
 GM_INLINE void vstore_half_rte(double x, size_t i, half* p) { p[i] = __double2half(x); }
+GM_INLINE float gm_half_to_float(ushort h) { return __half2float(__ushort_as_half(h)); }
+GM_INLINE ushort gm_float_to_half(float x) { return __half_as_ushort(__float2half_rn(x)); }
+GM_INLINE ushort gm_double_to_half(double x) { return __half_as_ushort(__double2half(x)); }
+
+// -- OpenCL's relational built-ins on scalars (vector forms are CPU-shaped kernels' business)
+#define select(a, b, c) ((c) ? (b) : (a))
+#define isless(a, b) ((a) < (b))
+#define isgreaterequal(a, b) ((a) >= (b))
+GM_INLINE uint mul_hi(uint a, uint b) { return __umulhi(a, b); }
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
 
 // -- the one CUDA instruction that beats the portable sequence: a warp shuffle. Kernels use it only
 //    under #if GM_WARP_SHUFFLE, beside a portable local-memory form that adds in the same order.

@@ -5,6 +5,9 @@
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #endif
 
+// no contraction into fma: x*scale+bias rounds twice, as the CPU device does (CUDA: --fmad=false)
+#pragma OPENCL FP_CONTRACT OFF
+
 #define GM_CUDA 0
 #ifndef GM_CPU_SHAPE
 #define GM_CPU_SHAPE 0     // 1: the serial vector kernels for CPU devices instead of the GPU-shaped ones
@@ -13,6 +16,13 @@
 #define GM_INLINE inline
 #define LOCAL_PTR __local   // a pointer parameter into local memory
 #define GM_STATIC_ASSERT(cond, msg) typedef char gm_static_assert_##msg[(cond) ? 1 : -1]
+
+// a half's bits held in a ushort, converted with round to nearest even (no cl_khr_fp16 needed)
+GM_INLINE float gm_half_to_float(ushort h) { return vload_half(0, (const __private half*)&h); }
+GM_INLINE ushort gm_float_to_half(float x) { ushort h; vstore_half_rte(x, 0, (__private half*)&h); return h; }
+#if USE_FP64
+GM_INLINE ushort gm_double_to_half(double x) { ushort h; vstore_half_rte(x, 0, (__private half*)&h); return h; }
+#endif
 
 // the metadata argument: a constant buffer holding the same struct CUDA takes by value
 #define GM_META_ARG(type, name) __constant const type* name

@@ -1,102 +1,249 @@
-// Element-wise MEAN, ADD, IDENTITY and the one-pass n-ary mean (gm.ext) for OpenCL.
+// Element-wise MEAN, ADD, IDENTITY and the one-pass n-ary mean (gm.ext): one source for OpenCL and
+// CUDA (cuda_kernels/dialect.h maps it; docs/design.md, "Kernels").
 //
-// Macros (prepended by gpu_mean/backends/opencl.py):
-//   T            storage type of every tensor (half for FLOAT16: storage only, no cl_khr_fp16 needed)
-//   VW           lanes of the compute vector (4; 16 for FLOAT16 on CPU devices, where PoCL converts
-//                a vload_half16 at the copy kernel's speed and a vload_half4 at ~0.8x of it)
-//   CTV, CT      compute vector type (VW lanes) and its scalar
-//   LOADV(p)     CTV from VW consecutive elements at p; LOAD1(p) one element as CT
-//   STOREV(v,p)  VW elements to p; STORE1(s,p) one element
-//   OP           1 MEAN, 2 ADD, 3 IDENTITY, 4 NARY_MEAN
-//   NIN          number of inputs; IN_PARAMS the input parameter list; FOREACH_INPUT(X) X(0)..X(NIN-1)
-//   NDIM         rank of the coalesced iteration space (generic kernel only)
-//   HAS_SCALE_BIAS, ACC_DOUBLE (n-ary float sums in fp64), IS_FLOAT, WIDE_COMPUTE (FLOAT16 in float32)
-//   PREFETCH     0 or bytes of software prefetch ahead (CPU devices); PF_LINE elements per 64 bytes
-// Vector loads are vloadn/vload_halfn: they need element alignment only, so any binding offset works.
-// Contraction is off so that x*scale+bias rounds twice, as the CPU reference does.
-#pragma OPENCL FP_CONTRACT OFF
-#if ACC_DOUBLE || NEEDS_FP64
-#pragma OPENCL EXTENSION cl_khr_fp64 : enable
-#endif
+// Two kernel shapes, chosen by the host per device kind (gpu_mean/backends/elementwise_kernels.py):
+//   GPU-shaped (gm_ew_contig_vec/_scalar, gm_ew_rows_vec/_scalar, gm_ew_strided): grid-stride loops,
+//     adjacent work-items on adjacent elements, 16-byte vectors where every pointer allows; run by
+//     CUDA and OpenCL GPUs (and by opencl:0-gpupaths on PoCL) with gpu_geometry's launches.
+//   CPU-shaped (*_serial, GM_CPU_SHAPE = 1: OpenCL CPU devices): each work-item a long run of
+//     OpenCL vectors (4 lanes; 16 for FLOAT16), software prefetch.
+// The arithmetic (GM_COMBINE, GM_ACC_*) is written once below, for scalars and OpenCL vectors alike.
+//
+// Macros (elementwise_kernels.py builds them from a plan):
+//   OP           1 MEAN, 2 ADD, 3 IDENTITY, 4 NARY_MEAN;  NIN number of inputs
+//   CT           compute scalar type;  ACC_T the n-ary sum's type (double, float, or CT for integers)
+//   IS_FLOAT, WIDE_COMPUTE (FLOAT16 computed in float32), ACC_DOUBLE (n-ary float sums in fp64),
+//   HAS_SCALE_BIAS, NDIM (rank of the coalesced iteration space), DIMS_BYTES (sizeof(gm_dims) on the host)
+//   IDX, ST      index and stride types of gm_dims (uint when every offset fits: IDX32, magic division)
+//   inputs (a seam each API fills its own way): GM_INPUT_PARAMS (the parameter list, after a comma),
+//     GM_INPUTS_BIND (a statement that makes ``ins``), GM_INPUTS_PARAM (the type of ``ins`` in helper
+//     functions), GM_IN(ins, k) (input k's first element)
+//   GPU shape: TS storage scalar (ushort for FLOAT16: the bits), VEC = 16 / sizeof(TS),
+//     TO_CT(x), FROM_CT(x), FROM_ACC(x): storage <-> compute (round to nearest even)
+//   CPU shape: T (half for FLOAT16), VW lanes, CTV / ACCV vector types, TO_ACCV(v), LOADV(p), STOREV(v, p),
+//     LOAD1(p), STORE1(s, p), UNROLL, RUN, RUN_ROWS, PREFETCH (bytes ahead), PF_LINE, FOREACH_INPUT(X)
+// Contraction is off (opencl_kernels/dialect.h; CUDA: --fmad=false), so that x*scale+bias rounds
+// twice, as the CPU device does.
 
-#if OP == 1
-// (a+b)/2: floats round once (fl(a+b)*0.5 is exact scaling except on overflow, where both
-// halves are exact); integers sum in 64 bits and C division truncates toward zero.
-inline CTV gm_combine(CTV a, CTV b, float scale, float bias) {
-#if IS_FLOAT && WIDE_COMPUTE
-    return (a + b) * (CT)0.5;   // FLOAT16 in float32: the sum cannot overflow
-#elif IS_FLOAT
-    // a finite sum is the answer; otherwise halve first (exact for operands that large, and inf or
-    // NaN operands give the same inf or NaN). One compare: isinf/isfinite cost PoCL 17 % of bandwidth.
-    CTV s = a + b;
-    return select(a * (CT)0.5 + b * (CT)0.5, s * (CT)0.5, isless(fabs(s), (CTV)(INFINITY)));
-#else
-    return (a + b) / (CT)2;
-#endif
-}
+// ---- the arithmetic, for a scalar or an OpenCL vector of type V ----------------------------------
+// MEAN: floats round once: fl(a+b)*0.5 is exact scaling unless the sum overflows, and then both
+// halves are exact (inf or NaN operands give the same inf or NaN either way; one compare, because
+// isinf/isfinite cost PoCL 17 % of bandwidth). FLOAT16 in float32 cannot overflow. Integers sum in
+// 64 bits and C division truncates toward zero. ADD: integers wrap (the host truncates through the
+// unsigned type). IDENTITY: a bit copy, or x*scale+bias rounded twice.
+#if OP == 1 && IS_FLOAT && WIDE_COMPUTE
+#define GM_COMBINE(a, b, V) (((a) + (b)) * (V)(0.5f))
+#elif OP == 1 && IS_FLOAT
+#define GM_COMBINE(a, b, V) select((a) * (V)(0.5f) + (b) * (V)(0.5f), ((a) + (b)) * (V)(0.5f), \
+                                   isless(fabs((a) + (b)), (V)(INFINITY)))
+#elif OP == 1
+#define GM_COMBINE(a, b, V) (((a) + (b)) / (V)(2))
 #elif OP == 2
-inline CTV gm_combine(CTV a, CTV b, float scale, float bias) { return a + b; }
-#elif OP == 3
-inline CTV gm_combine(CTV a, CTV b, float scale, float bias) {
-#if HAS_SCALE_BIAS
-    return a * (CT)scale + (CT)bias;
+#define GM_COMBINE(a, b, V) ((a) + (b))
+#elif OP == 3 && HAS_SCALE_BIAS
+#define GM_COMBINE(a, b, V) ((a) * (V)(scale) + (V)(bias))
 #else
-    return a;
+#define GM_COMBINE(a, b, V) (a)
+#endif
+
+// NARY_MEAN: a wide sum, one division, one rounding. Without fp64, a Neumaier-compensated float sum.
+#if IS_FLOAT && !ACC_DOUBLE
+#define GM_ACC_ADD(acc, c, x, V) { V t_ = (acc) + (x); \
+    (c) += select(((x) - t_) + (acc), ((acc) - t_) + (x), isgreaterequal(fabs(acc), fabs(x))); (acc) = t_; }
+#define GM_ACC_RESULT(acc, c, V) (select((acc) + (c), (acc), isinf(acc)) / (V)(NIN))
+#else
+#define GM_ACC_ADD(acc, c, x, V) { (acc) += (x); (void)(c); }
+#define GM_ACC_RESULT(acc, c, V) ((acc) / (V)(NIN))
+#endif
+
+// The iteration space's sizes, magic divisors and every operand's strides (inputs..., then the
+// output), in elements: by value on CUDA, a constant buffer on OpenCL (elementwise_kernels.py: dims_struct).
+typedef struct {
+    IDX size[NDIM];
+    uint magic[NDIM];   // IDX32: q = (mul_hi(n, magic) + n) >> shift == n / size (n < 2^31)
+    uint shift[NDIM];
+    ST stride[NIN + 1][NDIM];
+} gm_dims;
+GM_STATIC_ASSERT(sizeof(gm_dims) == DIMS_BYTES, gm_dims_differs_from_the_host_layout);
+
+#if !GM_CPU_SHAPE
+// ---- GPU-shaped kernels ------------------------------------------------------------------------
+
+typedef struct __attribute__((aligned(16))) { TS v[VEC]; } gm_vec;   // one 16-byte access
+typedef struct { ulong p[NIN]; } gm_inputs;     // CUDA's input seam: the pointers by value
+typedef struct { TS v[1]; } gm_one;
+
+GM_INLINE IDX gm_idiv(IDX n, __constant const gm_dims* s, int d) {
+#if IDX32
+    return (mul_hi(n, s->magic[d]) + n) >> s->shift[d];
+#else
+    return n / s->size[d];
 #endif
 }
+
+// The multi-index of flat position i over dims [0, last), innermost last; the outermost index is
+// what is left, so it takes no division.
+GM_INLINE void gm_unflatten(IDX i, __constant const gm_dims* s, IDX* idx, int last) {
+#pragma unroll
+    for (int d = last - 1; d > 0; --d) {
+        IDX q = gm_idiv(i, s, d);
+        idx[d] = i - q * s->size[d];
+        i = q;
+    }
+    if (last > 0) idx[0] = i;
+}
+
+// Operand k's element offset of multi-index idx over dims [0, last) (0 when last is 0: contiguous).
+GM_INLINE IDX gm_offset(__constant const gm_dims* s, int k, const IDX* idx, int last) {
+    IDX off = 0;
+#pragma unroll
+    for (int d = 0; d < last; ++d) off += idx[d] * (IDX)s->stride[k][d];
+    return off;
+}
+
+// W elements of every input from operand offset(k) + e, combined and stored to the output's. The
+// n-ary mean walks the inputs in the outer loop with W accumulators, so that one input's vector is
+// live at a time whatever NIN is (loading all inputs first spilled at NIN = 64 on CUDA).
+#if OP == 4
+#define GM_APPLY_BODY(VT, W) \
+    ACC_T acc[W], cmp[W]; \
+    for (int j = 0; j < W; ++j) { acc[j] = 0; cmp[j] = 0; } \
+    _Pragma("unroll 4") \
+    for (int k = 0; k < NIN; ++k) { \
+        VT x = *(__global const VT*)(GM_IN(ins, k) + gm_offset(s, k, idx, last) + e); \
+        for (int j = 0; j < W; ++j) GM_ACC_ADD(acc[j], cmp[j], (ACC_T)TO_CT(x.v[j]), ACC_T); \
+    } \
+    VT r; \
+    for (int j = 0; j < W; ++j) r.v[j] = FROM_ACC(GM_ACC_RESULT(acc[j], cmp[j], ACC_T)); \
+    *(__global VT*)(out + o) = r;
+#else
+#if NIN > 1     // MEAN, ADD: the second operand is the last input
+#define GM_LOAD_SECOND(VT) VT b = *(__global const VT*)(GM_IN(ins, NIN - 1) + gm_offset(s, NIN - 1, idx, last) + e);
+#define GM_SECOND(j, x) TO_CT(b.v[j])
+#else           // IDENTITY: one operand
+#define GM_LOAD_SECOND(VT)
+#define GM_SECOND(j, x) (x)
+#endif
+#define GM_APPLY_BODY(VT, W) \
+    VT a = *(__global const VT*)(GM_IN(ins, 0) + gm_offset(s, 0, idx, last) + e); \
+    GM_LOAD_SECOND(VT) \
+    VT r; \
+    for (int j = 0; j < W; ++j) { \
+        CT x_ = TO_CT(a.v[j]); \
+        r.v[j] = FROM_CT(GM_COMBINE(x_, GM_SECOND(j, x_), CT)); \
+    } \
+    *(__global VT*)(out + o) = r;
 #endif
 
-#if OP == 4
-#if IS_FLOAT && ACC_DOUBLE
-#define ACCV double4
-#define ACC_INIT (double4)(0.0)
-#define ACC_ADD(acc, c, x) acc += convert_double4(x)
-#define ACC_RESULT(acc, c) ((acc) / (double)NIN)
-#elif IS_FLOAT
-// no fp64: Neumaier-compensated float sum, one division at the end
-#define ACCV float4
-#define ACC_INIT (float4)(0.0f)
-#define ACC_ADD(acc, c, x) { float4 t_ = acc + (x); \
-    c += select((x - t_) + acc, (acc - t_) + (x), isgreaterequal(fabs(acc), fabs(x))); acc = t_; }
-#define ACC_RESULT(acc, c) (select((acc) + (c), (acc), isinf(acc)) / (float)NIN)
-#else
-#define ACCV CTV
-#define ACC_INIT (CTV)(0)
-#define ACC_ADD(acc, c, x) acc += (x)
-#define ACC_RESULT(acc, c) ((acc) / (CT)NIN)
-#endif
-#define GM_ADD_INPUT(k) ACC_ADD(acc, comp, LOADV_AT(in##k, off##k, k));
-#else
-#define ACCV CTV
-#endif
+GM_INLINE void gm_apply_vec(GM_INPUTS_PARAM ins, __constant const gm_dims* s, const IDX* idx, int last, ulong e,
+                            __global TS* out, ulong out_off, float scale, float bias) {
+    const ulong o = out_off + gm_offset(s, NIN, idx, last) + e;
+    GM_APPLY_BODY(gm_vec, VEC)
+}
 
-// One 4-wide result from the inputs at per-input element positions (macro LOADV_AT decides how).
-#if OP == 4
-#define GM_COMPUTE(res) { ACCV acc = ACC_INIT; ACCV comp = ACC_INIT; FOREACH_INPUT(GM_ADD_INPUT) \
-    res = ACC_RESULT(acc, comp); }
-#elif NIN == 2
-#define GM_COMPUTE(res) res = gm_combine(LOADV_AT(in0, off0, 0), LOADV_AT(in1, off1, 1), scale, bias);
+GM_INLINE void gm_apply_one(GM_INPUTS_PARAM ins, __constant const gm_dims* s, const IDX* idx, int last, ulong e,
+                            __global TS* out, ulong out_off, float scale, float bias) {
+    const ulong o = out_off + gm_offset(s, NIN, idx, last) + e;
+    GM_APPLY_BODY(gm_one, 1)
+}
+
+// Every operand dense: work-item t moves elements [w*i, w*i + w) for i = t, t + step, ...; w = VEC
+// needs every pointer 16-byte aligned (the host checks). The last n % w elements go one by one.
+GM_INLINE void gm_contig(GM_INPUTS_PARAM ins, int w, __global TS* out, ulong out_off, ulong n, float scale,
+                         float bias) {
+    const ulong nv = n / w, step = get_global_size(0), t = get_global_id(0);
+    for (ulong i = t; i < nv; i += step) {
+        if (w == VEC) gm_apply_vec(ins, 0, 0, 0, i * VEC, out, out_off, scale, bias);
+        else gm_apply_one(ins, 0, 0, 0, i, out, out_off, scale, bias);
+    }
+    for (ulong i = nv * w + t; i < n; i += step) gm_apply_one(ins, 0, 0, 0, i, out, out_off, scale, bias);
+}
+
+__kernel void gm_ew_contig_vec(__global TS* restrict out, ulong out_off, ulong n, float scale,
+                               float bias GM_INPUT_PARAMS) {
+    GM_INPUTS_BIND
+    gm_contig(ins, VEC, out, out_off, n, scale, bias);
+}
+
+__kernel void gm_ew_contig_scalar(__global TS* restrict out, ulong out_off, ulong n, float scale,
+                                  float bias GM_INPUT_PARAMS) {
+    GM_INPUTS_BIND
+    gm_contig(ins, 1, out, out_off, n, scale, bias);
+}
+
+// General strides: one element per work-item, grid-stride.
+__kernel void gm_ew_strided(__global TS* restrict out, ulong out_off, ulong n, GM_META_ARG(gm_dims, s),
+                            float scale, float bias GM_INPUT_PARAMS) {
+    GM_META_BIND(gm_dims, s)
+    GM_INPUTS_BIND
+    const IDX step = (IDX)get_global_size(0);
+    for (IDX i = (IDX)get_global_id(0); i < (IDX)n; i += step) {
+        IDX idx[NDIM];
+        gm_unflatten(i, s, idx, NDIM);
+        gm_apply_one(ins, s, idx, NDIM, 0, out, out_off, scale, bias);
+    }
+}
+
+// Every operand's innermost dimension dense (broadcast and padded layouts usually are): x walks
+// w-element pieces of a row (coalesced; 16-byte vectors when w = VEC, which needs every base pointer
+// 16-byte aligned and every outer stride a multiple of VEC), y walks rows; a row's start costs
+// NDIM-2 divisions once per row, not per element.
+GM_INLINE void gm_rows(GM_INPUTS_PARAM ins, int w, __global TS* out, ulong out_off, ulong n_rows,
+                       __constant const gm_dims* s, float scale, float bias) {
+    const IDX inner = s->size[NDIM - 1], nfull = inner / w;
+    const IDX pieces = nfull + inner % w;   // full vectors, then the tail one by one
+    const IDX xstep = (IDX)get_global_size(0), ystep = (IDX)get_global_size(1);
+    for (IDX row = (IDX)get_global_id(1); row < (IDX)n_rows; row += ystep) {
+        IDX idx[NDIM];
+        gm_unflatten(row, s, idx, NDIM - 1);
+        for (IDX v = (IDX)get_global_id(0); v < pieces; v += xstep) {
+            if (v < nfull && w == VEC) gm_apply_vec(ins, s, idx, NDIM - 1, (ulong)v * VEC, out, out_off, scale, bias);
+            else gm_apply_one(ins, s, idx, NDIM - 1, v < nfull ? v : nfull * w + (v - nfull), out, out_off, scale,
+                              bias);
+        }
+    }
+}
+
+__kernel void gm_ew_rows_vec(__global TS* restrict out, ulong out_off, ulong n_rows, GM_META_ARG(gm_dims, s),
+                             float scale, float bias GM_INPUT_PARAMS) {
+    GM_META_BIND(gm_dims, s)
+    GM_INPUTS_BIND
+    gm_rows(ins, VEC, out, out_off, n_rows, s, scale, bias);
+}
+
+__kernel void gm_ew_rows_scalar(__global TS* restrict out, ulong out_off, ulong n_rows, GM_META_ARG(gm_dims, s),
+                                float scale, float bias GM_INPUT_PARAMS) {
+    GM_META_BIND(gm_dims, s)
+    GM_INPUTS_BIND
+    gm_rows(ins, 1, out, out_off, n_rows, s, scale, bias);
+}
+
 #else
-#define GM_COMPUTE(res) res = gm_combine(LOADV_AT(in0, off0, 0), LOADV_AT(in0, off0, 0), scale, bias);
-#endif
+// ---- CPU-shaped kernels (OpenCL CPU devices) -----------------------------------------------------
 
 #if OP == 4
+#define GM_ADD_INPUT(k) { ACCV x_ = TO_ACCV(LOADV_AT(GM_IN(ins, k), k)); GM_ACC_ADD(acc, comp, x_, ACCV) }
+#define GM_COMPUTE(res) { ACCV acc = (ACCV)(0); ACCV comp = (ACCV)(0); FOREACH_INPUT(GM_ADD_INPUT) \
+    res = GM_ACC_RESULT(acc, comp, ACCV); }
 #define RESV ACCV
 #else
+#define GM_COMPUTE(res) { CTV a_ = LOADV_AT(GM_IN(ins, 0), 0), b_ = LOADV_AT(GM_IN(ins, NIN - 1), NIN - 1); \
+    res = GM_COMBINE(a_, b_, CTV); }
 #define RESV CTV
 #endif
 
 #if PREFETCH
-// CPU devices: every input PREFETCH bytes ahead of element ``at``, once per 64-byte line of elements
-// (PF_LINE elements); the host turns it on where the lines ahead are read next
-#define GM_PF_INPUT(k) __builtin_prefetch((__global const char*)(in##k + off##k + GM_PF_POS(k)) + PREFETCH);
+// every input PREFETCH bytes ahead of element ``at``, once per 64-byte line of elements (PF_LINE
+// elements); the host turns it on where the lines ahead are read next
+#define GM_PF_INPUT(k) __builtin_prefetch((__global const char*)(GM_IN(ins, k) + GM_PF_POS(k)) + PREFETCH);
 #define GM_PREFETCH_INPUTS(at) if (((at) % PF_LINE) == 0) { FOREACH_INPUT(GM_PF_INPUT) }
 #else
 #define GM_PREFETCH_INPUTS(at)
 #endif
 
 // Every operand is one dense run: work-item g owns elements [VW*UNROLL*g, VW*UNROLL*(g+1)).
-__kernel void gm_ew_contig(__global T* out, ulong out_off, ulong n, float scale, float bias IN_PARAMS) {
+__kernel void gm_ew_contig_serial(__global T* out, ulong out_off, ulong n, float scale, float bias GM_INPUT_PARAMS) {
+    GM_INPUTS_BIND
     ulong first = (ulong)get_global_id(0) * VW * UNROLL;
     if (first + VW * UNROLL <= n) {
         for (int u = 0; u < UNROLL; ++u) {
@@ -104,7 +251,7 @@ __kernel void gm_ew_contig(__global T* out, ulong out_off, ulong n, float scale,
 #define GM_PF_POS(k) base
             GM_PREFETCH_INPUTS(base)
 #undef GM_PF_POS
-#define LOADV_AT(p, o, k) LOADV((p) + (o) + base)
+#define LOADV_AT(p, k) LOADV((p) + base)
             RESV r;
             GM_COMPUTE(r)
             STOREV(r, out + out_off + base);
@@ -112,7 +259,7 @@ __kernel void gm_ew_contig(__global T* out, ulong out_off, ulong n, float scale,
         }
     } else {
         for (ulong i = first; i < n; ++i) {
-#define LOADV_AT(p, o, k) ((CTV)(LOAD1((p) + (o) + i)))
+#define LOADV_AT(p, k) ((CTV)(LOAD1((p) + i)))
             RESV r;
             GM_COMPUTE(r)
             STORE1(r.s0, out + out_off + i);
@@ -122,68 +269,70 @@ __kernel void gm_ew_contig(__global T* out, ulong out_off, ulong n, float scale,
 }
 
 // Element offsets of the start of row ``row`` (all dimensions but the innermost) for every operand.
-inline void gm_row_positions(__constant long* meta, long row, long* pos) {
+GM_INLINE void gm_row_positions(__constant const gm_dims* m, long row, long* pos) {
     for (int k = 0; k <= NIN; ++k) pos[k] = 0;
     for (int d = NDIM - 2; d >= 0; --d) {
         // the outermost index is what is left: no division for it
-        long sz = meta[d], q = d > 0 ? row / sz : 0, idx = row - q * sz;
+        long sz = m->size[d], q = d > 0 ? row / sz : 0, idx = row - q * sz;
         row = q;
-        for (int k = 0; k <= NIN; ++k) pos[k] += idx * meta[NDIM * (k + 1) + d];
+        for (int k = 0; k <= NIN; ++k) pos[k] += idx * (long)m->stride[k][d];
     }
 }
 
 // Work-item g's run of up to ``run`` elements along the innermost dimension: fills every operand's
 // row start, sets *i0 to the run's first index and returns its end.
-inline long gm_run_start(__constant long* meta, long g, long run, long* pos, long* i0) {
-    long inner = meta[NDIM - 1];
+GM_INLINE long gm_run_start(__constant const gm_dims* m, long g, long run, long* pos, long* i0) {
+    long inner = m->size[NDIM - 1];
     long runs_per_row = (inner + run - 1) / run;
     long row = g / runs_per_row;
-    gm_row_positions(meta, row, pos);
+    gm_row_positions(m, row, pos);
     *i0 = (g - row * runs_per_row) * run;
     return min(inner, *i0 + run);
 }
 
 // General strides: work-item g owns a run of up to RUN elements along the innermost dimension.
-// meta: sizes[NDIM], then the strides of each input, then the output's (elements).
-__kernel void gm_ew_strided(__global T* out, ulong out_off, ulong n_runs, __constant long* meta,
-                            float scale, float bias IN_PARAMS) {
+__kernel void gm_ew_strided_serial(__global T* out, ulong out_off, ulong n_runs, __constant const gm_dims* m,
+                                   float scale, float bias GM_INPUT_PARAMS) {
+    GM_INPUTS_BIND
     ulong g = get_global_id(0);
     if (g >= n_runs) return;
     long pos[NIN + 1], i0;
-    long iend = gm_run_start(meta, (long)g, RUN, pos, &i0);
+    long iend = gm_run_start(m, (long)g, RUN, pos, &i0);
     for (long i = i0; i < iend; ++i) {
-#define LOADV_AT(p, o, k) ((CTV)(LOAD1((p) + (o) + pos[k] + i * meta[NDIM * ((k) + 1) + NDIM - 1])))
+#define LOADV_AT(p, k) ((CTV)(LOAD1((p) + pos[k] + i * (long)m->stride[k][NDIM - 1])))
         RESV r;
         GM_COMPUTE(r)
-        STORE1(r.s0, out + out_off + pos[NIN] + i * meta[NDIM * (NIN + 1) + NDIM - 1]);
+        STORE1(r.s0, out + out_off + pos[NIN] + i * (long)m->stride[NIN][NDIM - 1]);
 #undef LOADV_AT
     }
 }
 
 // Every operand's innermost dimension is dense (broadcast and padded layouts usually are): work-item
-// g owns a run of RUN_ROWS elements of one row, moved with 4-wide vector loads.
-__kernel void gm_ew_rows(__global T* out, ulong out_off, ulong n_runs, __constant long* meta,
-                         float scale, float bias IN_PARAMS) {
+// g owns a run of RUN_ROWS elements of one row, moved with VW-wide vector loads.
+__kernel void gm_ew_rows_serial(__global T* out, ulong out_off, ulong n_runs, __constant const gm_dims* m,
+                                float scale, float bias GM_INPUT_PARAMS) {
+    GM_INPUTS_BIND
     ulong g = get_global_id(0);
     if (g >= n_runs) return;
     long pos[NIN + 1], i0;
-    long iend = gm_run_start(meta, (long)g, RUN_ROWS, pos, &i0);
+    long iend = gm_run_start(m, (long)g, RUN_ROWS, pos, &i0);
     long i = i0;
     for (; i + VW <= iend; i += VW) {
 #define GM_PF_POS(k) (pos[k] + i)
         GM_PREFETCH_INPUTS(i)
 #undef GM_PF_POS
-#define LOADV_AT(p, o, k) LOADV((p) + (o) + pos[k] + i)
+#define LOADV_AT(p, k) LOADV((p) + pos[k] + i)
         RESV r;
         GM_COMPUTE(r)
         STOREV(r, out + out_off + pos[NIN] + i);
 #undef LOADV_AT
     }
     for (; i < iend; ++i) {
-#define LOADV_AT(p, o, k) ((CTV)(LOAD1((p) + (o) + pos[k] + i)))
+#define LOADV_AT(p, k) ((CTV)(LOAD1((p) + pos[k] + i)))
         RESV r;
         GM_COMPUTE(r)
         STORE1(r.s0, out + out_off + pos[NIN] + i);
 #undef LOADV_AT
     }
 }
+#endif  // GM_CPU_SHAPE

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import gpu_mean as gm
-from gpu_mean.backends import cuda_macros
+from gpu_mean.backends import elementwise_kernels as ewk
 from gpu_mean.backends import gpu_geometry as geo
 from gpu_mean.descriptors.tensor import packed_strides
 from gpu_mean.descriptors.types import DataType as D
@@ -159,12 +159,12 @@ def test_reduce_kernels_loop_over_a_capped_grid(small_caps, gpupaths, shape, axe
 
 def simulate_ew(plan, kernel, w, grid, block):
     """{output offset: tuple of input offsets} written by the strided or rows kernel, counting writes."""
-    s = cuda_macros.pack_dims(plan)[0]
-    magic32 = cuda_macros.ew_index_is_32bit(plan)
+    s = ewk.pack_dims(plan)[0]
+    magic32 = ewk.index_is_32bit(plan)
     nd, nin = plan.ndim, plan.n_inputs
 
     def div(n, d):
-        return cuda_macros.magic_div(n, int(s["magic"][d]), int(s["shift"][d])) if magic32 else n // int(s["size"][d])
+        return ewk.magic_div(n, int(s["magic"][d]), int(s["shift"][d])) if magic32 else n // int(s["size"][d])
 
     def unflatten(i, last):
         idx = [0] * nd

@@ -80,7 +80,7 @@ def _resources(name: str) -> dict:
     macros = compiled()[name][0]
     rtc = cuda_compile.nvrtc()
     opts = cuda_compile.options(rtc.target(CC), cuda_compile.include_dir()) + ("--ptxas-options=-v",)
-    log = rtc.compile(cuda_compile.variant_source("elementwise.cu", macros), opts).log
+    log = rtc.compile(cuda_compile.variant_source("elementwise.cl", macros), opts).log
     out = {}
     for m in re.finditer(r"Function properties for (\w+)\s*\n.*?(\d+) bytes stack frame, (\d+) bytes spill stores, "
                          r"(\d+) bytes spill loads\s*\n.*?Used (\d+) registers", log, re.S):

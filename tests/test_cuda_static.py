@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import gpu_mean as gm
-from gpu_mean.backends import cuda_macros
+from gpu_mean.backends import elementwise_kernels as ewk
 from gpu_mean.backends.cuda import CudaElementwiseProgram, CudaReduceProgram
 from gpu_mean.backends.cuda_compile import BASE_OPTIONS, variant_source
 from gpu_mean.backends.kernels import kernel_dir, kernel_source
@@ -136,9 +136,10 @@ def f32_ftz_lines(ptx: str) -> list[str]:
 
 
 def test_kernel_files_exist():
-    # the reduction family is portable (opencl_kernels/reduce.cl): no second CUDA implementation
-    assert {p.name for p in kernel_dir("cuda_kernels").glob("*.cu")} == {"elementwise.cu"}
-    assert (kernel_dir("cuda_kernels") / "dialect.h").is_file()
+    # every family is portable (opencl_kernels/*.cl): cuda_kernels/ holds the dialect, no second
+    # implementation of an operator
+    assert {p.name for p in kernel_dir("cuda_kernels").iterdir()} == {"dialect.h"}
+    assert {p.name for p in kernel_dir("opencl_kernels").glob("*.cl")} == {"elementwise.cl", "reduce.cl"}
 
 
 def test_every_class_of_program_is_covered():
@@ -166,57 +167,57 @@ def test_kernels_compile_with_nvcc_too(tmp_path):
 
 
 def test_structs_are_passed_by_value():
-    packed = cuda_macros.pack_inputs([16, 32, 48])
+    packed = ewk.pack_inputs([16, 32, 48])
     assert packed.dtype.itemsize == 24 and packed.shape == (1,)
     assert list(packed["p"][0]) == [16, 32, 48]
     plan = planning.plan_operator(_ew_desc("nary", D.FLOAT16, "strided", 64))
     # within the 4 KB every CUDA driver accepts for kernel parameters, pointers included
-    assert cuda_macros.dims_struct(plan).itemsize + cuda_macros.inputs_struct(64).itemsize + 64 <= 4096
-    dims = cuda_macros.pack_dims(plan)
+    assert ewk.dims_struct(plan).itemsize + ewk.inputs_struct(64).itemsize + 64 <= 4096
+    dims = ewk.pack_dims(plan)
     assert list(dims["size"][0]) == list(plan.shape) and dims["stride"][0].tolist() == [list(s) for s in plan.strides]
 
 
 @pytest.mark.parametrize("d", [1, 2, 3, 7, 10, 300, 641, 65535, 65536, 99991, (1 << 30) + 3, (1 << 31) - 1])
 def test_magic_division_matches_integer_division(d):
-    magic, shift = cuda_macros.magic_divisor(d)
+    magic, shift = ewk.magic_divisor(d)
     assert 0 < magic < 1 << 32
     rng = np.random.default_rng(d)
     ns = [0, 1, d - 1, d, d + 1, 2 * d - 1, (1 << 31) - 1] + [int(x) for x in rng.integers(0, 1 << 31, 2000)]
     for n in ns:
         if n < 1 << 31:
-            assert cuda_macros.magic_div(n, magic, shift) == n // d, (n, d)
+            assert ewk.magic_div(n, magic, shift) == n // d, (n, d)
 
 
 def test_index_width_follows_the_offsets():
     small = planning.plan_operator(_ew_desc("mean", D.FLOAT32, "strided"))
-    assert cuda_macros.ew_macros(small)["IDX"] == "unsigned int"
+    assert ewk.gpu_macros(small, "cuda", True)["IDX"] == "uint"
     big = planning.ElementwisePlan(KernelOp.MEAN, D.FLOAT32, 2, (1 << 20, 1 << 12),
                                    ((1, 1 << 20), (1, 1 << 20), (1 << 12, 1)))
-    m = cuda_macros.ew_macros(big)
-    assert m["IDX"] == "unsigned long long" and m["IDX32"] == 0 and m["ST"] == "unsigned int"
+    m = ewk.gpu_macros(big, "cuda", True)
+    assert m["IDX"] == "ulong" and m["IDX32"] == 0 and m["ST"] == "uint"
 
 
-def test_cuda_macros_integer_add_wraps_through_unsigned():
-    m = cuda_macros.ew_macros(planning.plan_operator(_ew_desc("add", D.INT32, "contig")))
-    assert m["CT"] == "unsigned long long" and m["FROM_CT(x)"] == "((int)(unsigned int)(x))"
-    m = cuda_macros.ew_macros(planning.plan_operator(_ew_desc("identity", D.FLOAT16, "contig")))
-    assert m["T"] == "unsigned short" and m["VEC"] == 8
+def test_integer_add_wraps_through_unsigned():
+    m = ewk.gpu_macros(planning.plan_operator(_ew_desc("add", D.INT32, "contig")), "cuda", True)
+    assert m["CT"] == "ulong" and m["FROM_CT(x)"] == "((int)(uint)(x))"
+    m = ewk.gpu_macros(planning.plan_operator(_ew_desc("identity", D.FLOAT16, "contig")), "cuda", True)
+    assert m["TS"] == "ushort" and m["VEC"] == 8
 
 
 # --- the argument tuples the CUDA programs pass, checked against the kernels' signatures ---------
 
 def signatures():
-    """{kernel name: [parameter types]} of every kernel CUDA compiles: the .cu files' and the
-    GPU-shaped kernels of the portable files (the CPU-shaped *_serial kernels are OpenCL's only)."""
+    """{kernel name: [parameter types]} of every kernel CUDA compiles: the GPU-shaped kernels of the
+    portable files (the CPU-shaped *_serial kernels are OpenCL's only). The input seam
+    (GM_INPUT_PARAMS) is CUDA's by-value ``gm_inputs``, the metadata argument its struct."""
     sigs = {}
-    for folder, fname, pat in (("cuda_kernels", "elementwise.cu", r'extern "C" __global__ void (\w+)\(([^)]*)\)'),
-                               ("opencl_kernels", "reduce.cl", r"__kernel void (\w+)\(((?:[^()]|\([^()]*\))*)\)")):
-        for m in re.finditer(pat, kernel_source(folder, fname)):
+    for fname in ("elementwise.cl", "reduce.cl"):
+        for m in re.finditer(r"__kernel void (\w+)\(((?:[^()]|\([^()]*\))*)\)", kernel_source("opencl_kernels", fname)):
             if m.group(1).endswith("_serial"):
                 continue
-            params = [" ".join(p.replace("__restrict__", "").replace("restrict", "").replace("__grid_constant__", "")
-                               .replace("__global", "").replace("const ", "").split())
-                      for p in re.split(r",(?![^()]*\))", m.group(2))]
+            text = m.group(2).replace("GM_INPUT_PARAMS", ", gm_inputs ins")
+            params = [" ".join(p.replace("restrict", "").replace("__global", "").replace("const ", "").split())
+                      for p in re.split(r",(?![^()]*\))", text)]
             sigs[m.group(1)] = [re.sub(r"GM_META_ARG\((\w+), \w+\)", r"\1 meta", p).rsplit(" ", 1)[0]
                                 for p in params]
     return sigs

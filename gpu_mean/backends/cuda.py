@@ -8,7 +8,7 @@ import numpy as np
 from ..errors import KernelBuildError
 from ..runtime import planning
 from ..runtime.device import DeviceInfo
-from . import cuda_compile, cuda_macros, gpu_geometry, reduce_kernels
+from . import cuda_compile, elementwise_kernels, reduce_kernels
 from .base import Backend, Program
 from .kernels import ProgramCache
 from .typespell import cache_key
@@ -196,51 +196,29 @@ class CudaBackend(Backend):
         return CudaElementwiseProgram(self, plan)
 
 
-def _ptr(native, offset: int) -> int:
-    return int(native.ptr) + int(offset)
-
-
 class CudaElementwiseProgram(Program):
-    BLOCK = gpu_geometry.BLOCK
+    """The GPU-shaped kernels of opencl_kernels/elementwise.cl (the same text, launches and geometry
+    the opencl:0-gpupaths test device runs on PoCL), compiled through cuda_kernels/dialect.h; the
+    inputs travel as one by-value struct of pointers."""
 
     def __init__(self, be: CudaBackend, plan: planning.ElementwisePlan):
         self.be = be
         self.plan = plan
-        m = cuda_macros.ew_macros(plan)
-        self.vec = m["VEC"]
-        self.scale, self.bias = np.float32(plan.scale), np.float32(plan.bias)
-        self.dims = None
-        fn = lambda name: be.function("elementwise.cu", m, name)   # noqa: E731
-        if plan.contiguous:
-            self.kind, self.n = "contig", np.uint64(plan.count)
-            self.launch_vec = (fn("gm_ew_contig_vec"), gpu_geometry.ew_grid(plan.count, self.vec, self.BLOCK,
-                                                                                   be.sms), (self.BLOCK,))
-            self.launch_scalar = (fn("gm_ew_contig_scalar"), gpu_geometry.ew_grid(plan.count, 1, self.BLOCK,
-                                                                                         be.sms), (self.BLOCK,))
-        elif gpu_geometry.ew_uses_rows(plan):
-            self.kind, self.n = "rows", np.uint64(plan.count // plan.shape[-1])
-            self.dims = cuda_macros.pack_dims(plan)
-            self.launch_scalar = (fn("gm_ew_rows_scalar"), *gpu_geometry.ew_rows_geometry(plan, 1, be.sms))
-            self.launch_vec = None
-            if gpu_geometry.ew_rows_vectorizable(plan):
-                self.launch_vec = (fn("gm_ew_rows_vec"), *gpu_geometry.ew_rows_geometry(plan, self.vec, be.sms))
-        else:
-            self.kind, self.n = "strided", np.uint64(plan.count)
-            self.dims = cuda_macros.pack_dims(plan)
-            self.launch_vec = None
-            self.launch_scalar = (fn("gm_ew_strided"), gpu_geometry.ew_grid(plan.count, 1, self.BLOCK, be.sms),
-                                  (self.BLOCK,))
+        v = self.variant = elementwise_kernels.gpu_variant(plan, api="cuda", sms=be.sms)
+        self.fns = {launch.kernel: be.function("elementwise.cl", v.macros, launch.kernel)
+                    for launch in (v.scalar, v.vec) if launch is not None}
+        self.fixed = v.fixed_args(plan.scale, plan.bias, v.dims)
+        self.itemsize = int(plan.dtype.element_size)
 
     def run(self, inputs, outputs, temporary):
-        ptrs = [_ptr(b, o) for b, o in inputs]
-        out = _ptr(*outputs[0])
-        aligned = self.launch_vec is not None and all(p % 16 == 0 for p in ptrs + [out])
-        fn, grid, block = self.launch_vec if aligned else self.launch_scalar
-        args = (np.uint64(out), cuda_macros.pack_inputs(ptrs), self.n)
-        if self.dims is not None:
-            args += (self.dims,)
+        v, isz = self.variant, self.itemsize
+        ptrs = [int(b.ptr) + int(off) for b, off in inputs]
+        out, ooff = int(outputs[0][0].ptr), int(outputs[0][1])
+        aligned = v.vec is not None and all(p % 16 == 0 for p in ptrs + [out + ooff])
+        launch = v.vec if aligned else v.scalar
+        args = (np.uint64(out), np.uint64(ooff // isz)) + self.fixed + (elementwise_kernels.pack_inputs(ptrs),)
         with self.be.dev:
-            fn(grid, block, args + (self.scale, self.bias), stream=self.be.stream)
+            self.fns[launch.kernel](launch.grid, launch.local_size, args, stream=self.be.stream)
 
 
 class CudaReduceProgram(Program):

@@ -1,4 +1,4 @@
-"""Compiling cuda_kernels/*.cu: NVRTC called directly through ctypes, with no CuPy involved.
+"""Compiling the kernels for CUDA: NVRTC called directly through ctypes, with no CuPy involved.
 
 CuPy's RawModule appends ``-ftz=true`` after the caller's options on every compile and NVRTC keeps
 the last value given, so float32 subnormals would be flushed in every kernel. The backend therefore
@@ -19,8 +19,7 @@ import sys
 from dataclasses import dataclass
 from functools import cache
 
-from .kernels import kernel_source, kernel_text
-from .typespell import header
+from .kernels import kernel_text
 
 # What every kernel is compiled with. --fmad=false: x*scale+bias rounds twice, as the CPU reference
 # does. --ftz=false, --prec-div, --prec-sqrt: IEEE float32 (NVRTC's defaults, stated so that a
@@ -178,13 +177,9 @@ def options(target: str, include: str) -> tuple:
 
 
 def variant_source(filename: str, macros: dict) -> str:
-    """The source of one kernel variant. A portable kernel file (opencl_kernels/*.cl): its ``#define``
-    lines, cuda_kernels/dialect.h, then the file (kernels.kernel_text); a CUDA-only file
-    (cuda_kernels/*.cu, the element-wise family until it moves to the portable source): its
-    ``#define`` lines, then the file."""
-    if filename.endswith(".cl"):
-        return kernel_text("cuda", filename, macros)
-    return header(macros) + kernel_source("cuda_kernels", filename)
+    """The source of one kernel variant of a portable kernel file (opencl_kernels/*.cl): its
+    ``#define`` lines, cuda_kernels/dialect.h, then the file (kernels.kernel_text)."""
+    return kernel_text("cuda", filename, macros)
 
 
 def build(filename: str, macros: dict, cc: int, max_major: int | None = None) -> CompiledKernel:

@@ -10,16 +10,15 @@ import warnings
 
 import numpy as np
 
-from ..descriptors.types import DataType, KernelOp
+from ..descriptors.types import DataType
 from ..errors import KernelBuildError
 from ..runtime import planning
 from ..runtime.device import DeviceInfo
+from . import elementwise_kernels, reduce_kernels
 from . import opencl_geometry as geometry
-from . import reduce_kernels
 from .base import Backend, Program
 from .kernels import ProgramCache, kernel_text
-from .typespell import OP_CODE, cache_key
-from .typespell import OPENCL as spell
+from .typespell import cache_key
 
 D = DataType
 ACC_BYTES = planning.ACC_BYTES
@@ -141,6 +140,7 @@ class OpenCLBackend(Backend):
         self.is_cpu = bool(device.type & cl.device_type.CPU) and not gpu_paths
         self.host_backed = self.is_cpu and bool(device.host_unified_memory)
         self.compute_units = device.max_compute_units
+        self.max_param_bytes = device.max_parameter_size
         # the width the GPU-shaped geometry is computed for (gpu_geometry: multiprocessors)
         self.gpu_sms = GPUPATHS_SMS if gpu_paths else self.compute_units
         self.info = DeviceInfo("opencl", index, device.name.strip(), device.vendor.strip(),
@@ -236,107 +236,63 @@ class OpenCLBackend(Backend):
 
 # --- element-wise ----------------------------------------------------------------------------
 
-
-
-def ew_vector_width(plan: planning.ElementwisePlan, is_cpu: bool) -> int:
-    """Lanes of the compute vector: 16 for FLOAT16 arithmetic on CPU devices (PoCL converts a
-    vload_half16 at the copy kernel's speed, a vload_half4 at 0.75-0.95x of it), otherwise 4."""
-    converts = plan.op in (KernelOp.MEAN, KernelOp.ADD) or (plan.op == KernelOp.IDENTITY and plan.has_scale_bias)
-    return 16 if is_cpu and plan.dtype == D.FLOAT16 and converts else 4
-
-
-def ew_macros(plan: planning.ElementwisePlan, fp64: bool, vw: int = 4) -> dict:
-    """Storage and compute spelling of an element-wise plan: loads convert to the plan's compute
-    type, stores convert back (FLOAT16 through vload_half/vstore_half_rte, no cl_khr_fp16 needed)."""
-    dt, ct = plan.dtype, plan.compute
-    m = {"IS_FLOAT": int(dt.is_float and not plan.bit_copy), "HAS_SCALE_BIAS": int(plan.has_scale_bias),
-         "ACC_DOUBLE": 0, "NEEDS_FP64": int(dt == D.FLOAT64 and not plan.bit_copy),
-         "WIDE_COMPUTE": int(dt == D.FLOAT16), "VW": 4}
-    if plan.op == KernelOp.NARY_MEAN and dt.is_float:
-        ct = D.FLOAT32 if dt == D.FLOAT16 else dt     # the n-ary sum's wide type is ACC_DOUBLE's business
-        m["ACC_DOUBLE"] = int(fp64)
-    t, c = spell(dt), spell(ct)
-    if plan.bit_copy:
-        t = c     # FLOAT16 moves as ushort: no conversion
-        m.update({"LOADV(p)": "vload4(0, p)", "STOREV(v, p)": "vstore4(v, 0, p)", "LOAD1(p)": "(*(p))",
-                  "STORE1(s, p)": "(*(p) = (s))"})
-    elif dt == D.FLOAT16:
-        m.update({"LOADV(p)": f"vload_half{vw}(0, p)", "STOREV(v, p)": f"vstore_half{vw}_rte(v, 0, p)",
-                  "LOAD1(p)": "vload_half(0, p)", "STORE1(s, p)": "vstore_half_rte(s, 0, p)"}, VW=vw)
-    elif dt.is_float:
-        m.update({"LOADV(p)": "vload4(0, p)", "STOREV(v, p)": f"vstore4(convert_{t}4(v), 0, p)",
-                  "LOAD1(p)": "(*(p))", "STORE1(s, p)": f"(*(p) = ({t})(s))"})
-    elif ct in (D.INT64, D.UINT64) and plan.op in (KernelOp.MEAN, KernelOp.NARY_MEAN):
-        m.update({"LOADV(p)": f"convert_{c}4(vload4(0, p))", "STOREV(v, p)": f"vstore4(convert_{t}4(v), 0, p)",
-                  "LOAD1(p)": f"(({c})(*(p)))", "STORE1(s, p)": f"(*(p) = ({t})(s))"})
-    else:  # integer ADD wraps: compute in ulong, truncate through the unsigned type of the width
-        u = spell.unsigned(dt)
-        m.update({"LOADV(p)": f"convert_{c}4(vload4(0, p))",
-                  "STOREV(v, p)": f"vstore4(as_{t}4(convert_{u}4(v)), 0, p)",
-                  "LOAD1(p)": f"(({c})(*(p)))", "STORE1(s, p)": f"(*(p) = as_{t}(convert_{u}(s)))"})
-    m.update(T=t, CT=c, CTV=c + str(m["VW"]))
-    return m
-
-
 class ClElementwiseProgram(Program):
-    RUN = 64            # elements per work-item, general strides
-    RUN_ROWS = 1024     # elements per work-item when every innermost dimension is dense
-
     def __init__(self, be: OpenCLBackend, plan: planning.ElementwisePlan):
         self.be = be
         self.plan = plan
-        vw = ew_vector_width(plan, be.is_cpu)
-        m = ew_macros(plan, be.fp64, vw)
-        nin = plan.n_inputs
-        # CPU devices: 64 contiguous elements per work-item (measured on PoCL: 4% above 32 and 10%
-        # above 8 for copy and mean); GPUs: short blocks, so that neighbouring work-items stay coalesced
-        self.unroll = 64 // vw if be.is_cpu else (4 if plan.dtype.element_size <= 2 else 2)
-        m.update({"OP": OP_CODE[plan.op], "NIN": nin, "NDIM": plan.ndim, "RUN": self.RUN, "RUN_ROWS": self.RUN_ROWS,
-                  "UNROLL": self.unroll, "PREFETCH": geometry.ew_prefetch(plan, be.is_cpu, be.tuning),
-                  "PF_LINE": max(1, 64 // int(plan.dtype.element_size)),
-                  "IN_PARAMS": "".join(f", __global const T* in{k}, ulong off{k}" for k in range(nin)),
-                  "FOREACH_INPUT(X)": " ".join(f"X({k})" for k in range(nin))})
-        self.itemsize = int(plan.dtype.element_size)
-        self.traffic = plan.count * self.itemsize * (nin + 1)    # bytes read and written
-        prg = be.program("elementwise.cl", m)
-        cl = be.cl
-        sc, bi = np.float32(plan.scale), np.float32(plan.bias)
-        if plan.contiguous:
-            self.kernel = cl.Kernel(prg, "gm_ew_contig")
-            n = plan.count
-            self.kernel.set_arg(2, np.uint64(n))
-            self.kernel.set_arg(3, sc)
-            self.kernel.set_arg(4, bi)
-            self.first_in = 5
-            self.gsize, self.lsize = geometry.ew_contig_geometry(n, vw * self.unroll)
+        if be.is_cpu:
+            v = elementwise_kernels.cpu_variant(plan, fp64=be.fp64, max_param_bytes=be.max_param_bytes,
+                                                tuning=be.tuning)
         else:
-            self.kernel = cl.Kernel(prg, "gm_ew_rows" if plan.rows_dense else "gm_ew_strided")
-            rows = plan.count // plan.shape[-1]
-            n_runs = rows * -(-plan.shape[-1] // (self.RUN_ROWS if plan.rows_dense else self.RUN))
-            self.meta = be.constant(plan.meta())
-            self.kernel.set_arg(2, np.uint64(n_runs))
-            self.kernel.set_arg(3, self.meta)
-            self.kernel.set_arg(4, sc)
-            self.kernel.set_arg(5, bi)
-            self.first_in = 6
-            self.gsize, self.lsize = geometry.round_up_geometry(n_runs, 64)
-        self.args = KernelArgs(self.kernel)
-        self._last = None
+            v = elementwise_kernels.gpu_variant(plan, api="opencl", sms=be.gpu_sms, fp64=be.fp64,
+                                                max_param_bytes=be.max_param_bytes)
+        self.variant = v
+        prg = be.program("elementwise.cl", v.macros)
+        cl = be.cl
+        self.meta = be.constant_struct(v.dims) if v.dims is not None else None
+        fixed = v.fixed_args(plan.scale, plan.bias, self.meta)
+        self.first_in = 2 + len(fixed)
+        self.offsets = None
+        if v.offsets_in_buffer:     # past the device's parameter limit: the offsets in a constant buffer
+            self.offsets = cl.Buffer(be.ctx, cl.mem_flags.READ_ONLY, 8 * plan.n_inputs)
+        self.launches = {}
+        for launch in (v.scalar, v.vec):
+            if launch is not None:
+                args = KernelArgs(cl.Kernel(prg, launch.kernel))
+                _set_fixed(args, (None, None) + fixed, (0, 1))
+                self.launches[launch.kernel] = [launch, args, None]
+        self.itemsize = int(plan.dtype.element_size)
+        self.traffic = plan.count * self.itemsize * (plan.n_inputs + 1)    # bytes read and written
+        self._offsets_set = None
 
     def run(self, inputs, outputs, temporary):
+        v = self.variant
+        out, ooff = outputs[0]
+        # 16-byte vectors when every operand's address is aligned (OpenCL buffers start aligned)
+        aligned = v.vec is not None and ooff % 16 == 0 and all(off % 16 == 0 for _, off in inputs)
+        entry = self.launches[(v.vec if aligned else v.scalar).kernel]
+        launch, a, last = entry
         key = (outputs[0], *inputs)
-        if key != self._last:   # replays with unchanged bindings set no argument at all
-            a, isz, u64 = self.args, self.itemsize, np.uint64
-            out, off = outputs[0]
+        if key != last:     # replays with unchanged bindings set no argument at all
+            isz, u64 = self.itemsize, np.uint64
             a.set(0, out)
-            a.set(1, off // isz, u64)
+            a.set(1, ooff // isz, u64)
             i = self.first_in
-            for buf, boff in inputs:
-                a.set(i, buf)
-                a.set(i + 1, boff // isz, u64)
-                i += 2
-            self._last = key
-        self.be.enqueue(self.kernel, self.gsize, self.lsize, self.traffic)
+            if self.offsets is not None:
+                offs = np.array([off // isz for _, off in inputs], np.uint64)
+                if self._offsets_set is None or not np.array_equal(offs, self._offsets_set):
+                    self.be.write(self.offsets, 0, offs)
+                    self._offsets_set = offs
+                a.set(i, self.offsets)
+                for k, (buf, _) in enumerate(inputs):
+                    a.set(i + 1 + k, buf)
+            else:
+                for buf, boff in inputs:
+                    a.set(i, buf)
+                    a.set(i + 1, boff // isz, u64)
+                    i += 2
+            entry[2] = key
+        self.be.enqueue(a.kernel, launch.global_size, launch.local_size, self.traffic)
 
 
 # --- reductions ------------------------------------------------------------------------------

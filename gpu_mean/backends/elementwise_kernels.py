@@ -1,0 +1,267 @@
+"""The element-wise family's kernels (opencl_kernels/elementwise.cl) from a plan: one macro builder,
+one metadata layout (``gm_dims``), one argument order and one geometry per kernel shape, for the
+CUDA and the OpenCL backends alike. Pure, so CI compiles every CUDA variant and runs the GPU-shaped
+ones on PoCL without a GPU.
+
+Only the way input pointers travel differs by API (the input seam, ``input_seam``): CUDA passes them
+by value in one struct (``gm_inputs``: 64 inputs are 512 bytes of parameters, and the kernel indexes
+them in a loop without spilling); OpenCL passes a buffer and an element offset per input, or, when
+that would pass the device's parameter limit (``CL_DEVICE_MAX_PARAMETER_SIZE``, 1024 bytes
+guaranteed), the offsets in a small constant buffer.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..descriptors.types import DataType, KernelOp
+from ..runtime import planning
+from . import gpu_geometry, opencl_geometry
+from .reduce_kernels import Launch
+from .typespell import OP_CODE
+from .typespell import OPENCL as spell
+
+D = DataType
+INT31 = 1 << 31
+VEC_BYTES = 16
+RUN = 64            # CPU shape: elements per work-item, general strides
+RUN_ROWS = 1024     # CPU shape: elements per work-item when every innermost dimension is dense
+FIXED_PARAM_BYTES = 48      # out, out_off, n, meta, scale, bias
+
+
+# ---- the metadata: sizes, magic divisors, strides ------------------------------------------------
+
+def index_is_32bit(plan: planning.ElementwisePlan) -> bool:
+    """32-bit index arithmetic is exact when every flat index and every operand offset is below 2^31
+    (the magic-number division needs n < 2^31 for its add not to overflow)."""
+    if plan.count >= INT31:
+        return False
+    return all(sum((s - 1) * st for s, st in zip(plan.shape, strides)) < INT31 for strides in plan.strides)
+
+
+def _wide_strides(plan) -> bool:
+    return any(s >= 1 << 32 for st in plan.strides for s in st)
+
+
+def dims_struct(plan: planning.ElementwisePlan) -> np.dtype:
+    """numpy twin of the kernels' ``gm_dims``: sizes, magic divisors, then every operand's strides."""
+    idx = np.uint32 if index_is_32bit(plan) else np.uint64
+    st = np.uint64 if _wide_strides(plan) else np.uint32
+    nd = plan.ndim
+    return np.dtype([("size", idx, (nd,)), ("magic", np.uint32, (nd,)), ("shift", np.uint32, (nd,)),
+                     ("stride", st, (plan.n_inputs + 1, nd))], align=True)
+
+
+def magic_divisor(d: int) -> tuple[int, int]:
+    """(magic, shift) with n // d == (mul_hi(n, magic) + n) >> shift for 0 <= n < 2^31, 1 <= d < 2^31
+    (Granlund and Montgomery's round-up method; the add cannot overflow 32 bits below 2^31)."""
+    if not 1 <= d < INT31:
+        raise ValueError(f"magic divisor {d} out of range")
+    shift = (d - 1).bit_length()
+    return ((1 << 32) * ((1 << shift) - d)) // d + 1, shift
+
+
+def magic_div(n: int, magic: int, shift: int) -> int:
+    """The kernels' 32-bit division, on the host (tests compare it with ``//``)."""
+    t = (n * magic) >> 32
+    return ((t + n) & 0xFFFFFFFF) >> shift
+
+
+def pack_dims(plan: planning.ElementwisePlan) -> np.ndarray:
+    """The metadata as one struct: CUDA passes it by value, OpenCL uploads its bytes as a constant buffer."""
+    arr = np.zeros(1, dims_struct(plan))
+    arr["size"][0] = plan.shape
+    if index_is_32bit(plan):
+        arr["magic"][0], arr["shift"][0] = zip(*(magic_divisor(s) for s in plan.shape))
+    arr["stride"][0] = plan.strides
+    return arr
+
+
+@functools.cache
+def inputs_struct(n_inputs: int) -> np.dtype:
+    """CUDA's by-value ``gm_inputs``: NIN 64-bit pointers (binding offsets already added)."""
+    return np.dtype([("p", np.uint64, (n_inputs,))], align=True)
+
+
+def pack_inputs(pointers) -> np.ndarray:
+    arr = np.zeros(1, inputs_struct(len(pointers)))
+    arr["p"][0] = pointers
+    return arr
+
+
+# ---- macros ---------------------------------------------------------------------------------------
+
+def offsets_fit(n_inputs: int, max_param_bytes: int) -> bool:
+    """Whether OpenCL can pass a buffer and an offset per input within the device's parameter limit."""
+    return FIXED_PARAM_BYTES + 16 * n_inputs <= max_param_bytes
+
+
+def input_seam(api: str, storage: str, n_inputs: int, offsets_in_buffer: bool = False) -> dict:
+    """How the kernel receives its inputs (see the module's docstring); ``storage`` is the element type."""
+    if api == "cuda":
+        return {"GM_INPUT_PARAMS": ", const __grid_constant__ gm_inputs ins_arg",
+                "GM_INPUTS_BIND": "const gm_inputs* ins = &ins_arg;", "GM_INPUTS_PARAM": "const gm_inputs*",
+                "GM_IN(ins, k)": f"((const {storage}*)(ins)->p[k])"}
+    if offsets_in_buffer:
+        params = ", __constant const ulong* in_offs" + "".join(
+            f", __global const {storage}* in{k}" for k in range(n_inputs))
+        offs = [f"in_offs[{k}]" for k in range(n_inputs)]
+    else:
+        params = "".join(f", __global const {storage}* in{k}, ulong off{k}" for k in range(n_inputs))
+        offs = [f"off{k}" for k in range(n_inputs)]
+    bind = ", ".join(f"in{k} + {o}" for k, o in enumerate(offs))
+    return {"GM_INPUT_PARAMS": params, "GM_INPUTS_BIND": f"__global const {storage}* ins[NIN] = {{{bind}}};",
+            "GM_INPUTS_PARAM": f"__global const {storage}* const*", "GM_IN(ins, k)": "(ins)[k]",
+            "FOREACH_INPUT(X)": " ".join(f"X({k})" for k in range(n_inputs))}
+
+
+def common_macros(plan: planning.ElementwisePlan, fp64: bool) -> dict:
+    """What both shapes share: the operation, the compute and accumulator types, the metadata layout."""
+    dt, ct = plan.dtype, plan.compute
+    nary_float = plan.op == KernelOp.NARY_MEAN and dt.is_float
+    if nary_float:
+        ct = D.FLOAT32 if dt == D.FLOAT16 else dt
+    idx32 = index_is_32bit(plan)
+    return {"OP": OP_CODE[plan.op], "NIN": plan.n_inputs, "NDIM": plan.ndim,
+            "IS_FLOAT": int(dt.is_float and not plan.bit_copy), "HAS_SCALE_BIAS": int(plan.has_scale_bias),
+            "WIDE_COMPUTE": int(dt == D.FLOAT16 and not plan.bit_copy), "ACC_DOUBLE": int(nary_float and fp64),
+            "USE_FP64": int((nary_float and fp64) or (dt == D.FLOAT64 and not plan.bit_copy)),
+            "CT": spell(ct), "ACC_T": ("double" if fp64 else "float") if nary_float else spell(ct),
+            "IDX32": int(idx32), "IDX": "uint" if idx32 else "ulong", "ST": "ulong" if _wide_strides(plan) else "uint",
+            "DIMS_BYTES": dims_struct(plan).itemsize}
+
+
+def gpu_macros(plan: planning.ElementwisePlan, api: str, fp64: bool, offsets_in_buffer: bool = False) -> dict:
+    """The GPU shape: elements moved in their storage type (FLOAT16 as its bits in a ushort)."""
+    dt = plan.dtype
+    m = common_macros(plan, fp64)
+    ct = m["CT"]
+    if plan.bit_copy:
+        ts = spell.unsigned(dt)
+        m.update({"TO_CT(x)": "(x)", "FROM_CT(x)": "(x)", "FROM_ACC(x)": "(x)", "CT": ts})
+    elif dt == D.FLOAT16:
+        ts = "ushort"
+        m.update({"TO_CT(x)": "gm_half_to_float(x)", "FROM_CT(x)": "gm_float_to_half(x)",
+                  "FROM_ACC(x)": "gm_double_to_half(x)" if m["ACC_DOUBLE"] else "gm_float_to_half(x)"})
+    elif dt.is_float:
+        ts = spell(dt)
+        m.update({"TO_CT(x)": "(x)", "FROM_CT(x)": f"(({ts})(x))", "FROM_ACC(x)": f"(({ts})(x))"})
+    elif plan.op in (KernelOp.MEAN, KernelOp.NARY_MEAN):
+        ts = spell(dt)
+        m.update({"TO_CT(x)": f"(({ct})(x))", "FROM_CT(x)": f"(({ts})(x))", "FROM_ACC(x)": f"(({ts})(x))"})
+    else:   # integer ADD wraps: compute in ulong, truncate through the unsigned type of the width
+        ts = spell(dt)
+        m.update({"TO_CT(x)": f"(({ct})(x))", "FROM_CT(x)": f"(({ts})({spell.unsigned(dt)})(x))",
+                  "FROM_ACC(x)": f"(({ts})(x))"})
+    m.update({"TS": ts, "VEC": VEC_BYTES // int(dt.element_size)})
+    m.update(input_seam(api, ts, plan.n_inputs, offsets_in_buffer))
+    return m
+
+
+def cpu_vector_width(plan: planning.ElementwisePlan) -> int:
+    """Lanes of the CPU shape's compute vector: 16 for FLOAT16 arithmetic (PoCL converts a
+    vload_half16 at the copy kernel's speed, a vload_half4 at 0.75-0.95x of it), otherwise 4."""
+    converts = plan.op in (KernelOp.MEAN, KernelOp.ADD) or (plan.op == KernelOp.IDENTITY and plan.has_scale_bias)
+    return 16 if plan.dtype == D.FLOAT16 and converts else 4
+
+
+def cpu_macros(plan: planning.ElementwisePlan, fp64: bool, offsets_in_buffer: bool = False,
+               tuning: opencl_geometry.OpenCLTuning = opencl_geometry.DEFAULT_TUNING) -> dict:
+    """The CPU shape (OpenCL only): loads convert to the compute type, stores convert back (FLOAT16
+    through vload_half/vstore_half_rte, no cl_khr_fp16 needed)."""
+    dt = plan.dtype
+    m = common_macros(plan, fp64)
+    ct = m["CT"]
+    vw = cpu_vector_width(plan)
+    t, c = spell(dt), ct
+    if plan.bit_copy:
+        t = c = spell.unsigned(dt)     # FLOAT16 moves as ushort: no conversion
+        m["CT"] = c
+        vw = 4
+        m.update({"LOADV(p)": "vload4(0, p)", "STOREV(v, p)": "vstore4(v, 0, p)", "LOAD1(p)": "(*(p))",
+                  "STORE1(s, p)": "(*(p) = (s))"})
+    elif dt == D.FLOAT16:
+        m.update({"LOADV(p)": f"vload_half{vw}(0, p)", "STOREV(v, p)": f"vstore_half{vw}_rte(v, 0, p)",
+                  "LOAD1(p)": "vload_half(0, p)", "STORE1(s, p)": "vstore_half_rte(s, 0, p)"})
+    elif dt.is_float:
+        m.update({"LOADV(p)": "vload4(0, p)", "STOREV(v, p)": f"vstore4(convert_{t}4(v), 0, p)",
+                  "LOAD1(p)": "(*(p))", "STORE1(s, p)": f"(*(p) = ({t})(s))"})
+    elif plan.op in (KernelOp.MEAN, KernelOp.NARY_MEAN):
+        m.update({"LOADV(p)": f"convert_{c}4(vload4(0, p))", "STOREV(v, p)": f"vstore4(convert_{t}4(v), 0, p)",
+                  "LOAD1(p)": f"(({c})(*(p)))", "STORE1(s, p)": f"(*(p) = ({t})(s))"})
+    else:   # integer ADD wraps: compute in ulong, truncate through the unsigned type of the width
+        u = spell.unsigned(dt)
+        m.update({"LOADV(p)": f"convert_{c}4(vload4(0, p))",
+                  "STOREV(v, p)": f"vstore4(as_{t}4(convert_{u}4(v)), 0, p)",
+                  "LOAD1(p)": f"(({c})(*(p)))", "STORE1(s, p)": f"(*(p) = as_{t}(convert_{u}(s)))"})
+    acc = m["ACC_T"]
+    if plan.op == KernelOp.NARY_MEAN and dt.is_float:
+        m.update({"ACCV": f"{acc}{vw}", "TO_ACCV(v)": f"convert_{acc}{vw}(v)"})
+    else:
+        m.update({"ACCV": f"{c}{vw}", "TO_ACCV(v)": "(v)"})
+    m.update({"GM_CPU_SHAPE": 1, "T": t, "VW": vw, "CTV": f"{c}{vw}", "UNROLL": 64 // vw, "RUN": RUN,
+              "RUN_ROWS": RUN_ROWS, "PREFETCH": opencl_geometry.ew_prefetch(plan, True, tuning),
+              "PF_LINE": max(1, 64 // int(dt.element_size))})
+    m.update(input_seam("opencl", t, plan.n_inputs, offsets_in_buffer))
+    return m
+
+
+# ---- launches -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ElementwiseVariant:
+    macros: dict
+    scalar: Launch              # always valid
+    vec: Launch | None          # 16-byte vectors: taken when every operand's address is 16-byte aligned
+    n: int                      # the third argument: elements, rows or runs
+    dims: np.ndarray | None     # the gm_dims struct (strided and rows kernels)
+    offsets_in_buffer: bool = False
+
+    def fixed_args(self, scale: float, bias: float, meta) -> tuple:
+        """Arguments 2.. up to the inputs: n, the metadata (when the kernel takes it), scale, bias."""
+        head = (np.uint64(self.n),) + ((meta,) if self.dims is not None else ())
+        return head + (np.float32(scale), np.float32(bias))
+
+
+def gpu_variant(plan: planning.ElementwisePlan, *, api: str, sms: int, fp64: bool = True,
+                max_param_bytes: int = 4096) -> ElementwiseVariant:
+    """The GPU-shaped kernels with the shared geometry (gpu_geometry's element-wise launches)."""
+    in_buf = api == "opencl" and not offsets_fit(plan.n_inputs, max_param_bytes)
+    m = gpu_macros(plan, api, fp64, in_buf)
+    vec, block = m["VEC"], gpu_geometry.BLOCK
+    if plan.contiguous:
+        return ElementwiseVariant(
+            m, _launch("gm_ew_contig_scalar", gpu_geometry.ew_grid(plan.count, 1, block, sms), (block,)),
+            _launch("gm_ew_contig_vec", gpu_geometry.ew_grid(plan.count, vec, block, sms), (block,)),
+            plan.count, None, in_buf)
+    if gpu_geometry.ew_uses_rows(plan):
+        v = _launch("gm_ew_rows_vec", *gpu_geometry.ew_rows_geometry(plan, vec, sms)) \
+            if gpu_geometry.ew_rows_vectorizable(plan) else None
+        return ElementwiseVariant(m, _launch("gm_ew_rows_scalar", *gpu_geometry.ew_rows_geometry(plan, 1, sms)), v,
+                                  plan.count // plan.shape[-1], pack_dims(plan), in_buf)
+    return ElementwiseVariant(m, _launch("gm_ew_strided", gpu_geometry.ew_grid(plan.count, 1, block, sms), (block,)),
+                              None, plan.count, pack_dims(plan), in_buf)
+
+
+def cpu_variant(plan: planning.ElementwisePlan, *, fp64: bool, max_param_bytes: int,
+                tuning: opencl_geometry.OpenCLTuning = opencl_geometry.DEFAULT_TUNING) -> ElementwiseVariant:
+    """The serial vector kernels for OpenCL CPU devices: 64 contiguous elements per work-item
+    (measured on PoCL: 4 % above 32 and 10 % above 8 for copy and mean), runs along rows otherwise."""
+    in_buf = not offsets_fit(plan.n_inputs, max_param_bytes)
+    m = cpu_macros(plan, fp64, in_buf, tuning)
+    if plan.contiguous:
+        g, local = opencl_geometry.ew_contig_geometry(plan.count, m["VW"] * m["UNROLL"])
+        return ElementwiseVariant(m, Launch("gm_ew_contig_serial", g, local), None, plan.count, None, in_buf)
+    run = RUN_ROWS if plan.rows_dense else RUN
+    n_runs = plan.count // plan.shape[-1] * -(-plan.shape[-1] // run)
+    g, local = opencl_geometry.round_up_geometry(n_runs, 64)
+    name = "gm_ew_rows_serial" if plan.rows_dense else "gm_ew_strided_serial"
+    return ElementwiseVariant(m, Launch(name, g, local), None, n_runs, pack_dims(plan), in_buf)
+
+
+def _launch(kernel: str, grid: tuple, block: tuple) -> Launch:
+    """A launch from CUDA's (grid, block), in OpenCL's terms."""
+    block = tuple(block) + (1,) * (len(grid) - len(block))
+    return Launch(kernel, tuple(g * b for g, b in zip(grid, block)), block)
