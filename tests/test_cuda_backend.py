@@ -263,3 +263,25 @@ def test_nvrtc_is_looked_for_in_the_wheels_and_the_toolkit(monkeypatch, tmp_path
     monkeypatch.setenv("CUDA_PATH", str(tmp_path / "nothing"))
     assert cuda_compile.nvrtc_candidates()[0] == str(lib / "libnvrtc.so.13")
     assert cuda_compile.include_candidates()[0] == str(inc)
+
+
+def test_headers_come_from_the_nvrtcs_own_installation(monkeypatch, tmp_path):
+    # CUDA 13's wheel headers first on sys.path, NVRTC 12's wheels in another folder: a compile with
+    # NVRTC 12 takes CUDA 12's headers (beside its nvidia/cuda_nvrtc/lib), not CUDA 13's
+    for root, sub in (("site", "cu13/include"), ("nv12", "cuda_runtime/include"), ("tk", "include")):
+        (tmp_path / root / "nvidia" / sub).mkdir(parents=True)
+        (tmp_path / root / "nvidia" / sub / "cuda_fp16.h").write_text("")
+    (tmp_path / "nv12" / "nvidia" / "cuda_nvrtc" / "lib").mkdir(parents=True)
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "site")])
+    monkeypatch.setenv("CUDA_PATH", str(tmp_path / "nothing"))
+    cuda_compile.include_dir.cache_clear()
+    try:
+        lib12 = tmp_path / "nv12" / "nvidia" / "cuda_nvrtc" / "lib" / "libnvrtc.so.12"
+        assert cuda_compile.include_dir(str(lib12)) == str(tmp_path / "nv12" / "nvidia" / "cuda_runtime" / "include")
+        lib13 = tmp_path / "site" / "nvidia" / "cu13" / "lib" / "libnvrtc.so.13"
+        assert cuda_compile.include_dir(str(lib13)) == str(tmp_path / "site" / "nvidia" / "cu13" / "include")
+        toolkit = tmp_path / "tk" / "nvidia" / "lib64" / "libnvrtc.so.12"      # <toolkit>/lib64 -> <toolkit>/include
+        assert cuda_compile.include_dir(str(toolkit)) == str(tmp_path / "tk" / "nvidia" / "include")
+        assert cuda_compile.include_dir() == str(tmp_path / "site" / "nvidia" / "cu13" / "include")
+    finally:
+        cuda_compile.include_dir.cache_clear()
