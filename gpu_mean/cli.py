@@ -85,7 +85,10 @@ def _peers(text: str) -> set:
 def cmd_devices(args) -> int:
     from . import backends
     status = backends.backend_status()
-    for info in backends.list_devices():
+    for info in backends.list_devices(probe=True):
+        if info.unavailable:
+            print(f"{info.id:10s} {info.name} | unavailable: {info.unavailable}")
+            continue
         print(f"{info.id:10s} {info.name} | vendor {info.vendor} | {info.device_type} | "
               f"{info.global_memory / 2**30:.1f} GiB | fp16 {'yes' if info.fp16 else 'storage only'} | "
               f"fp64 {'yes' if info.fp64 else 'no'} | max feature level {info.max_feature_level.label}")

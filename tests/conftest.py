@@ -28,6 +28,9 @@ def _device_params():
     for spec in _wanted():
         kind = spec.split(":")[0]
         found, reason = backends._discover(kind)
+        index = int(spec.split(":")[1].split("-")[0]) if ":" in spec else 0
+        if found and index < len(found) and found[index].open() is not None:   # e.g. a GPU another process holds
+            found, reason = [], f"it cannot be used: {found[index].unavailable}"
         marks = [] if found else [pytest.mark.skip(reason=f"{spec} absent: {reason}")]
         params.append(pytest.param(spec, id=spec, marks=marks))
     return params

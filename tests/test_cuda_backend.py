@@ -3,15 +3,22 @@ stream each call uses, staged copies, capture errors, error classification and d
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
+import threading
 import types
+import weakref
 
 import numpy as np
 import pytest
 
+import gpu_mean as gm
+from gpu_mean import backends, cli
 from gpu_mean.backends import cuda, cuda_compile
 from gpu_mean.backends.kernels import ProgramCache
-from gpu_mean.errors import KernelBuildError
+from gpu_mean.errors import KernelBuildError, UnsupportedError
+from gpu_mean.runtime import interop
+from gpu_mean.tools import demo
 
 
 class CudaRuntimeError(RuntimeError):
@@ -40,8 +47,26 @@ class FakeDevice:
 
 
 class FakeStream:
-    def __init__(self, log):
-        self.log = log
+    """A CUDA stream; ``with`` makes it CuPy's current stream (a stack in ``current``)."""
+
+    def __init__(self, log, current=None):
+        self.log, self.current = log, current if current is not None else []
+        self.ptr = id(self)
+
+    def __enter__(self):
+        self.current.append(self)
+
+    def __exit__(self, *exc):
+        self.current.pop()
+
+    def record(self, event=None):
+        # CuPy's Stream.record: with no event given, a new one (timing on) for every call
+        event = event or FakeEvent()
+        event.record(self)
+        return event
+
+    def wait_event(self, event):
+        self.log.append(("wait", self, event.recorded_on))
 
     def synchronize(self):
         self.log.append(("sync", self))
@@ -72,8 +97,14 @@ class DevPtr:
 
 
 class FakeEvent:
-    def record(self, stream):
-        pass
+    made = []       # the keyword arguments of every event made
+
+    def __init__(self, **kwargs):
+        FakeEvent.made.append(kwargs)
+        self.recorded_on = None
+
+    def record(self, stream=None):
+        self.recorded_on = stream
 
     def synchronize(self):
         pass
@@ -105,6 +136,7 @@ def fake_backend(log, index=1):
     be.native_errors = (CudaRuntimeError, CudaDriverError, PoolOutOfMemory)
     be.info = types.SimpleNamespace(name="fake GPU")
     be._modules, be._stage, be.pinned = ProgramCache(), None, pinned
+    be._order_lock, be._order_event, be.unavailable = threading.Lock(), None, None
     return be
 
 
@@ -154,6 +186,7 @@ def test_nvrtc_errors_are_build_errors(monkeypatch):
 def test_big_copies_go_through_pinned_staging_on_the_backend_stream():
     log = []
     be = fake_backend(log)
+    FakeEvent.made.clear()
     n = 2 * cuda.STAGE_CHUNK + 12345
     dev = bytearray(n + 64)
     data = np.random.default_rng(0).integers(0, 256, n, dtype=np.uint8)
@@ -166,6 +199,7 @@ def test_big_copies_go_through_pinned_staging_on_the_backend_stream():
     log.clear()
     out = be.read(DevPtr(dev, 0, log), 64, n)
     assert np.array_equal(out, data) and len(be.pinned) == 1
+    assert FakeEvent.made == [{"disable_timing": True}] * 2    # ordering only: made once, without timing
     assert all(e[3] is be.stream for e in log if e[0] == "d2h") and ("sync", be.stream) in log
 
 
@@ -263,3 +297,245 @@ def test_nvrtc_is_looked_for_in_the_wheels_and_the_toolkit(monkeypatch, tmp_path
     monkeypatch.setenv("CUDA_PATH", str(tmp_path / "nothing"))
     assert cuda_compile.nvrtc_candidates()[0] == str(lib / "libnvrtc.so.13")
     assert cuda_compile.include_candidates()[0] == str(inc)
+
+
+def test_headers_come_from_the_nvrtcs_own_installation(monkeypatch, tmp_path):
+    # CUDA 13's wheel headers first on sys.path, NVRTC 12's wheels in another folder: a compile with
+    # NVRTC 12 takes CUDA 12's headers (beside its nvidia/cuda_nvrtc/lib), not CUDA 13's
+    for root, sub in (("site", "cu13/include"), ("nv12", "cuda_runtime/include"), ("tk", "include")):
+        (tmp_path / root / "nvidia" / sub).mkdir(parents=True)
+        (tmp_path / root / "nvidia" / sub / "cuda_fp16.h").write_text("")
+    (tmp_path / "nv12" / "nvidia" / "cuda_nvrtc" / "lib").mkdir(parents=True)
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "site")])
+    monkeypatch.setenv("CUDA_PATH", str(tmp_path / "nothing"))
+    cuda_compile.include_dir.cache_clear()
+    try:
+        lib12 = tmp_path / "nv12" / "nvidia" / "cuda_nvrtc" / "lib" / "libnvrtc.so.12"
+        assert cuda_compile.include_dir(str(lib12)) == str(tmp_path / "nv12" / "nvidia" / "cuda_runtime" / "include")
+        lib13 = tmp_path / "site" / "nvidia" / "cu13" / "lib" / "libnvrtc.so.13"
+        assert cuda_compile.include_dir(str(lib13)) == str(tmp_path / "site" / "nvidia" / "cu13" / "include")
+        toolkit = tmp_path / "tk" / "nvidia" / "lib64" / "libnvrtc.so.12"      # <toolkit>/lib64 -> <toolkit>/include
+        assert cuda_compile.include_dir(str(toolkit)) == str(tmp_path / "tk" / "nvidia" / "include")
+        assert cuda_compile.include_dir() == str(tmp_path / "site" / "nvidia" / "cu13" / "include")
+    finally:
+        cuda_compile.include_dir.cache_clear()
+
+
+# -- allocation stream (issue 20, point 2) ------------------------------------------------------
+
+class PoolMemory:
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+
+class FakePool:
+    """CuPy's default memory pool in miniature: an allocation takes a free block from the arena of
+    the stream current at that moment; a released block goes back to the arena of the stream it
+    was allocated under. Records (pointer, stream) for every allocation."""
+
+    def __init__(self, current, default):
+        self.current, self.default = current, default
+        self.arenas, self.allocs, self._next = {}, [], 0x10000
+
+    def malloc(self, n):
+        stream = self.current[-1] if self.current else self.default
+        free = self.arenas.setdefault(stream, [])
+        if free:
+            ptr = free.pop()
+        else:
+            ptr, self._next = self._next, self._next + 0x10000
+        self.allocs.append((ptr, stream))
+        mem = PoolMemory(ptr)
+        weakref.finalize(mem, free.append, ptr)
+        return mem
+
+
+def test_the_backend_allocates_under_its_own_stream_so_the_callers_stream_never_reuses_its_memory():
+    log, current = [], []
+    be = fake_backend(log)
+    be.stream = FakeStream(log, current)
+    user = FakeStream(log, current)
+    pool = FakePool(current, default=None)
+    be.cp.cuda.alloc = pool.malloc
+    be.cp.cuda.alloc_pinned_memory = lambda n: (pool.allocs.append(("pinned", current[-1] if current else None)),
+                                                bytearray(n))[1]
+    with user:                                  # the caller's own CuPy stream is current
+        buf = be.alloc(1024)
+        ours = buf.ptr
+        assert pool.allocs[-1] == (ours, be.stream)
+        be._staging()
+        assert pool.allocs[-1] == ("pinned", be.stream)
+        del buf                                 # the library releases its buffer ...
+        theirs = pool.malloc(1024)              # ... the caller's next allocation on its stream
+        assert theirs.ptr != ours               # does not get memory the backend's kernels may still use
+        assert be.alloc(1024).ptr == ours       # the backend's next allocation, ordered on its stream, does
+    assert all(s is be.stream for p, s in pool.allocs if p != theirs.ptr)
+
+
+# -- reused events (issue 20, point 5) ----------------------------------------------------------
+
+def _fake_cupy_for_interop(monkeypatch, user):
+    dev_ctx = types.SimpleNamespace(__enter__=lambda: None, __exit__=lambda *a: None)
+
+    class Device:
+        def __init__(self, i):
+            pass
+
+        def __enter__(self):
+            return dev_ctx
+
+        def __exit__(self, *exc):
+            pass
+
+    mod = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=Device, get_current_stream=lambda: user))
+    monkeypatch.setitem(sys.modules, "cupy", mod)
+
+
+def test_stream_ordering_reuses_one_event_without_timing(monkeypatch):
+    log = []
+    be = fake_backend(log)
+    be.stream = FakeStream(log)
+    user = FakeStream(log)
+    _fake_cupy_for_interop(monkeypatch, user)
+    dev = types.SimpleNamespace(backend=be, info=types.SimpleNamespace(index=1))
+    FakeEvent.made.clear()
+    for _ in range(5):
+        interop.wait_for_current(dev)           # entry: our stream waits for the caller's
+        interop.current_waits(dev)              # exit: the caller's stream waits for ours
+    assert FakeEvent.made == [{"disable_timing": True}]
+    waits = [e for e in log if e[0] == "wait"]
+    assert waits == [("wait", be.stream, user), ("wait", user, be.stream)] * 5
+    assert _inside(log, ("wait", be.stream, user))     # on the backend's GPU
+
+
+# -- discovery (issue 20, point 4) --------------------------------------------------------------
+
+BUSY = "cudaErrorDevicesUnavailable: CUDA-capable device(s) is/are busy or unavailable"
+
+
+def _two_gpus(monkeypatch, busy=None, ccs=(90, 90)):
+    """A CuPy with two GPUs; ``busy`` is in exclusive-process mode and held by another process (its
+    context cannot be made). Returns the list of (device, stream) made."""
+    made, current = [], [None]
+
+    class Device:
+        def __init__(self, i):
+            self.id = i
+
+        def __enter__(self):
+            current.append(self.id)
+
+        def __exit__(self, *exc):
+            current.pop()
+
+    class Stream:
+        def __init__(self, non_blocking=False):
+            if current[-1] == busy:
+                raise CudaRuntimeError(BUSY)
+            made.append((current[-1], self))
+            self.ptr = id(self)
+
+    def props(i):
+        return {"name": f"Fake GPU {i}".encode(), "multiProcessorCount": 132, "major": ccs[i] // 10,
+                "minor": ccs[i] % 10, "totalGlobalMem": 80 << 30, "computeMode": 3 if i == busy else 0}
+
+    runtime = types.SimpleNamespace(getDeviceCount=lambda: 2, driverGetVersion=lambda: 13000,
+                                    getDeviceProperties=props, CUDARuntimeError=CudaRuntimeError)
+    cuda_ns = types.SimpleNamespace(runtime=runtime, driver=types.SimpleNamespace(CUDADriverError=CudaDriverError),
+                                    memory=types.SimpleNamespace(OutOfMemoryError=PoolOutOfMemory),
+                                    Device=Device, Stream=Stream, Event=FakeEvent)
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda_ns, __version__="14.2.0"))
+    monkeypatch.setitem(sys.modules, "cupy.cuda", cuda_ns)
+
+    class Rtc:
+        version, archs = (13, 0), (75, 80, 86, 89, 90)
+
+        def target(self, cc):
+            if cc < 75:
+                raise cuda_compile.NvrtcError(f"NVRTC 13.0 cannot target compute capability {cc // 10}.{cc % 10}")
+            return f"sm_{cc}"
+
+    monkeypatch.setattr(cuda_compile, "nvrtc", lambda major=None: Rtc())
+    monkeypatch.setattr(cuda_compile, "include_dir", lambda *a: "/include")
+    return made
+
+
+@pytest.mark.parametrize("case", ["exclusive-process GPU held elsewhere", "GPU NVRTC cannot target"])
+def test_a_gpu_that_cannot_be_used_is_listed_as_such_and_auto_takes_the_next(monkeypatch, capsys, case):
+    if case.startswith("exclusive"):
+        made, why = _two_gpus(monkeypatch, busy=0), "Exclusive_Process"
+    else:
+        made, why = _two_gpus(monkeypatch, ccs=(50, 90)), "cannot target compute capability 5.0"
+    found, reason = cuda.discover()             # lists both, makes no context or stream
+    assert reason is None and [b.info.id for b in found] == ["cuda:0", "cuda:1"] and made == []
+    monkeypatch.setitem(backends._cache, "cuda", (found, None))
+    assert backends.parse_device("auto") == ("cuda", 1)
+    assert [d for d, _ in made] == [1]          # the stream of the GPU that is used, on that GPU
+    info0 = gm.list_devices()[0]
+    assert info0.id == "cuda:0" and why in info0.unavailable
+    assert gm.list_devices()[1].unavailable is None
+    with pytest.raises(UnsupportedError, match="cuda:0 .*cannot be used"):
+        backends.find_backend("cuda", 0)
+    assert backends.find_backend("cuda", 1) is found[1]
+    assert backends.backend_status()["cuda"] is None
+    assert cli.main(["devices"]) == 0
+    out = capsys.readouterr().out
+    assert "cuda:0     Fake GPU 0 | unavailable: " in out and why in out and "cuda:1     Fake GPU 1 | vendor" in out
+
+
+def test_a_gpu_is_touched_only_when_first_used(monkeypatch):
+    made = _two_gpus(monkeypatch)
+    found, _ = cuda.discover()
+    assert made == []
+    assert found[1].stream is made[0][1] and [d for d, _ in made] == [1]
+    assert found[1].stream is made[0][1] and len(made) == 1       # made once
+
+
+# -- an NVIDIA driver without a usable CUDA backend (issue 20, point 1) --------------------------
+
+def fake_nvidia_smi(folder, cuda_version: str, driver: str = "580.65.06", rc: int = 0):
+    """An ``nvidia-smi`` in ``folder`` that prints the header of the real one (or fails with ``rc``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    exe = folder / "nvidia-smi"
+    exe.write_text("#!/bin/sh\n" + (f"echo 'NVIDIA-SMI has failed'; exit {rc}\n" if rc else
+                   "cat <<'EOF'\n+---------------------------------------------------------------------+\n"
+                   f"| NVIDIA-SMI {driver}      Driver Version: {driver}      CUDA Version: {cuda_version}     |\n"
+                   "EOF\n"))
+    exe.chmod(0o755)
+    return folder
+
+
+@pytest.mark.parametrize("version, extra, other", [("13.0", "cuda13", "cuda12"), ("12.4", "cuda12", "cuda13")])
+def test_with_an_nvidia_driver_and_no_cupy_devices_and_demo_say_what_installs_the_backend(
+        monkeypatch, tmp_path, capsys, version, extra, other):
+    bin_dir = fake_nvidia_smi(tmp_path / "bin", version)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    monkeypatch.delitem(backends._cache, "cuda", raising=False)
+    found, reason = cuda.discover()
+    assert found == [] and f"CUDA {version}" in reason and f"gpu_mean[{extra}]" in reason
+    assert f"gpu_mean[{other}]" not in reason and "bash tools/setup.sh" in reason
+    assert cli.main(["devices"]) == 0
+    assert f"cuda       absent: {reason}" in capsys.readouterr().out
+
+    class Stop(Exception):
+        pass
+
+    def stop(*a):
+        raise Stop
+
+    monkeypatch.setattr(demo, "_showcase", stop)
+    lines = []
+    with pytest.raises(Stop):
+        demo.main(None, log=lines.append)
+    note = [line for line in lines if "NVIDIA GPU is present" in line]
+    assert len(note) == 1 and f"gpu_mean[{extra}]" in note[0], lines
+
+
+def test_without_nvidia_smi_both_extras_are_named(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    reason = cuda.discover()[1]
+    assert "gpu_mean[cuda13]" in reason and "gpu_mean[cuda12]" in reason and "NVIDIA driver is present" not in reason
+    fake_nvidia_smi(tmp_path, "", rc=9)           # installed, but no driver loaded
+    assert cuda.nvidia_driver() is None

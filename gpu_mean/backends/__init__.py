@@ -30,19 +30,27 @@ def _discover(kind: str):
 
 
 def backend_status() -> dict:
-    """{backend: None if present else the one-line reason it is absent}."""
+    """{backend: None if present else the one-line reason it is absent}; a backend whose every device
+    is known to be unusable is absent too, with each device's reason."""
     out = {}
     for kind in BACKENDS:
         found, reason = _discover(kind)
-        out[kind] = None if found else reason
+        if found and all(f.unavailable for f in found):
+            reason = "; ".join(f"{f.info.id} ({f.info.name}) is unavailable: {f.unavailable}" for f in found)
+        out[kind] = None if found and reason is None else reason
     return out
 
 
-def list_devices() -> list[DeviceInfo]:
-    """Every device present, best first (CUDA, then OpenCL GPUs, then other OpenCL, then the CPU)."""
+def list_devices(probe: bool = False) -> list[DeviceInfo]:
+    """Every device present, best first (CUDA, then OpenCL GPUs, then other OpenCL, then the CPU). A
+    device that cannot be used is listed with ``info.unavailable`` saying why; ``probe=True`` first
+    readies each device (a CUDA GPU's context and stream), so that this covers every reason."""
     infos = []
     for kind in BACKENDS:
         found, _ = _discover(kind)
+        if probe:
+            for f in found:
+                f.open()
         infos.extend(f.info for f in found)
     return infos
 
@@ -54,15 +62,19 @@ def find_backend(kind: str, index: int):
     if not 0 <= index < len(found):
         raise InvalidArgumentError(f"create_device: {kind}:{index} does not exist; {len(found)} {kind} device(s) "
                                    "are present")
-    return found[index]
+    be = found[index]
+    if be.open() is not None:
+        raise UnsupportedError(f"create_device: {be.info.id} ({be.info.name}) cannot be used: {be.unavailable}")
+    return be
 
 
 def parse_device(spec: str | None) -> tuple[str, int]:
     spec = (spec or os.environ.get("GPU_MEAN_DEVICE") or "auto").strip().lower()
-    if spec == "auto":
+    if spec == "auto":   # the first device that can be used: a GPU that cannot is passed over
         for kind in BACKENDS:
-            if _discover(kind)[0]:
-                return kind, 0
+            for i, be in enumerate(_discover(kind)[0]):
+                if be.open() is None:
+                    return kind, i
     kind, _, idx = spec.partition(":")
     if kind not in BACKENDS:
         raise InvalidArgumentError(f"create_device: unknown device {spec!r}; use auto, cpu, opencl[:N] or cuda[:N]")

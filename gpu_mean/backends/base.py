@@ -22,6 +22,12 @@ class Backend:
 
     info = None
     native_errors: tuple = ()
+    unavailable: str | None = None    # why this device cannot be used, once known
+
+    def open(self) -> str | None:
+        """Make what the device needs before its first use (a CUDA context and stream): None when it
+        is usable, else why not. Listing devices does not call it; choosing one does."""
+        return self.unavailable
 
     def alloc(self, nbytes: int):
         raise NotImplementedError

@@ -3,9 +3,15 @@
 CUDA headers or a GPU, ``discover`` says which one is missing."""
 from __future__ import annotations
 
+import dataclasses
+import re
+import shutil
+import subprocess
+import threading
+
 import numpy as np
 
-from ..errors import KernelBuildError
+from ..errors import KernelBuildError, UnsupportedError
 from ..runtime import planning
 from ..runtime.device import DeviceInfo
 from . import cuda_compile, elementwise_kernels, reduce_kernels
@@ -30,6 +36,36 @@ STAGE_MIN = 1 << 20
 STAGE_CHUNK = 8 << 20
 
 
+def nvidia_driver() -> tuple[str, str] | None:
+    """(driver version, CUDA version) as ``nvidia-smi`` reports them; None without a working one."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    cuda = re.search(r"CUDA Version:\s*(\d+\.\d+)", out)
+    driver = re.search(r"Driver Version:\s*([\d.]+)", out)
+    return (driver.group(1) if driver else "?", cuda.group(1)) if cuda else None
+
+
+def install_hint() -> str:
+    """What installs the CUDA backend on this machine: the extra for the CUDA version the NVIDIA
+    driver reports (tools/cuda_extra.sh makes the same choice), or both extras when no driver answers."""
+    found = nvidia_driver()
+    if found is None:
+        return _PICK
+    driver, cuda = found
+    major = int(cuda.split(".")[0])
+    if major < 12:
+        return (f"the NVIDIA driver {driver} is for CUDA {cuda}, older than the CUDA 12 CuPy 14 needs: update the "
+                "driver, then pip install 'gpu_mean[cuda13]' (or [cuda12])")
+    extra = "cuda13" if major >= 13 else "cuda12"
+    return (f"an NVIDIA driver is present ({driver}, CUDA {cuda}, per nvidia-smi): pip install 'gpu_mean[{extra}]' "
+            f"installs the CUDA backend (in a clone of gpu_mean: bash tools/setup.sh, which picks {extra})")
+
+
 def status_name(exc: Exception) -> str:
     """CuPy's CUDA errors read '<status name>: <description>'."""
     return str(exc).split(":", 1)[0].strip()
@@ -39,7 +75,7 @@ def discover():
     try:
         import cupy
     except Exception as e:
-        return [], f"CuPy is not installed or does not import ({type(e).__name__}: {e}); {_PICK}"
+        return [], f"CuPy is not installed or does not import ({type(e).__name__}: {e}); {install_hint()}"
     try:
         n = cupy.cuda.runtime.getDeviceCount()
         driver = cupy.cuda.runtime.driverGetVersion()
@@ -49,7 +85,7 @@ def discover():
             built = f"CuPy {cupy.__version__} is built for CUDA {rt // 1000}.{rt % 1000 // 10}: "
         except Exception:
             built = ""
-        return [], f"no usable CUDA driver or GPU ({e}); {built}{_PICK}"
+        return [], f"no usable CUDA driver or GPU ({e}); {built}{install_hint()}"
     if n == 0:
         return [], "CuPy found no CUDA GPU"
     try:
@@ -57,6 +93,7 @@ def discover():
         cuda_compile.include_dir()
     except cuda_compile.NvrtcError as e:
         return [], f"CUDA {driver // 1000}.{driver % 1000 // 10} driver: {e}"
+    # every GPU is listed; one that cannot be used says why (info.unavailable) and auto passes it over
     return [CudaBackend(i, driver // 1000) for i in range(n)], None
 
 
@@ -67,37 +104,92 @@ def stage_chunks(nbytes: int, chunk: int = STAGE_CHUNK) -> list[tuple[int, int, 
 
 class CudaBackend(Backend):
     def __init__(self, index: int, driver_major: int | None = None):
+        """Reads the GPU's properties only: its context and the backend's stream are made on first use
+        (open), so that listing GPUs touches none and a GPU that cannot be used fails alone."""
         import cupy
         from cupy.cuda import driver, runtime
         self.cp = cupy
         self.index = index
         self.driver_major = driver_major
         self.dev = cupy.cuda.Device(index)
-        props = runtime.getDeviceProperties(index)
+        # device faults; an NVRTC failure is raised as KernelBuildError instead
+        self.native_errors = (runtime.CUDARuntimeError, driver.CUDADriverError, cupy.cuda.memory.OutOfMemoryError)
+        self.unavailable = None
+        self._stream = None
+        self._open_lock = threading.Lock()
+        self._order_lock, self._order_event = threading.Lock(), None
+        self._modules = ProgramCache()
+        self._stage = None
+        try:
+            props = runtime.getDeviceProperties(index)
+        except self.native_errors as e:
+            self.sms, self.cc = 1, 0
+            self.info = DeviceInfo("cuda", index, f"CUDA GPU {index}", "NVIDIA", "GPU", 0, True, True, "CUDA")
+            self._set_unavailable(f"its properties cannot be read ({e})")
+            return
         name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         self.sms = int(props["multiProcessorCount"])
         self.cc = int(props["major"]) * 10 + int(props["minor"])
+        self.compute_mode = int(props.get("computeMode", 0))
         self.info = DeviceInfo("cuda", index, name, "NVIDIA", "GPU", int(props["totalGlobalMem"]), True, True,
                                f"CUDA, compute capability {props['major']}.{props['minor']}")
-        # device faults; an NVRTC failure is raised as KernelBuildError instead
-        self.native_errors = (runtime.CUDARuntimeError, driver.CUDADriverError, cupy.cuda.memory.OutOfMemoryError)
-        with self.dev:
-            self.stream = cupy.cuda.Stream(non_blocking=True)
-        self._modules = ProgramCache()
-        self._stage = None
+        if self.compute_mode == 2:
+            self._set_unavailable("its compute mode is Prohibited (nvidia-smi -c): no process may use it")
+            return
+        try:
+            cuda_compile.nvrtc(driver_major).target(self.cc)
+        except cuda_compile.NvrtcError as e:
+            self._set_unavailable(str(e))
+
+    def _set_unavailable(self, reason: str) -> None:
+        self.unavailable = reason
+        self.info = dataclasses.replace(self.info, unavailable=reason)
+
+    def open(self) -> str | None:
+        """Make the GPU's context and the backend's stream, once: None when the GPU is usable, else
+        why not (kept: a GPU that failed is not tried again)."""
+        if self._stream is None and self.unavailable is None:
+            with self._open_lock:
+                if self._stream is None and self.unavailable is None:
+                    try:
+                        with self.dev:
+                            self._stream = self.cp.cuda.Stream(non_blocking=True)
+                    except self.native_errors as e:
+                        why = f"no CUDA context or stream could be made on it ({e})"
+                        if getattr(self, "compute_mode", 0) == 3:
+                            why += "; its compute mode is Exclusive_Process: another process holds it"
+                        self._set_unavailable(why)
+        return self.unavailable
+
+    @property
+    def stream(self):
+        """The backend's own non-blocking stream: every kernel, copy and allocation of the backend."""
+        if self._stream is None and self.open() is not None:
+            raise UnsupportedError(f"{self.info.id} ({self.info.name}) cannot be used: {self.unavailable}")
+        return self._stream
+
+    @stream.setter
+    def stream(self, stream) -> None:
+        self._stream = stream
 
     # -- memory
     def alloc(self, nbytes):
-        with self.dev:
+        # Under the backend's stream: CuPy's pool keeps freed memory per stream (a block goes back
+        # to the arena of the stream it was allocated under; MemoryAsyncPool frees it on that
+        # stream), so a released buffer is reused only by work ordered after the backend's own.
+        # Under the caller's current stream, the caller's next allocation could reuse it while the
+        # backend's kernels still read or write it.
+        with self.dev, self.stream:
             return self.cp.cuda.alloc(nbytes)
 
     def _staging(self):
         if self._stage is None:
-            with self.dev:
+            with self.dev, self.stream:
                 mem = self.cp.cuda.alloc_pinned_memory(2 * STAGE_CHUNK)
                 host = np.frombuffer(mem, np.uint8, 2 * STAGE_CHUNK)
+                # for ordering only: events without timing are cheaper to record and wait on
                 self._stage = (mem, (host[:STAGE_CHUNK], host[STAGE_CHUNK:]),
-                               (self.cp.cuda.Event(), self.cp.cuda.Event()))
+                               (self.cp.cuda.Event(disable_timing=True), self.cp.cuda.Event(disable_timing=True)))
         return self._stage
 
     def write(self, native, offset, data):
@@ -145,6 +237,29 @@ class CudaBackend(Backend):
     def finish(self):
         with self.dev:
             self.stream.synchronize()
+
+    # -- ordering against another stream of the same GPU, through one reused event without timing
+    # (Stream.record() would make a new timing event per call); the lock keeps one thread's
+    # record-then-wait whole. A wait takes the event as last recorded, so re-recording is safe.
+    def _ordering_event(self):
+        if self._order_event is None:
+            with self.dev:
+                self._order_event = self.cp.cuda.Event(disable_timing=True)
+        return self._order_event
+
+    def wait_for(self, stream) -> None:
+        """The backend's stream waits for the work queued on ``stream`` so far."""
+        with self._order_lock, self.dev:
+            ev = self._ordering_event()
+            ev.record(stream)
+            self.stream.wait_event(ev)
+
+    def make_wait(self, stream) -> None:
+        """``stream`` waits for the work queued on the backend's stream so far."""
+        with self._order_lock, self.dev:
+            ev = self._ordering_event()
+            ev.record(self.stream)
+            stream.wait_event(ev)
 
     # a command list that runs again is captured into a CUDA graph and replayed: one launch for
     # the whole list instead of one Python call and one kernel launch per dispatch

@@ -161,9 +161,21 @@ def nvrtc(max_major: int | None = None) -> Nvrtc:
                      "/usr/local/cuda") + "; pip install 'gpu_mean[cuda13]' (or [cuda12]) installs it")
 
 
+def headers_beside(nvrtc_path: str) -> list[str]:
+    """Where the headers of the installation that holds this libnvrtc are: nvidia/cu13/include beside
+    nvidia/cu13/lib, nvidia/cuda_runtime/include beside nvidia/cuda_nvrtc/lib (CUDA 12's wheels),
+    <toolkit>/include beside <toolkit>/lib64."""
+    lib = os.path.dirname(os.path.abspath(nvrtc_path))
+    dirs = [os.path.join(os.path.dirname(lib), "include"),
+            os.path.join(os.path.dirname(os.path.dirname(lib)), "cuda_runtime", "include")]
+    return [d for d in dirs if os.path.isfile(os.path.join(d, "cuda_fp16.h"))]
+
+
 @cache
-def include_dir() -> str:
-    dirs = include_candidates()
+def include_dir(nvrtc_path: str | None = None) -> str:
+    """The folder with cuda_fp16.h; given the libnvrtc a compile uses, that installation's own headers
+    first, so that an NVRTC never compiles against another CUDA version's headers."""
+    dirs = list(dict.fromkeys((headers_beside(nvrtc_path) if nvrtc_path else []) + include_candidates()))
     if not dirs:
         raise NvrtcError("cuda_fp16.h (which NVRTC 13 does not build in) is in none of the wheel folders "
                          "(nvidia/cu13/include, nvidia/cuda_runtime/include), $CUDA_PATH/include, $CUDA_HOME/include "
@@ -186,4 +198,4 @@ def build(filename: str, macros: dict, cc: int, max_major: int | None = None) ->
     """Compile one variant for compute capability ``cc`` (e.g. 90) exactly as the backend does
     (``max_major``: the driver's CUDA major version, see ``nvrtc``)."""
     rtc = nvrtc(max_major)
-    return rtc.compile(variant_source(filename, macros), options(rtc.target(cc), include_dir()), filename)
+    return rtc.compile(variant_source(filename, macros), options(rtc.target(cc), include_dir(rtc.path)), filename)

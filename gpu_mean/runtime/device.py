@@ -27,6 +27,7 @@ class DeviceInfo:
     fp16: bool              # native half arithmetic (storage is always supported)
     fp64: bool
     platform: str = ""
+    unavailable: str | None = None  # why a listed device cannot be used (e.g. a GPU another process holds)
 
     @property
     def max_feature_level(self) -> FeatureLevel:

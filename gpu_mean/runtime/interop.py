@@ -140,7 +140,7 @@ def wait_for_current(dev) -> None:
     with cupy.cuda.Device(dev.info.index):
         cur = cupy.cuda.get_current_stream()
         if cur.ptr != s.ptr:
-            s.wait_event(cur.record())
+            dev.backend.wait_for(cur)
 
 
 def current_waits(dev) -> None:
@@ -151,7 +151,7 @@ def current_waits(dev) -> None:
     with cupy.cuda.Device(dev.info.index):
         cur = cupy.cuda.get_current_stream()
         if cur.ptr != s.ptr:
-            cur.wait_event(s.record())
+            dev.backend.make_wait(cur)
 
 
 class CudaTensorView:

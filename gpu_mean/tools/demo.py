@@ -10,6 +10,7 @@ import time
 import numpy as np
 
 from .. import backends
+from ..backends import cuda
 from ..descriptors.types import DataType
 from . import conformance, profiler
 from .cases import Case
@@ -61,12 +62,21 @@ def _showcase(dev, log) -> bool:
 
 def main(device=None, log=print) -> int:
     t0 = time.perf_counter()
-    status = backends.backend_status()
     dev = backends.create_device(device)
-    absent = "; ".join(f"{k}: {v}" for k, v in status.items() if v and k != dev.info.backend)
+    status = backends.backend_status()     # after the choice: it knows the GPUs auto passed over
+    # an NVIDIA GPU that the CUDA backend cannot use says so on its own line, whatever the device
+    nvidia = dev.info.backend != "cuda" and status["cuda"] is not None and cuda.nvidia_driver() is not None
+    absent = "; ".join(f"{k}: {v}" for k, v in status.items()
+                       if v and k != dev.info.backend and not (nvidia and k == "cuda"))
+    passed = "; ".join(f"{i.id} ({i.name}): {i.unavailable}" for i in backends.list_devices()
+                       if i.unavailable and status[i.backend] is None)
     log(f"gpu-mean demo on {dev.name}, feature level {dev.feature_level.label}")
+    if nvidia:
+        log(f"   NOTE: an NVIDIA GPU is present, but the CUDA backend cannot use it: {status['cuda']}")
     if absent and device is None:
         log(f"   (chosen as the best device present; absent: {absent})")
+    if passed and device is None:
+        log(f"   (passed over, cannot be used: {passed})")
     log("1. Four operators built as descriptors, executed, and compared with "
         + ("the exact oracle:" if dev.info.backend == "cpu" else "the numpy CPU reference device:"))
     ok1 = _showcase(dev, log)

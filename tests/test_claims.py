@@ -1,0 +1,53 @@
+"""No comment, document or README line claims a GPU run that did not happen: a line that names a GPU
+model (or "a GPU") together with verified / measured / tested / timed / benchmarked / profiled / ran
+needs a result from that GPU under docs/results/ (where every run is committed with its date, device
+and command), or an explicit "not"."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = re.compile(r"\b(H100|H200|GH200|B200|A100|A10G?|V100|T4|L4|L40S?|RTX ?\d{4})\b")
+VERB = re.compile(r"\b(verified|measured|tested|timed|benchmarked|profiled|ran)\b", re.I)
+ON_A_GPU = re.compile(r"\b(verified|measured|tested|timed|benchmarked|profiled|ran)\s+on\s+(an?\s+|the\s+)?"
+                      r"(NVIDIA\s+|CUDA\s+)?GPUs?\b", re.I)
+NEGATED = re.compile(r"\b(not|never|no)\b", re.I)
+
+
+def _files():
+    for pattern in ("README.md", "docs/*.md", "tests/**/*.py", "gpu_mean/**/*.py", "tools/*", "pyproject.toml"):
+        for f in sorted(ROOT.glob(pattern)):
+            if f.is_file() and f.resolve() != Path(__file__).resolve():
+                yield f
+
+
+def _results() -> str:
+    folder = ROOT / "docs" / "results"
+    return "\n".join(f.read_text(errors="replace") for f in folder.rglob("*") if f.is_file()
+                     and f.suffix in (".md", ".txt", ".json", ".log"))
+
+
+def claims(results: str, files=None) -> list[str]:
+    found = []
+    for f in files if files is not None else _files():
+        for n, line in enumerate(f.read_text(errors="replace").splitlines(), 1):
+            if NEGATED.search(line):
+                continue
+            models = [m.group(1) for m in MODEL.finditer(line)]
+            if (models and VERB.search(line) and not all(m in results for m in models)) or \
+                    (ON_A_GPU.search(line) and "nvidia" not in results.lower()):
+                found.append(f"{f}:{n}: {line.strip()}")
+    return found
+
+
+def test_no_line_claims_a_gpu_run_that_is_not_in_docs_results():
+    assert claims(_results()) == []
+
+
+def test_the_check_sees_a_claim(tmp_path):
+    f = tmp_path / "claims.py"
+    f.write_text("CC = 90     # the H200 the CUDA path is verified on\nx = 1  # measured on the GPU\n"
+                 "y = 2  # not yet run on a GPU\nz = 3  # H200: 132 SMs\n")
+    assert [c.split(":")[1] for c in claims("", [f])] == ["1", "2"]
+    assert [c.split(":")[1] for c in claims("an NVIDIA H200 run", [f])] == []
