@@ -120,8 +120,8 @@ def test_plot_legend_title_and_labels(sizes):
     leg = legends[0]
     labels = [t.get_text() for t in leg.get_texts()]
     assert labels[:3] == ["gpu_mean (ours)", "numpy", "onnxruntime"] and "read bandwidth" in labels[-1]
-    colours = {tuple(np.round(matplotlib.colors.to_rgba(h.get_color() if hasattr(h, "get_marker") else h.get_facecolor()), 3))
-               for h in leg.legend_handles[:3]}
+    colours = {tuple(np.round(matplotlib.colors.to_rgba(
+        h.get_color() if hasattr(h, "get_marker") else h.get_facecolor()), 3)) for h in leg.legend_handles[:3]}
     assert len(colours) == 3                                    # one colour per contender
     lb = leg.get_window_extent(r)
     for ax in fig.axes:

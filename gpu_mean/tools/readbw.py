@@ -106,7 +106,8 @@ def _opencl(dev, nbytes):
     if on_cpu:
         items = cl_dev.max_compute_units * 4
         chunk = -(-n // items)
-        kernel, gsize, lsize = cl.Kernel(prog, "read_chunks"), (-(-n // chunk),), (1,)   # a work-group per chunk: every core
+        # a work-group per chunk, so that every core streams
+        kernel, gsize, lsize = cl.Kernel(prog, "read_chunks"), (-(-n // chunk),), (1,)
     else:
         kernel, gsize, chunk = cl.Kernel(prog, "read_strided"), (min(-(-n // 4), cl_dev.max_compute_units * 2048),), 0
         lsize = None
