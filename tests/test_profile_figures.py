@@ -194,3 +194,23 @@ def test_results_cite_nothing_outside_the_repository():
     root = pathlib.Path(__file__).resolve().parents[1]
     for md in (root / "docs" / "results").rglob("*.md"):
         assert "reference/performance.md" not in md.read_text(), md
+
+
+def test_test_summary_prints_one_line_per_device(tmp_path):
+    import subprocess
+    import sys
+    xml = tmp_path / "r.xml"
+    xml.write_text("""<testsuites><testsuite>
+<testcase classname="tests.test_a" name="test_x[cpu]"/>
+<testcase classname="tests.test_a" name="test_x[opencl:0-nofp64]"/>
+<testcase classname="tests.test_a" name="test_y[FLOAT32-cuda:0]"><skipped message="cuda:0 absent: no CuPy"/></testcase>
+<testcase classname="tests.test_onnx_backend.OnnxBackendNodeModelTest_opencl_0" name="test_mean_example_cpu"/>
+<testcase classname="tests.test_a" name="test_z"><failure message="boom"/></testcase>
+</testsuite></testsuites>""")
+    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(root / "tools" / "test_summary.py"), str(xml)], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    by_dev = {line.split()[0]: line for line in out[1:]}
+    assert set(by_dev) == {"cpu", "opencl:0-nofp64", "cuda:0", "opencl:0", "no"}
+    assert "1 passed" in by_dev["cpu"] and "1 skipped; why: 1 x cuda:0 absent: no CuPy" in by_dev["cuda:0"]
+    assert "1 failed" in by_dev["no"]
