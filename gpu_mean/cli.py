@@ -49,6 +49,13 @@ def _dtype(text: str) -> str:
     return name
 
 
+def _float_dtype(text: str) -> str:
+    name = _dtype(text)
+    if name not in ("FLOAT32", "FLOAT16", "FLOAT64"):
+        raise argparse.ArgumentTypeError(f"{text!r}: profile times float data; choose from f32, f16, f64")
+    return name
+
+
 def _positive(kind):
     def check(text: str):
         try:
@@ -61,17 +68,40 @@ def _positive(kind):
     return check
 
 
-def _ints(text: str) -> tuple:
-    try:
-        v = tuple(int(x) for x in text.replace("x", ",").split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated integers, e.g. 64,1024,256") from None
-    if not v or any(x < 0 for x in v):
-        raise argparse.ArgumentTypeError(f"{text!r}: give non-negative integers, e.g. 64,1024,256")
+def _int_list(text: str, example: str) -> tuple:
+    parts = text.split(",")
+    if not all(p.strip().isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated non-negative integers, e.g. {example}")
+    return tuple(int(p) for p in parts)
+
+
+def _shape(text: str) -> tuple:
+    v = _int_list(text, "64,1024,256")
+    if any(x == 0 for x in v) or len(v) > 8:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 1 to 8 sizes, each at least 1, e.g. 64,1024,256")
+    return v
+
+
+def _axes(text: str) -> tuple:
+    v = _int_list(text, "0,2")
+    if len(set(v)) != len(v):
+        raise argparse.ArgumentTypeError(f"{text!r}: each axis at most once, e.g. 0,2")
     return v
 
 
 PEERS = ("numpy", "onnxruntime", "cupy", "torch")
+PEER_MODULES = {"numpy": ("numpy",), "onnxruntime": ("onnxruntime", "onnx"), "cupy": ("cupy",), "torch": ("torch",)}
+PROFILE_OPS = ("mean", "nary", "reduce")   # what profile times; the copy kernel and IDENTITY are not a choice
+
+
+def _importable(*modules) -> bool:
+    import importlib
+    for m in modules:
+        try:
+            importlib.import_module(m)
+        except Exception:   # absent, or present and broken: either way it cannot run
+            return False
+    return True
 
 
 def _peers(text: str) -> set:
@@ -104,16 +134,44 @@ def _usage(cmd: str, msg: str) -> int:
 
 
 def cmd_conformance(args) -> int:
+    if args.json and _folder_problem(args.json):
+        return _usage("conformance", f"--json {args.json}: {_folder_problem(args.json)}")
     from .tools import conformance
     return conformance.main(args.device, args.feature_level, args.quick, args.json, args.op, args.dtype)
 
 
+def _folder_problem(path: str) -> str | None:
+    """Why a file cannot be written at ``path`` (None when it can), checked before any work."""
+    import os
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        return f"{path!r} is a folder"
+    if not os.path.isdir(folder):
+        return f"the folder {folder!r} does not exist"
+    if not os.access(folder, os.W_OK):
+        return f"the folder {folder!r} is not writable"
+    return None
+
+
 def cmd_profile(args) -> int:
-    from .tools import profile_report
     if args.axes is not None and args.shape is None:
         return _usage("profile", "--axes needs --shape")
     if args.shape and args.axes and max(args.axes) >= len(args.shape):
-        return _usage("profile", f"--axes {list(args.axes)} out of range for a {len(args.shape)}-D --shape")
+        return _usage("profile", f"--axes {','.join(map(str, args.axes))} out of range for a "
+                      f"{len(args.shape)}-D --shape: axes are 0 to {len(args.shape) - 1}")
+    for opt, path in (("--json", args.json), ("--plot", args.plot)):
+        why = path and _folder_problem(path)
+        if why:
+            return _usage("profile", f"{opt} {path}: {why}")
+    if args.plot and not _importable("matplotlib"):
+        return _usage("profile", "--plot needs matplotlib, which is not installed (pip install 'gpu_mean[plot]')")
+    if isinstance(args.peers, set):
+        missing = sorted(p for p in args.peers if not _importable(*PEER_MODULES[p]))
+        if missing:
+            present = [p for p in PEERS if _importable(*PEER_MODULES[p])]
+            return _usage("profile", f"--peers {','.join(missing)}: not installed; installed peers: "
+                          f"{', '.join(present) or 'none'}")
+    from .tools import profile_report
     return profile_report.main(args.device, args.size_mb, args.repeat, args.peers, args.op, args.dtype,
                                args.shape, args.axes, args.sweep, args.json, args.plot)
 
@@ -123,6 +181,9 @@ def cmd_demo(args) -> int:
     return demo.main(args.device)
 
 
+DEVICE_HELP = "auto, cpu, opencl[:N] or cuda[:N] (default: $GPU_MEAN_DEVICE, else auto: cuda, else opencl, else cpu)"
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpu-mean", description=__doc__.split("\n")[0], epilog=__doc__.split("\n\n")[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -130,27 +191,31 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True, metavar="{demo,devices,conformance,profile}")
     d = sub.add_parser("demo", help="the main job: build, run and check a few operators, a quick "
                        "conformance pass and a short profile on the best device, in plain words")
-    d.add_argument("--device", type=_device, default=None, help="auto (default): cuda, else opencl, else cpu")
+    d.add_argument("--device", type=_device, default=None, help=DEVICE_HELP)
     sub.add_parser("devices", help="list the devices present and why an absent backend is absent")
     c = sub.add_parser("conformance", help="support table and accuracy of every operator on a device")
-    c.add_argument("--device", type=_device, default=None, help="auto (default), cpu, opencl[:N], cuda[:N]")
+    c.add_argument("--device", type=_device, default=None, help=DEVICE_HELP)
     c.add_argument("--feature-level", type=_level, default=None, help="e.g. 3.0; default: the device's maximum")
     c.add_argument("--quick", action="store_true", help="1-D, 4-D and the largest rank only, smaller shapes")
     c.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     c.add_argument("--op", type=str.lower, choices=OPS, action="append", help="only this operation (repeatable)")
     c.add_argument("--dtype", type=_dtype, action="append", help="only this data type (repeatable)")
-    pr = sub.add_parser("profile", help="time the kernels against the device's copy kernel and the peers")
-    pr.add_argument("--device", type=_device, default=None)
-    pr.add_argument("--op", type=str.lower, choices=OPS, action="append", help="only this operation (repeatable)")
-    pr.add_argument("--dtype", type=_dtype, action="append", help="f32 or f16 (repeatable; default both)")
-    pr.add_argument("--shape", type=_ints, default=None, help="one input shape, e.g. 64,1024,256 (default: a "
+    pr = sub.add_parser("profile", help="time the kernels against the device's measured read bandwidth and "
+                        "the peers")
+    pr.add_argument("--device", type=_device, default=None, help=DEVICE_HELP)
+    pr.add_argument("--op", type=str.lower, choices=PROFILE_OPS, action="append",
+                    help="only this operation (repeatable; default all)")
+    pr.add_argument("--dtype", type=_float_dtype, action="append",
+                    help="f32, f16 or f64 (repeatable; default f32 and f16)")
+    pr.add_argument("--shape", type=_shape, default=None, help="one input shape, e.g. 64,1024,256 (default: a "
                     "shape per performance class, --size-mb per input)")
-    pr.add_argument("--axes", type=_ints, default=None, help="reduction axes for --shape, e.g. 0,2")
+    pr.add_argument("--axes", type=_axes, default=None, help="reduction axes for --shape, e.g. 0,2")
     pr.add_argument("--size-mb", type=_positive(float), default=256.0, help="bytes of one float32 input, MiB "
-                    "(the largest size with --sweep)")
+                    "(the largest size with --sweep; default %(default)g)")
     pr.add_argument("--sweep", action="store_true", help="sizes from 16 KiB to 4x the last-level cache "
                     "(capped by --size-mb)")
-    pr.add_argument("--repeat", type=_positive(int), default=10, help="timed runs per case (median)")
+    pr.add_argument("--repeat", type=_positive(int), default=10, help="timed samples per case and contender, "
+                    "in interleaved rounds; median and spread reported (default %(default)s)")
     pr.add_argument("--peers", nargs="?", const=True, default=False, type=_peers, metavar="LIST",
                     help="also time the peers present (numpy, onnxruntime, cupy, torch), or only those listed, "
                     "e.g. --peers cupy,torch")
@@ -159,8 +224,25 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _env_device() -> str | None:
+    """The problem with $GPU_MEAN_DEVICE when a command would use it (None when there is none)."""
+    import os
+    spec = os.environ.get("GPU_MEAN_DEVICE")
+    if not spec:
+        return None
+    try:
+        _device(spec)
+    except argparse.ArgumentTypeError as e:
+        return f"GPU_MEAN_DEVICE={e}"
+    return None
+
+
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    if getattr(args, "device", "no device") is None:
+        why = _env_device()
+        if why:
+            return _usage(args.cmd, why)
     # pyopencl warns on every kernel build that printed anything (PoCL's clang notes): nothing a user acts on
     warnings.filterwarnings("ignore", message="Non-empty compiler output")
     from .errors import DmlError

@@ -5,6 +5,7 @@ GPU_MEAN_TEST_DEVICES restricts the set, e.g. ``GPU_MEAN_TEST_DEVICES=cpu,opencl
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -18,9 +19,27 @@ from gpu_mean import backends
 ALL_DEVICE_IDS = ["cpu", "opencl:0", "opencl:0-nofp64", "opencl:0-gpupaths", "cuda:0"]
 
 
+DEVICE_ID = re.compile(r"cpu|opencl:\d+(-nofp64|-gpupaths)?|cuda:\d+")
+
+
 def _wanted():
     env = os.environ.get("GPU_MEAN_TEST_DEVICES")
-    return [d.strip() for d in env.split(",")] if env else ALL_DEVICE_IDS
+    # unknown names are left out here (the fixture's parameters are built at import) and refused
+    # as a usage error by pytest_configure, which runs before any collection
+    return [d.strip() for d in env.split(",") if DEVICE_ID.fullmatch(d.strip())] if env else ALL_DEVICE_IDS
+
+
+def pytest_configure(config):
+    """An unknown name in GPU_MEAN_TEST_DEVICES is one usage error naming the valid ones, before any
+    test is collected (otherwise every device test of the suite errors on it)."""
+    env = os.environ.get("GPU_MEAN_TEST_DEVICES")
+    if env is None:
+        return
+    bad = [d for d in (x.strip() for x in env.split(",")) if not DEVICE_ID.fullmatch(d)]
+    if bad or not _wanted():
+        raise pytest.UsageError(
+            f"GPU_MEAN_TEST_DEVICES={env!r}: unknown device {', '.join(map(repr, bad)) or '(none given)'}; "
+            f"give a comma-separated list from {', '.join(ALL_DEVICE_IDS)} (another index N as opencl:N, cuda:N)")
 
 
 def _device_params():

@@ -203,3 +203,26 @@ def test_scale_bias_stores_floats():
 def test_nary_mean_inputs_must_be_a_sequence(inputs):
     with pytest.raises(gm.InvalidArgumentTypeError, match="GM_OPERATOR_NARY_MEAN: InputTensors"):
         gm.ext.NaryMeanDesc(inputs, T(F, (2,)))
+
+
+# --- issue 23, point 3: sizes, strides and axes are sequences of integers
+
+@pytest.mark.parametrize("bad", [{2: 3}, {2, 3}, frozenset({2}), "23", b"23", 2.0, iter([2, 3])],
+                         ids=["dict", "set", "frozenset", "str", "bytes", "float", "iterator"])
+def test_sizes_strides_axes_refuse_containers_that_are_not_sequences(bad):
+    """A dict iterates its keys ({2: 3} would become sizes (2,)) and a set has no order: both, and
+    strings, scalars and one-shot iterators, are refused at construction, naming the field."""
+    with pytest.raises(gm.InvalidArgumentError, match=r"TensorDesc: Sizes must be a sequence of integers"):
+        T(D.UINT32, bad)
+    with pytest.raises(gm.InvalidArgumentError, match=r"TensorDesc: Strides must be a sequence of integers"):
+        T(F, (2, 3), strides=bad)
+    with pytest.raises(gm.InvalidArgumentError, match=r"DML_OPERATOR_REDUCE: Axes must be a sequence of integers"):
+        gm.ReduceDesc(AVG, T(F, (2, 3)), T(F, (2, 1)), axes=bad)
+    with pytest.raises(gm.InvalidArgumentError, match=r"Axes must be a sequence of integers"):
+        gm.ext.ReduceSumDesc(T(F, (2, 3)), T(D.FLOAT64, (2, 1)), axes=bad)
+
+
+def test_sizes_take_the_ordinary_sequences():
+    for sizes in ((2, 3), [2, 3], range(2, 4), np.array([2, 3]), np.array([2, 3], np.uint32)):
+        assert T(F, sizes).sizes == (2, 3)
+    assert gm.ReduceDesc(AVG, T(F, (2, 3)), T(F, (2, 1)), axes=np.array([1])).axes == (1,)

@@ -9,6 +9,7 @@ import re
 import unittest
 import warnings
 
+import numpy as np
 import pytest
 
 pytest.importorskip("onnx")
@@ -48,7 +49,7 @@ def _register():
         found, _ = backends._discover(spec.split(":")[0])
         if not found:
             continue
-        for name, tests in _mean_cases(onnx_backend.backend_for(spec)).items():
+        for name, tests in _mean_cases(onnx_backend.runner_for(spec)).items():
             cls = type(f"{name}_{spec.replace(':', '_')}", (unittest.TestCase,), tests)
             globals()[cls.__name__] = cls
 
@@ -57,7 +58,7 @@ _register()
 
 
 def test_runner_selects_the_mean_cases():
-    names = {t for tests in _mean_cases(onnx_backend.backend_for("cpu")).values() for t in tests}
+    names = {t for tests in _mean_cases(onnx_backend.runner_for("cpu")).values() for t in tests}
     assert not any("relu" in t for t in names)
     for must in ("test_mean_example_cpu", "test_mean_one_input_cpu", "test_mean_two_inputs_cpu",
                  "test_reduce_mean_keepdims_random_cpu", "test_reduce_mean_negative_axes_keepdims_example_cpu",
@@ -65,15 +66,58 @@ def test_runner_selects_the_mean_cases():
         assert must in names
 
 
-def test_unsupported_node_is_a_skip_not_a_pass():
-    import unittest
+def _model(op_type, elem, inputs=("x",), **attrs):
+    from onnx import helper
+    node = helper.make_node(op_type, list(inputs), ["y"], **attrs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, elem, [2]) for n in inputs],
+                          [helper.make_tensor_value_info("y", elem, [2])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
 
-    from onnx import TensorProto, helper
-    node = helper.make_node("Relu", ["x"], ["y"])
-    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
-    with pytest.raises(unittest.SkipTest, match="Relu"):
-        onnx_backend.prepare(helper.make_model(g), "CPU")
+
+def test_unsupported_node_is_an_error_naming_it_and_a_skip_only_in_the_runner():
+    from onnx import TensorProto
+
+    import gpu_mean as gm
+    m = _model("Relu", TensorProto.FLOAT)
+    with pytest.raises(gm.UnsupportedError, match="node Relu cannot run.*Mean and ReduceMean") as e:
+        onnx_backend.prepare(m, "CPU")
+    assert not isinstance(e.value, unittest.SkipTest)
+    with pytest.raises(unittest.SkipTest, match="Relu"):       # the runner's adapter: a skip, never a pass
+        onnx_backend.runner_for("cpu").prepare(m, "CPU")
+
+
+def test_unsupported_type_is_a_type_error_naming_node_and_type():
+    from onnx import TensorProto
+
+    import gpu_mean as gm
+    rep = onnx_backend.prepare(_model("Mean", TensorProto.INT8, ("a", "b")), "cpu")
+    x = np.ones(2, np.int8)
+    with pytest.raises(gm.UnsupportedTypeError, match=r"node Mean on cpu: .*int8") as e:
+        rep.run([x, x])
+    assert isinstance(e.value, TypeError) and not isinstance(e.value, unittest.SkipTest)
+    with pytest.raises(unittest.SkipTest, match="int8"):
+        onnx_backend.runner_for("cpu").prepare(_model("Mean", TensorProto.INT8, ("a", "b")), "CPU").run([x, x])
+
+
+def test_prepare_takes_every_device_gpu_mean_devices_lists():
+    from onnx import TensorProto
+    x = np.array([1.0, 4.0], np.float32)
+    for spec in ["auto"] + [i.id for i in backends.list_devices()]:
+        rep = onnx_backend.prepare(_model("Mean", TensorProto.FLOAT, ("a", "b")), spec)
+        assert onnx_backend.supports_device(spec)
+        np.testing.assert_array_equal(np.asarray(rep.run([x, x + 2])[0]), x + 1)
+
+
+def test_unknown_or_unclaimed_device_is_an_error_naming_it():
+    from onnx import TensorProto
+
+    import gpu_mean as gm
+    m = _model("Mean", TensorProto.FLOAT, ("a", "b"))
+    with pytest.raises(gm.InvalidArgumentError, match=r"device 'gpu' is not present.*devices: auto, .*cpu"):
+        onnx_backend.prepare(m, "gpu")
+    with pytest.raises(gm.UnsupportedError, match="bound to cpu .* does not run ONNX device CUDA"):
+        onnx_backend.backend_for("cpu").prepare(m, "CUDA")
+    assert not onnx_backend.supports_device("gpu")
 
 
 def test_cuda_claimed_only_by_a_cuda_bound_backend():

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The test job: set up, lint, then the whole suite on every device present (CPU, OpenCL, CUDA).
 # The devices line says once which backends are absent and why; pytest's summary then lists only
-# failures and errors (-rfE): the skips of absent devices are counted on its last line, not listed.
+# failures and errors (-rfE); the last lines say per device how many tests passed, failed and were
+# skipped, and why (tools/test_summary.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
 .venv/bin/ruff check .
 .venv/bin/gpu-mean devices
-.venv/bin/python -m pytest -q -rfE "$@"
+status=0
+.venv/bin/python -m pytest -q -rfE --junitxml=.pytest-results.xml "$@" || status=$?
+.venv/bin/python tools/test_summary.py .pytest-results.xml
+exit "$status"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -66,11 +67,20 @@ def as_int(owner: str, field_name: str, value) -> int:
     return int(value)
 
 
+def is_int_sequence_container(values) -> bool:
+    """An ordered sequence that may hold the integers of Sizes, Strides or Axes: a tuple, a list, a
+    range, a 1-D numpy array, ... Never a mapping (it iterates its keys: ``{2: 3}`` would become sizes
+    ``(2,)``), a set (no order), a string or bytes, a scalar, or a one-shot iterator."""
+    if isinstance(values, np.ndarray):
+        return values.ndim == 1
+    return isinstance(values, Sequence) and not isinstance(values, (str, bytes, bytearray))
+
+
 def as_int_tuple(owner: str, field_name: str, values) -> tuple[int, ...]:
     """A sequence of integers as a tuple of Python ints; the range is checked by create_operator."""
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise InvalidArgumentTypeError(f"{owner}: {field_name} must be a sequence of integers, got "
-                                       f"{type(values).__name__} {values!r}")
+    if not is_int_sequence_container(values):
+        raise InvalidArgumentTypeError(f"{owner}: {field_name} must be a sequence of integers (a tuple or a "
+                                       f"list), got {type(values).__name__} {values!r}")
     return tuple(as_int(owner, f"{field_name}[{i}]", v) for i, v in enumerate(values))
 
 

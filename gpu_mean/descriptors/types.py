@@ -90,6 +90,13 @@ class FeatureLevel(enum.IntEnum):
     def label(self) -> str:
         return self.name[3:].replace("_", ".")
 
+    def __str__(self) -> str:
+        """DirectML's name, DML_FEATURE_LEVEL_2_1 (an IntEnum would print 8448)."""
+        return f"DML_FEATURE_LEVEL{self.name[2:]}"
+
+    def __format__(self, spec: str) -> str:
+        return str(self) if not spec else format(int(self), spec)
+
 
 class Feature(enum.IntEnum):
     TENSOR_DATA_TYPE_SUPPORT = 0

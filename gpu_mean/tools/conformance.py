@@ -20,7 +20,7 @@ from ..errors import DeviceRemovedError, DmlError, InvalidArgumentError
 from . import oracle
 from .cases import OPERATORS, Case
 from .negative import negative_cases
-from .progress import Progress
+from .progress import Progress, progress_bar
 
 TABLES = {"mean": tables.ELEMENT_WISE_MEAN, "add": tables.ELEMENT_WISE_ADD,
           "identity": tables.ELEMENT_WISE_IDENTITY, "reduce": tables.REDUCE_AVERAGE,
@@ -259,7 +259,8 @@ def main(device=None, feature_level=None, quick=False, json_path=None, ops=None,
     if dev.info.backend != "cpu":
         print("conformance: kernels are compiled as each case first needs them (seconds on a first run; "
               "cached on disk afterwards)", flush=True)
-    rep = run_suite(dev, quick, ops, dtypes, Progress(count(dev, quick, ops, dtypes)))
+    with progress_bar(count(dev, quick, ops, dtypes)) as bar:
+        rep = run_suite(dev, quick, ops, dtypes, bar)
     for line in format_report(rep):
         print(line)
     s = rep["summary"]

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import backends
 from ..descriptors.types import DataType
-from . import profiler
+from . import profiler, readbw
 from .cases import Case
 
 
@@ -27,11 +27,16 @@ def main(device=None, size_mb=256.0, repeat=10, peers=False, ops=None, dtypes=No
         sizes = profiler.sweep_sizes(llc, max_bytes)
     else:
         sizes = [max_bytes]
-    log(f"profile: {dev.name}; median of {repeat} runs per case; last-level cache {llc / 2**20:.0f} MiB")
+    peak = readbw.cuda_peak_gbps(dev)
+    log(f"profile: {dev.name}; median and spread of {repeat} samples per case, after a warm-up, in interleaved "
+        f"rounds; last-level cache {llc / 2**20:.0f} MiB")
+    log("  limit of every row: the device's read bandwidth, measured beside it" + (
+        f"; peak {peak:.0f} GB/s from the memory clock and bus width" if peak else ""))
     for d in profiler.DEFINITIONS:
         log(f"  {d}")
     asked = sorted(peers) if isinstance(peers, set) else bool(peers)
     report = {"device": dev.name, "backend": dev.info.backend, "repeat": repeat, "peers_requested": asked,
+              "limit": "measured read bandwidth", "peak_gbps": peak, "noisy_spread": profiler.NOISY_SPREAD,
               "last_level_cache_bytes": llc, "definitions": profiler.DEFINITIONS, "started": time.strftime(
                   "%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "sizes": sizes,
               "results": [], "skipped": []}
@@ -63,75 +68,115 @@ def main(device=None, size_mb=256.0, repeat=10, peers=False, ops=None, dtypes=No
     if plot_path:
         msg = plot(report, plot_path)
         log(f"profile: {msg}")
-    log(f"profile: {len(report['results'])} cases timed, {len(report['skipped'])} skipped, "
-        f"{report['seconds']:.1f} s")
+    rows = report["results"]
+    noisy = sum(r["noisy"] for r in rows)
+    faults = sum(r["measurement_fault"] for r in rows)
+    log(f"profile: {plural(len(rows), 'case')} timed, {len(report['skipped'])} skipped; {noisy} noisy, "
+        f"{faults} above the limit (measurement faults); {report['seconds']:.1f} s")
     return 0
 
 
-PEER_STYLES = {"numpy": ":", "onnxruntime": "-.", "cupy": "--", "torch": (0, (6, 2))}
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+# one colour and marker per contender, the same in every panel and in the legend
+STYLES = {"gpu_mean": ("tab:blue", "o"), "numpy": ("tab:orange", "s"), "onnxruntime": ("tab:green", "^"),
+          "cupy": ("tab:red", "D"), "torch": ("tab:purple", "v")}
+LIMIT_STYLE = {"color": "black", "linestyle": "--", "linewidth": 1.5}
+BANDWIDTH_LABEL = "effective bandwidth, GB/s\n(bytes read once + written once, over time)"
+
+
+def _style(name: str) -> tuple:
+    return STYLES.get(name, ("tab:gray", "x"))
+
+
+def figure(report: dict):
+    """The profile as a matplotlib Figure (no pyplot state): with one size, a bar per case with a
+    marker per peer and the read-bandwidth limit as a line; with a sweep, a panel per case of
+    bandwidth against input size, one colour and marker per contender, the limit dashed. The legend
+    sits outside the panels, below them."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    rows = report["results"]
+    by_case: dict = {}
+    for r in rows:
+        by_case.setdefault(f"{r['class']}: {r['name']}", []).append(r)
+    sizes = report.get("sizes") or sorted({r["input_bytes"] for r in rows})
+    contenders = ["gpu_mean"] + sorted({p for r in rows for p in r["peers"]})
+    handles = [Line2D([], [], color=_style(c)[0], marker=_style(c)[1], linestyle="-" if len(sizes) > 1 else "",
+                      label=c if c != "gpu_mean" else "gpu_mean (ours)") for c in contenders]
+    handles.append(Line2D([], [], **LIMIT_STYLE, label="measured read bandwidth (the limit)"))
+    device = report["device"]
+    if len(sizes) == 1:
+        from matplotlib.patches import Patch
+        handles[0] = Patch(color=_style("gpu_mean")[0], alpha=0.8, label="gpu_mean (ours)")
+        names = list(by_case)
+        fig = Figure(figsize=(10, 1.2 + 0.42 * len(names)), layout="constrained")
+        ax = fig.add_subplot()
+        ys = np.arange(len(names))
+        ax.barh(ys, [by_case[n][0]["gbps"] for n in names], height=0.6, color=_style("gpu_mean")[0], alpha=0.8)
+        for y, n in zip(ys, names):
+            r = by_case[n][0]
+            for peer, v in r["peers"].items():
+                colour, marker = _style(peer)
+                ax.plot([v["gbps"]], [y], marker=marker, color=colour, markersize=7, linestyle="")
+            ax.plot([r["limit_gbps"]] * 2, [y - 0.4, y + 0.4], **LIMIT_STYLE)
+        ax.set_yticks(ys, [n + (" (noisy)" if by_case[n][0]["noisy"] else "") for n in names], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_ylabel("case (performance class: operation)")
+        ax.set_xlabel(BANDWIDTH_LABEL)
+        ax.set_xlim(0, 1.08 * max([r["limit_gbps"] for r in rows] + [r["gbps"] for r in rows]
+                                  + [v["gbps"] for r in rows for v in r["peers"].values()]))
+        _title(fig, f"gpu_mean on {_short(device)}: float32 inputs of {sizes[0] / 2**20:.3g} MiB")
+        ax.grid(True, axis="x", alpha=0.3)
+    else:
+        names = list(by_case)
+        ncols = min(3, len(names))
+        nrows = -(-len(names) // ncols)
+        fig = Figure(figsize=(4.2 * ncols, 2.9 * nrows + 1.2), layout="constrained")
+        axes = fig.subplots(nrows, ncols, squeeze=False)
+        for ax, name in zip(axes.flat, names):
+            rs = sorted(by_case[name], key=lambda r: r["input_bytes"])
+            xs = [r["input_bytes"] for r in rs]
+            colour, marker = _style("gpu_mean")
+            ax.plot(xs, [r["gbps"] for r in rs], color=colour, marker=marker, markersize=4)
+            for peer in sorted({p for r in rs for p in r["peers"]}):
+                pts = [(r["input_bytes"], r["peers"][peer]["gbps"]) for r in rs if peer in r["peers"]]
+                colour, marker = _style(peer)
+                ax.plot(*zip(*pts), color=colour, marker=marker, markersize=4)
+            ax.plot(xs, [r["limit_gbps"] for r in rs], **LIMIT_STYLE)
+            ax.set_xscale("log", base=2)
+            ax.set_title(name, fontsize=9)
+            ax.grid(True, alpha=0.3)
+            ax.set_xlabel("input size, bytes (log scale)", fontsize=8)
+            ax.set_ylabel("effective bandwidth, GB/s", fontsize=8)
+            ax.tick_params(labelsize=7)
+        for ax in list(axes.flat)[len(names):]:
+            ax.set_visible(False)
+        _title(fig, f"gpu_mean on {_short(device)}: effective bandwidth (bytes read once + written once, "
+               "over time) against input size")
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), fontsize=8)
+    return fig
+
+
+def _title(fig, text: str) -> None:
+    """A figure title wrapped to the figure's width (about 11 characters per inch at 11 points)."""
+    import textwrap
+    fig.suptitle(textwrap.fill(text, max(30, int(fig.get_figwidth() * 11))), fontsize=11)
+
+
+def _short(name: str, width: int = 60) -> str:
+    return name if len(name) <= width else name[:width - 3] + "..."
 
 
 def plot(report: dict, path: str) -> str:
-    """A PNG of effective bandwidth against input size: one line per case, the copy kernel drawn as
-    the ceiling, each peer dashed in its case's colour (one dash style per peer). With one size only,
-    a bar per case instead. Returns what was done (matplotlib is optional: the ``plot`` extra)."""
+    """Writes ``figure(report)`` as a PNG; returns what was done (matplotlib is the ``plot`` extra)."""
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.lines import Line2D
+        import matplotlib  # noqa: F401
     except ImportError:
         return "no plot: matplotlib is not installed (pip install 'gpu_mean[plot]')"
-    by_case: dict = {}
-    for r in report["results"]:
-        by_case.setdefault(f"{r['class']}: {r['name']}", []).append(r)
-    if not by_case:
+    if not report["results"]:
         return "no plot: no case was timed"
-    sizes = sorted({r["input_bytes"] for r in report["results"]})
-    fig, ax = plt.subplots(figsize=(11, 6.5))
-    peers_seen = set()
-    if len(report.get("sizes", sizes)) == 1:
-        names = list(by_case)
-        ys = range(len(names))
-        ax.barh(ys, [by_case[n][0]["gbps"] for n in names], color="tab:blue", label="gpu_mean")
-        for n, y in zip(names, ys):
-            for peer, v in by_case[n][0]["peers"].items():
-                peers_seen.add(peer)
-                ax.plot([v["gbps"]], [y], marker="|", markersize=14, color="black")
-                ax.annotate(peer, (v["gbps"], y), fontsize=6, xytext=(2, 3), textcoords="offset points")
-        copy = float(np.median([r["copy_gbps"] for r in report["results"]]))
-        ax.axvline(copy, color="black", linewidth=2, alpha=0.5, label=f"copy kernel {copy:.1f} GB/s (ceiling)")
-        ax.set_yticks(list(ys), names, fontsize=7)
-        ax.invert_yaxis()
-        mib = report.get("sizes", sizes)[0] / 2**20
-        ax.set_xlabel(f"effective bandwidth, GB/s (higher is better); float32 inputs of {mib:.3g} MiB; | = a peer")
-        ax.legend(fontsize=7)
-    else:
-        copy: dict = {}
-        for name, rows in by_case.items():
-            rows.sort(key=lambda r: r["input_bytes"])
-            xs = [r["input_bytes"] for r in rows]
-            (line,) = ax.plot(xs, [r["gbps"] for r in rows], marker="o", markersize=3, label=name)
-            for r in rows:
-                copy.setdefault(r["input_bytes"], []).append(r["copy_gbps"])
-            for peer in sorted({p for r in rows for p in r["peers"]}):
-                peers_seen.add(peer)
-                pts = [(r["input_bytes"], r["peers"][peer]["gbps"]) for r in rows if peer in r["peers"]]
-                ax.plot(*zip(*pts), linestyle=PEER_STYLES.get(peer, "--"), color=line.get_color(), alpha=0.7)
-        cx = sorted(copy)
-        ax.plot(cx, [float(np.median(copy[x])) for x in cx], color="black", linewidth=3, alpha=0.4,
-                label="copy kernel (ceiling)")
-        handles, labels = ax.get_legend_handles_labels()
-        for peer in sorted(peers_seen):
-            handles.append(Line2D([], [], color="gray", linestyle=PEER_STYLES.get(peer, "--")))
-            labels.append(f"{peer} (same colour as its case)")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("bytes of one input (log scale)")
-        ax.set_ylabel("effective bandwidth, GB/s (higher is better)")
-        ax.legend(handles, labels, fontsize=7, ncol=2)
-    ax.set_title(f"gpu_mean on {report['device']}: bytes read once + written once, over time")
-    ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    figure(report).savefig(path, dpi=110)
     return f"plot written to {path}"

@@ -1,35 +1,51 @@
-"""Kernel profiler: time, effective bandwidth and fraction of the device's copy bandwidth measured
-in the same run, side by side with the peers present (numpy, onnxruntime, CuPy, PyTorch).
+"""Kernel profiler: time, effective bandwidth and fraction of the device's measured read bandwidth,
+side by side with the peers present (numpy, onnxruntime, CuPy, PyTorch).
 
-The copy baseline is the device's own IDENTITY kernel on a contiguous float32 tensor with as many
-elements as the case's input, timed side by side with every case like a peer. Times are medians
-over ``repeat`` runs after a warm-up; compare ratios within one run only.
+The limit of every row is the device's read bandwidth (``readbw.py``): a read-only streaming kernel
+over as many bytes as the case moves, run through the device's own queue and allocator and timed in
+the same rounds as the case. A mean reads its inputs once and writes its output once, so no correct
+result beats it; a row above it is reported as a measurement fault, never as a speed-up.
 
-Ours and the peers are timed side by side: in rounds, each round a block of runs of ours and then of
-every peer, with a pause after each block when peers run. The pause matters on a small CPU machine:
-onnxruntime's worker threads spin for tens of milliseconds after a run and halve the bandwidth of
-whatever runs next on two cores (measured: 9.8 GB/s right after an onnxruntime run, 18.7 GB/s after
-a 0.1 s pause). Rounds spread the VM's bandwidth drift over every contender instead of charging it to one.
+How figures are made repeatable (after asv and pyperf): every contender is warmed up, then
+calibrated to a number of calls per sample that lasts at least ``MIN_SAMPLE_S`` (asv's sample_time,
+pyperf's loops); samples are taken in interleaved rounds (asv's rounds: ours, the read kernel and
+every peer in turn, so that the machine's drift is spread over all of them instead of charged to
+one); each contender's figure is the median per-call time of its samples and its spread the
+interquartile range over the median (asv reports median and IQR; pyperf warns when a benchmark
+"may be unstable"). A row whose spread passes ``NOISY_SPREAD`` is marked noisy.
+
+The pause after each block when onnxruntime runs matters on a small CPU machine: its worker threads
+spin for tens of milliseconds after a run and halve the bandwidth of whatever runs next on two cores
+(measured: 9.8 GB/s right after an onnxruntime run, 18.7 GB/s after a 0.1 s pause).
 """
 from __future__ import annotations
 
+import math
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..descriptors.types import DataType
 from ..errors import DmlError
 from ..runtime.objects import BufferBinding
+from . import readbw
 from .cases import Case
 from .peers import gpu_peers, numpy_peer, ort_peer  # noqa: F401  (ort_peer: tools/bench_prefetch.py)
 
 F32, F16 = DataType.FLOAT32, DataType.FLOAT16
 DEFINITIONS = [
-    "effective bandwidth = bytes each input read once + output written once, over time (GB/s, higher is better)",
-    "fraction of copy = this case's effective bandwidth against the device's own copy kernel (IDENTITY, "
-    "float32, same element count) timed alternately with it; higher is better, 1.0 = as fast as a copy",
+    "effective bandwidth = bytes each input read once + output written once, over the median time of one run "
+    "(GB/s, higher is better); +-N% = the spread of the samples (interquartile range over the median)",
+    "of read bw = that bandwidth against the device's measured read bandwidth (a read-only streaming kernel "
+    "over as many bytes, timed in the same rounds): the limit no correct result passes; a row above it is a "
+    "measurement fault, never a speed-up",
+    "noisy = a spread above 20 % (ours or the limit): run again before drawing a conclusion",
     "peers: the same work in another library on the same data, its bandwidth and how many times faster ours is",
 ]
+MIN_SAMPLE_S = 0.005   # calls per sample are calibrated so that one sample lasts at least this long
+MAX_LOOPS = 1000
+NOISY_SPREAD = 0.20
 
 
 def _rows(n: int, inner: int) -> tuple:
@@ -101,24 +117,62 @@ def prepare_device(dev, case: Case):
 PAUSE_S = 0.15   # after each block when peers run: lets a peer's spinning worker threads go to sleep
 
 
-def side_by_side(fns: dict, repeat: int, rounds: int | None = None, pause: float = PAUSE_S) -> dict:
-    """{name: median seconds}: every callable warmed up, then timed in ``rounds`` alternating blocks
-    (by default blocks of two calls: this VM's bandwidth drifts over seconds, and one slow period
-    inside a block of four once cost a case 40 % against the copy kernel measured before it)."""
-    times: dict = {name: [] for name in fns}
-    rounds = rounds or max(1, -(-repeat // 2))
-    per_round = max(1, -(-repeat // rounds))
-    for fn in fns.values():
-        fn()
+@dataclass
+class Timing:
+    """One contender's samples: seconds per call of each sample, ``loops`` calls per sample."""
+    samples: list = field(default_factory=list)
+    loops: int = 1
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.samples))
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range over the median (0 with fewer than 2 samples)."""
+        if len(self.samples) < 2:
+            return 0.0
+        q25, q75 = np.percentile(self.samples, [25, 75])
+        return float((q75 - q25) / self.median) if self.median > 0 else 0.0
+
+    def to_json(self) -> dict:
+        return {"time_s": self.median, "spread": self.spread, "loops": self.loops, "samples_s": list(self.samples)}
+
+
+def calibrate(fn, min_sample_s: float = MIN_SAMPLE_S) -> int:
+    """Calls per sample so that a sample lasts at least ``min_sample_s`` (one call after warm-up)."""
+    t0 = time.perf_counter()
+    fn()
+    t = time.perf_counter() - t0
+    return max(1, min(MAX_LOOPS, math.ceil(min_sample_s / max(t, 1e-9))))
+
+
+def measure(fns: dict, repeat: int, pause: float = 0.0, min_sample_s: float = MIN_SAMPLE_S) -> dict:
+    """{name: Timing}: every callable warmed up and calibrated, then ``repeat`` samples each, taken in
+    interleaved rounds (blocks of one sample, of two when a pause follows each block)."""
+    loops = {}
+    for name, fn in fns.items():
+        fn()                                    # warm-up: first-run costs (builds, page faults) are not timed
+        loops[name] = calibrate(fn, min_sample_s)
         time.sleep(pause)
-    for _ in range(rounds):
+    out = {name: Timing(loops=loops[name]) for name in fns}
+    per_block = 2 if pause else 1
+    while any(len(t.samples) < repeat for t in out.values()):
         for name, fn in fns.items():
-            for _ in range(per_round):
+            for _ in range(min(per_block, repeat - len(out[name].samples))):
+                n = loops[name]
                 t0 = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - t0)
+                for _ in range(n):
+                    fn()
+                out[name].samples.append((time.perf_counter() - t0) / n)
             time.sleep(pause)
-    return {name: float(np.median(ts)) for name, ts in times.items()}
+    return out
+
+
+def side_by_side(fns: dict, repeat: int, rounds: int | None = None, pause: float = PAUSE_S) -> dict:
+    """{name: median seconds per call}, measured as ``measure`` does (``rounds`` is accepted for
+    callers of the earlier signature; the rounds are now one per sample)."""
+    return {name: t.median for name, t in measure(fns, repeat, pause).items()}
 
 
 def median_time(fn, repeat: int) -> float:
@@ -180,44 +234,67 @@ def skip_reason(dev, case: Case) -> str | None:
 
 
 def profile(dev, case_list: list[Case], repeat: int, peers: bool, log=print) -> tuple[list, list]:
-    """Times every case beside a copy kernel of its element count (and the peers); returns
+    """Times every case beside the device's read kernel over as many bytes (and the peers); returns
     (result dicts, skipped dicts)."""
-    results, skipped, copies = [], [], {}
+    results, skipped, limits = [], [], {}
     for case in case_list:
         if case.op == "identity" and case.layout == "packed" and case.dtype == F32:
-            continue   # the copy itself is the baseline of every row
+            continue   # the copy kernel is no longer a baseline; IDENTITY is not a mean
         why = skip_reason(dev, case)
         if why:
             skipped.append({"case": case.name, "shape": list(case.shape), "reason": why})
             log(f"  skipped {case.name} {case.shape}: {why}")
             continue
         n = int(np.prod(case.shape))
-        copy = Case("identity", F32, (n,))
-        if n not in copies:
-            copies[n] = prepare_device(dev, copy)
-        fns = {"ours": prepare_device(dev, case), "copy": copies[n]}
+        traffic = case.traffic
+        if traffic not in limits:
+            limits[traffic] = readbw.read_kernel(dev, traffic)
+        read_fn, read_bytes = limits[traffic]
+        fns = {"ours": prepare_device(dev, case), "read": read_fn}
         if peers:
             fns["numpy"] = numpy_peer(case)
             fns["onnxruntime"] = ort_peer(case)
             fns.update(gpu_peers(case))
             if peers is not True:   # a chosen set of peers
-                fns = {k: f for k, f in fns.items() if k in ("ours", "copy") or k in peers}
+                fns = {k: f for k, f in fns.items() if k in ("ours", "read") or k in peers}
         fns = {k: f for k, f in fns.items() if f is not None}
-        times = side_by_side(fns, repeat, pause=PAUSE_S if "onnxruntime" in fns else 0.0)
-        t, tc = times.pop("ours"), times.pop("copy")
-        bw, copy_bw = case.traffic / t / 1e9, copy.traffic / tc / 1e9
-        row = {**case.to_json(), "bytes": case.traffic, "input_bytes": n * case.dtype.numpy_dtype.itemsize,
-               "time_s": t, "gbps": bw, "copy_time_s": tc,
-               "copy_gbps": copy_bw, "fraction_of_copy": bw / copy_bw,
-               "peers": {p: {"time_s": tp, "gbps": case.traffic / tp / 1e9, "ours_faster": tp / t}
-                         for p, tp in times.items()}}
+        timings = measure(fns, repeat, pause=PAUSE_S if "onnxruntime" in fns else 0.0)
+        ours, read = timings.pop("ours"), timings.pop("read")
+        t = ours.median
+        bw, limit = traffic / t / 1e9, read_bytes / read.median / 1e9
+        fraction = bw / limit
+        spread = max(ours.spread, read.spread)
+        row = {**case.to_json(), "bytes": traffic, "input_bytes": n * case.dtype.numpy_dtype.itemsize,
+               "time_s": t, "spread": ours.spread, "loops": ours.loops, "samples_s": ours.samples, "gbps": bw,
+               "limit": "measured read bandwidth", "limit_gbps": limit, "limit_time_s": read.median,
+               "limit_spread": read.spread, "fraction_of_read_bandwidth": fraction,
+               "noisy": spread > NOISY_SPREAD, "measurement_fault": fraction > 1.0,
+               "peers": {p: {"time_s": tp.median, "spread": tp.spread, "gbps": traffic / tp.median / 1e9,
+                             "ours_faster": tp.median / t, "noisy": max(tp.spread, ours.spread) > NOISY_SPREAD}
+                         for p, tp in timings.items()}}
         results.append(row)
-        line = (f"  {case.shape_class:22s} {case.name:26s} {str(case.shape):20s} {t * 1e3:9.3f} ms {bw:7.1f} GB/s "
-                f"{row['fraction_of_copy']:5.2f} of copy")
-        for p, v in row["peers"].items():
-            line += f" | {p} {v['gbps']:6.1f} GB/s (ours {v['ours_faster']:4.2f}x)"
-        log(line)
+        log(format_row(case, row))
     return results, skipped
+
+
+def format_fraction(row: dict) -> str:
+    """'0.93 of read bw' -- or, above the limit, the fault it is."""
+    if row["measurement_fault"]:
+        return f"ABOVE the read bandwidth ({row['limit_gbps']:.1f} GB/s): measurement fault, not a result"
+    return (f"{row['fraction_of_read_bandwidth']:4.2f} of read bw ({row['limit_gbps']:.1f} GB/s "
+            f"+-{row['limit_spread']:.0%})")
+
+
+def format_row(case: Case, row: dict) -> str:
+    line = (f"  {case.shape_class:22s} {case.name:26s} {str(case.shape):20s} {row['time_s'] * 1e3:9.3f} ms "
+            f"+-{row['spread']:3.0%} {row['gbps']:7.1f} GB/s {format_fraction(row)}")
+    if row["noisy"]:
+        line += " NOISY"
+    for p, v in row["peers"].items():
+        line += f" | {p} {v['gbps']:6.1f} GB/s +-{v['spread']:.0%} (ours {v['ours_faster']:4.2f}x)"
+        if v["noisy"]:
+            line += " noisy"
+    return line
 
 
 def last_level_cache(dev) -> int:

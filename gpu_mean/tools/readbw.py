@@ -1,0 +1,164 @@
+"""The limit no correct result can pass: the device's read bandwidth, measured through the device's
+own queue on buffers made by its own allocator, with a read-only streaming kernel in the best
+access pattern of the backend.
+
+A mean reads each input once and writes its output once; no such kernel moves its bytes faster than
+the device can read them. (Writing costs at least as much as reading on every memory system this
+library runs on, so a write counted at the read rate never makes the limit too low.) A result
+above this limit is a fault of the measurement (the machine's bandwidth drifted between the two,
+or a cache held what should have streamed), never a speed-up.
+
+- CPU device: numpy's maximum over the bytes viewed as uint64 (one streaming, vectorised pass,
+  single-threaded like the CPU device itself).
+- OpenCL: a tiny XOR-reading kernel built here with pyopencl on the device's own context, enqueued
+  and waited for by the backend as the library's kernels are,
+  each work-item streaming one contiguous chunk of 64-byte vectors on CPU devices (PoCL wants long
+  serial loops) and 16-byte vectors grid-strided for coalescing on GPUs.
+- CUDA: the same grid-strided 16-byte read through the read-only cache, compiled with NVRTC by
+  CuPy's RawKernel (it does no floating-point arithmetic, so flush-to-zero is irrelevant) and
+  launched on the device's stream; the peak from the memory clock and bus width is printed beside it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+OPENCL_SOURCE = r"""
+__kernel void read_chunks(__global const uint16 *x, const ulong n, const ulong chunk, __global uint *out) {
+    const ulong g = get_global_id(0);
+    const ulong lo = g * chunk, hi = min(lo + chunk, n);
+    uint16 acc = (uint16)(0);
+    for (ulong i = lo; i < hi; ++i) {
+#ifdef __clang__
+        __builtin_prefetch((__global const char*)(x + i) + 2048);   /* as the library's CPU kernels */
+#endif
+        acc ^= x[i];
+    }
+    uint8 a8 = acc.lo ^ acc.hi; uint4 a4 = a8.lo ^ a8.hi; uint2 a2 = a4.lo ^ a4.hi;
+    const uint r = a2.x ^ a2.y;
+    if (r == 0x9e3779b9u) out[0] = r;       /* almost never true: keeps every load */
+}
+__kernel void read_strided(__global const uint4 *x, const ulong n, const ulong unused, __global uint *out) {
+    const ulong stride = get_global_size(0);
+    uint4 acc = (uint4)(0);
+    for (ulong i = get_global_id(0); i < n; i += stride) acc ^= x[i];
+    const uint r = acc.x ^ acc.y ^ acc.z ^ acc.w;
+    if (r == 0x9e3779b9u) out[0] = r;
+}
+"""
+
+CUDA_SOURCE = r"""
+extern "C" __global__ void read_strided(const uint4 *__restrict__ x, unsigned long long n, unsigned int *out) {
+    unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    uint4 acc = make_uint4(0, 0, 0, 0);
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        uint4 v = __ldg(x + i);
+        acc.x ^= v.x; acc.y ^= v.y; acc.z ^= v.z; acc.w ^= v.w;
+    }
+    unsigned int r = acc.x ^ acc.y ^ acc.z ^ acc.w;
+    if (r == 0x9e3779b9u) out[0] = r;
+}
+"""
+
+_programs: dict = {}
+
+
+def _filled(dev, nbytes: int):
+    """A buffer of the device's own allocator with every page written (an untouched page of a
+    host-backed buffer maps the shared zero page, which reads at cache speed)."""
+    buf = dev.create_buffer(nbytes)
+    buf.write(np.full(nbytes // 4, 0x3F800000, np.uint32))    # float32 ones, as the cases' inputs
+    return buf
+
+
+def read_kernel(dev, nbytes: int):
+    """(callable that reads about ``nbytes`` once on ``dev`` and waits, bytes it reads)."""
+    backend = dev.info.backend
+    if backend == "opencl":
+        return _opencl(dev, nbytes)
+    if backend == "cuda":
+        return _cuda(dev, nbytes)
+    return _cpu(dev, nbytes)
+
+
+def _cpu(dev, nbytes):
+    n = max(1, nbytes // 8)
+    buf = _filled(dev, n * 8)           # the CPU device's own memory: a numpy uint8 array
+    x = np.asarray(buf.native)[:n * 8].view(np.uint64)
+
+    def go():
+        np.maximum.reduce(x)
+    go.keep = buf
+    return go, n * 8
+
+
+def _opencl(dev, nbytes):
+    import pyopencl as cl
+    ctx, queue = dev.cl_context, dev.cl_queue
+    cl_dev = ctx.devices[0]
+    on_cpu = bool(cl_dev.type & cl.device_type.CPU)
+    vec = 64 if on_cpu else 16
+    n = max(1, nbytes // vec)
+    buf = _filled(dev, n * vec)         # the backend's allocator: host-backed huge pages where it uses them
+    out = dev.create_buffer(16)
+    prog = _programs.get(ctx)
+    if prog is None:
+        prog = _programs[ctx] = cl.Program(ctx, OPENCL_SOURCE).build(options=["-cl-std=CL1.2", "-w"])
+    if on_cpu:
+        items = cl_dev.max_compute_units * 4
+        chunk = -(-n // items)
+        # a work-group per chunk, so that every core streams
+        kernel, gsize, lsize = cl.Kernel(prog, "read_chunks"), (-(-n // chunk),), (1,)
+    else:
+        kernel, gsize, chunk = cl.Kernel(prog, "read_strided"), (min(-(-n // 4), cl_dev.max_compute_units * 2048),), 0
+        lsize = None
+    kernel.set_args(buf.native, np.uint64(n), np.uint64(chunk), out.native)
+
+    enqueue = getattr(dev.backend, "enqueue", None)   # the backend's own launch: synchronize() then waits
+    # for it exactly as for the library's kernels (a short poll after small work, else clFinish)
+
+    def go():
+        if enqueue is not None:
+            enqueue(kernel, gsize, lsize, n * vec)
+            dev.synchronize()
+        else:
+            cl.enqueue_nd_range_kernel(queue, kernel, gsize, lsize)
+            queue.finish()
+    go.keep = (buf, out)
+    return go, n * vec
+
+
+def _cuda(dev, nbytes):
+    import cupy
+    n = max(1, nbytes // 16)
+    buf, out = _filled(dev, n * 16), dev.create_buffer(16)
+    key = ("cuda", dev.info.index)
+    with cupy.cuda.Device(dev.info.index):
+        kernel = _programs.get(key)
+        if kernel is None:
+            kernel = _programs[key] = cupy.RawKernel(CUDA_SOURCE, "read_strided")
+        sms = cupy.cuda.Device(dev.info.index).attributes["MultiProcessorCount"]
+    stream = dev.cuda_stream
+    grid = int(min(-(-n // 256), sms * 8))
+
+    def go():
+        with cupy.cuda.Device(dev.info.index):
+            kernel((grid,), (256,), (buf.native, np.uint64(n), out.native), stream=stream)
+            stream.synchronize()
+    go.keep = (buf, out)
+    return go, n * 16
+
+
+def cuda_peak_gbps(dev) -> float | None:
+    """The CUDA device's theoretical memory bandwidth, GB/s: 2 transfers per memory clock (DDR) x the
+    bus width, from CuPy's device attributes (the clock in kHz, the width in bits). None elsewhere."""
+    if dev.info.backend != "cuda":
+        return None
+    try:
+        import cupy
+        attrs = cupy.cuda.Device(dev.info.index).attributes
+        clock_khz, bus_bits = attrs["MemoryClockRate"], attrs["GlobalMemoryBusWidth"]
+    except Exception:   # an attribute the driver does not report: no peak, the measured limit stands
+        return None
+    if not clock_khz or not bus_bits:
+        return None
+    return 2.0 * clock_khz * 1e3 * bus_bits / 8 / 1e9

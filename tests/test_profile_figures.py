@@ -1,0 +1,216 @@
+"""Issue 23, points 1, 5 and 7: profile figures that cannot contradict themselves, plots read at a
+glance, and the small things. Nothing here asserts a speed: timings are noisy (benchmarks are in
+tools/); the tests check what is reported and how."""
+from __future__ import annotations
+
+import json
+import types
+
+import numpy as np
+import pytest
+
+import gpu_mean as gm
+from gpu_mean import cli
+from gpu_mean.tools import profile_report, profiler, readbw
+from gpu_mean.tools.cases import Case
+
+F32 = gm.DataType.FLOAT32
+
+
+# --- point 1: the limit, the spread, the fault
+
+def test_every_row_carries_the_read_bandwidth_limit_and_the_spread(device):
+    lines = []
+    rows, _ = profiler.profile(device, profiler.class_cases(4096, (F32,)), repeat=3, peers=False, log=lines.append)
+    assert rows
+    for r in rows:
+        assert r["limit"] == "measured read bandwidth" and r["limit_gbps"] > 0
+        assert 0 <= r["spread"] and 0 <= r["limit_spread"] and len(r["samples_s"]) == 3
+        assert r["fraction_of_read_bandwidth"] == pytest.approx(r["gbps"] / r["limit_gbps"])
+        assert r["measurement_fault"] == (r["fraction_of_read_bandwidth"] > 1)
+        assert r["noisy"] == (max(r["spread"], r["limit_spread"]) > profiler.NOISY_SPREAD)
+        assert "of copy" not in json.dumps(r)
+
+
+def test_a_row_above_its_limit_is_a_fault_never_a_speed_up(monkeypatch, cpu):
+    """Ours made to look faster than the device can read: the row says measurement fault, and no
+    fraction above 1 is printed."""
+    real = profiler.measure
+
+    def rigged(fns, repeat, pause=0.0, min_sample_s=profiler.MIN_SAMPLE_S):
+        out = real(fns, repeat, pause, min_sample_s)
+        out["ours"].samples = [t / 10 for t in out["read"].samples]
+        return out
+    monkeypatch.setattr(profiler, "measure", rigged)
+    lines = []
+    rows, _ = profiler.profile(cpu, [Case("reduce", F32, (64, 256), (1,))], repeat=3, peers=False, log=lines.append)
+    assert rows[0]["measurement_fault"]
+    assert "measurement fault" in lines[0] and "of read bw" not in lines[0]
+    demo_line = profiler.format_fraction(rows[0])
+    assert "ABOVE" in demo_line and "fault" in demo_line
+
+
+def test_spread_is_the_interquartile_range_over_the_median_and_noisy_past_20_percent():
+    t = profiler.Timing(samples=[1.0, 1.0, 1.0, 1.0, 1.0])
+    assert t.spread == 0
+    t = profiler.Timing(samples=[1.0, 1.5, 2.0, 2.5, 3.0])
+    assert t.median == 2.0 and t.spread == pytest.approx((2.5 - 1.5) / 2.0)
+    assert t.spread > profiler.NOISY_SPREAD
+
+
+def test_measure_warms_up_calibrates_and_interleaves():
+    calls = []
+
+    def fn(name):
+        return lambda: calls.append(name)
+    out = profiler.measure({"a": fn("a"), "b": fn("b")}, repeat=3, min_sample_s=0.0)
+    assert all(len(t.samples) == 3 and t.loops == 1 for t in out.values())
+    assert calls[:4] == ["a", "a", "b", "b"]        # warm-up and calibration call of each
+    assert calls[4:] == ["a", "b"] * 3              # one sample each per round, interleaved
+
+
+def test_read_kernel_reads_the_bytes_asked(device):
+    go, nbytes = readbw.read_kernel(device, 1 << 20)
+    go()
+    assert (1 << 20) - 64 <= nbytes <= 1 << 20
+
+
+def test_cuda_peak_from_memory_clock_and_bus_width(monkeypatch):
+    """H100 SXM: 2619 MHz x 5120 bits x 2 (DDR) = 3352 GB/s; CuPy faked (no GPU here)."""
+    attrs = {"MemoryClockRate": 2_619_000, "GlobalMemoryBusWidth": 5120}
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=lambda i: types.SimpleNamespace(attributes=attrs)))
+    monkeypatch.setitem(__import__("sys").modules, "cupy", fake)
+    dev = types.SimpleNamespace(info=types.SimpleNamespace(backend="cuda", index=0))
+    assert readbw.cuda_peak_gbps(dev) == pytest.approx(3352.32)
+    assert readbw.cuda_peak_gbps(types.SimpleNamespace(info=types.SimpleNamespace(backend="opencl"))) is None
+    attrs.pop("MemoryClockRate")
+    assert readbw.cuda_peak_gbps(dev) is None
+
+
+# --- point 5: the figures, rendered with Agg, by their artists
+
+def _report(sizes, peers=("numpy", "onnxruntime")):
+    rows = []
+    for i, case in enumerate(profiler.class_cases(4096, (F32,))):
+        for size in sizes:
+            g = 10.0 + i + np.log2(size)
+            rows.append({**case.to_json(), "input_bytes": size, "gbps": g, "limit_gbps": g * 1.2, "noisy": i == 2,
+                         "peers": {p: {"gbps": g * (0.5 + k)} for k, p in enumerate(peers)}})
+    return {"device": "opencl:0 (pthread-skylake-avx512-Intel(R) Xeon(R) Processor @ 2.50GHz) with a long name",
+            "sizes": list(sizes), "results": rows}
+
+
+def _overlap(a, b) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+@pytest.mark.parametrize("sizes", [[2**20], [2**14, 2**16, 2**18, 2**20]], ids=["single size", "sweep"])
+def test_plot_legend_title_and_labels(sizes):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    fig = profile_report.figure(_report(sizes))
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    r = canvas.get_renderer()
+    fig_box = fig.bbox
+    legends = fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    assert len(legends) == 1
+    leg = legends[0]
+    labels = [t.get_text() for t in leg.get_texts()]
+    assert labels[:3] == ["gpu_mean (ours)", "numpy", "onnxruntime"] and "read bandwidth" in labels[-1]
+    colours = {tuple(np.round(matplotlib.colors.to_rgba(
+        h.get_color() if hasattr(h, "get_marker") else h.get_facecolor()), 3)) for h in leg.legend_handles[:3]}
+    assert len(colours) == 3                                    # one colour per contender
+    lb = leg.get_window_extent(r)
+    for ax in fig.axes:
+        if ax.get_visible():
+            assert not _overlap(lb, ax.get_window_extent(r)), "the legend covers data"
+            assert "GB/s" in ax.get_xlabel() + ax.get_ylabel()
+            assert ("bytes" in ax.get_xlabel()) if len(sizes) > 1 else ("case" in ax.get_ylabel())
+            t = ax.title.get_window_extent(r)
+            assert fig_box.x0 <= t.x0 and t.x1 <= fig_box.x1
+    title = fig._suptitle
+    tb = title.get_window_extent(r)
+    assert fig_box.x0 <= tb.x0 and tb.x1 <= fig_box.x1 and tb.y1 <= fig_box.y1, "title cut"
+    assert lb.x0 >= fig_box.x0 and lb.x1 <= fig_box.x1 and lb.y0 >= fig_box.y0
+    # the limit is drawn: a dashed black line in every panel
+    for ax in fig.axes:
+        if ax.get_visible():
+            assert any(line.get_linestyle() == "--" and line.get_color() == "black" for line in ax.get_lines())
+    if len(sizes) > 1:   # peers: their own colour and marker, not grey
+        markers = {line.get_marker() for line in fig.axes[0].get_lines() if line.get_linestyle() != "--"}
+        assert len(markers) == 3
+
+
+# --- point 7: the small things
+
+def test_feature_level_prints_as_directml_names_it():
+    assert str(gm.FeatureLevel.FL_2_1) == "DML_FEATURE_LEVEL_2_1" and f"{gm.FeatureLevel.FL_6_4}" == \
+        "DML_FEATURE_LEVEL_6_4"
+    assert int(gm.FeatureLevel.FL_2_1) == 0x2100 and f"{gm.FeatureLevel.FL_2_1:x}" == "2100"
+
+
+def test_profile_json_carries_the_spread(tmp_path):
+    js = tmp_path / "p.json"
+    assert cli.main(["profile", "--device", "cpu", "--shape", "64,256", "--axes", "1", "--op", "reduce",
+                     "--dtype", "f32", "--repeat", "3", "--json", str(js)]) == 0
+    rep = json.loads(js.read_text())
+    assert rep["limit"] == "measured read bandwidth" and rep["noisy_spread"] == 0.2
+    r = rep["results"][0]
+    assert {"spread", "limit_spread", "noisy", "measurement_fault", "samples_s"} <= set(r)
+
+
+def test_one_case_timed_is_singular():
+    assert profile_report.plural(1, "case") == "1 case" and profile_report.plural(2, "case") == "2 cases"
+    lines = []
+    profile_report.main("cpu", repeat=1, ops=["reduce"], dtypes=["FLOAT32"], shape=(4, 8), axes=(1,),
+                        log=lines.append)
+    assert "1 case timed" in lines[-1] and "1 cases" not in lines[-1]
+
+
+def test_cli_help_states_the_defaults_it_uses():
+    p = cli.parser()
+    sub = next(a for a in p._actions if a.dest == "cmd").choices["profile"]
+    text = sub.format_help().replace("\n", " ")
+    text = " ".join(text.split())
+    assert "default 256" in text and "default 10" in text and "$GPU_MEAN_DEVICE" in text
+    assert sub.get_default("size_mb") == 256.0 and sub.get_default("repeat") == 10
+
+
+def test_progress_is_tqdm():
+    from tqdm import tqdm
+
+    from gpu_mean.tools import progress
+    with progress.progress_bar(3, enabled=False) as bar:
+        bar.label("x")
+        bar.step()
+    assert isinstance(bar.bar, tqdm)
+
+
+def test_results_cite_nothing_outside_the_repository():
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parents[1]
+    for md in (root / "docs" / "results").rglob("*.md"):
+        assert "reference/performance.md" not in md.read_text(), md
+
+
+def test_test_summary_prints_one_line_per_device(tmp_path):
+    import subprocess
+    import sys
+    xml = tmp_path / "r.xml"
+    xml.write_text("""<testsuites><testsuite>
+<testcase classname="tests.test_a" name="test_x[cpu]"/>
+<testcase classname="tests.test_a" name="test_x[opencl:0-nofp64]"/>
+<testcase classname="tests.test_a" name="test_y[FLOAT32-cuda:0]"><skipped message="cuda:0 absent: no CuPy"/></testcase>
+<testcase classname="tests.test_onnx_backend.OnnxBackendNodeModelTest_opencl_0" name="test_mean_example_cpu"/>
+<testcase classname="tests.test_a" name="test_z"><failure message="boom"/></testcase>
+</testsuite></testsuites>""")
+    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(root / "tools" / "test_summary.py"), str(xml)], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    by_dev = {line.split()[0]: line for line in out[1:]}
+    assert set(by_dev) == {"cpu", "opencl:0-nofp64", "cuda:0", "opencl:0", "no"}
+    assert "1 passed" in by_dev["cpu"] and "1 skipped; why: 1 x cuda:0 absent: no CuPy" in by_dev["cuda:0"]
+    assert "1 failed" in by_dev["no"]
