@@ -55,3 +55,14 @@ class Backend:
 
     def replay(self, handle) -> None:
         raise NotImplementedError
+
+    # -- arrays
+    @property
+    def arrays(self):
+        """This backend's ArrayBridge (gpu_mean/backends/arrays.py): the arrays its device takes in
+        place and how results go back; made on first use."""
+        bridge = self.__dict__.get("_array_bridge")
+        if bridge is None:
+            from .arrays import bridge_for
+            bridge = self.__dict__["_array_bridge"] = bridge_for(self)
+        return bridge
