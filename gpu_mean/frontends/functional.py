@@ -154,7 +154,7 @@ def merge_dims(shape, strides, axes):
     return tuple(sizes), tuple(st), tuple(i for i, r in enumerate(red) if r)
 
 
-def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool = False, device=None):
+def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool = False, device=None, axis=None):
     """ONNX ReduceMean-18: the mean of ``x`` over ``axes``.
 
     ``x``: an array as ``gm.mean`` takes it (float32, float16, int32 or uint32); the result has its
@@ -166,11 +166,17 @@ def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool 
     ``noop_with_empty_axes``: False (default): no axes reduces every axis; True: no axes is an
     identity (a copy).
     ``device``: as for ``gm.mean`` (default None: where ``x`` lives, else the default device).
+    ``axis``: numpy's name for ``axes`` (an integer, a tuple or None); give one of the two.
 
     Floats run DML REDUCE AVERAGE (wide accumulation, within 1 ulp); integers
     ``gm.ext.IntegerReduceMeanDesc`` (exact, truncation toward zero). A reduction over a zero-size
     dimension gives NaN (floats) or 0 (integers) without launching a kernel.
     """
+    if axis is not None:
+        if axes is not None:
+            raise InvalidArgumentError(f"ReduceMean: axes={axes!r} and axis={axis!r} were both given; axis is "
+                                       "numpy's name for axes: give one")
+        axes = axis
     return reduce_mean_op(x, axes, keepdims, noop_with_empty_axes, device)
 
 
