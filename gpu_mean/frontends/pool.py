@@ -10,7 +10,8 @@ once over them: each call writes the inputs, executes the list (the runtime reso
 on the second execution and, on CUDA, replays them as a graph) and reads the output. A loop over
 same-shaped host arrays allocates no device memory after its first call.
 
-A device-array launch binds the caller's memory, whose address changes from call to call: its
+A device-array launch (also used for host arrays bound in place on a device that works in host
+memory) binds the caller's memory, whose address changes from call to call: its
 operator is compiled with DESCRIPTORS_VOLATILE, so the list recorded once reads the binding table
 at execution and each call only rebinds the table (no recording, no host synchronize).
 """
