@@ -156,17 +156,6 @@ class ArrayBridge:
         pass
 
 
-def bridge_for(backend) -> ArrayBridge:
-    kind = backend.info.backend
-    if kind == "opencl":
-        from .arrays_opencl import ClArrays
-        return ClArrays(backend)
-    if kind == "cuda":
-        from .arrays_cuda import CudaArrays
-        return CudaArrays(backend)
-    return ArrayBridge(backend)
-
-
 def wrong_device(x, kind: str, where, dev_name: str, what: str) -> InvalidArgumentError:
     """The error for an array of ``kind`` handed to a device that does not take it in place."""
     if kind == "cuda":

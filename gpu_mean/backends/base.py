@@ -63,6 +63,12 @@ class Backend:
         place and how results go back; made on first use."""
         bridge = self.__dict__.get("_array_bridge")
         if bridge is None:
-            from .arrays import bridge_for
-            bridge = self.__dict__["_array_bridge"] = bridge_for(self)
+            kind = self.info.backend
+            if kind == "opencl":
+                from .arrays_opencl import ClArrays as bridge_type
+            elif kind == "cuda":
+                from .arrays_cuda import CudaArrays as bridge_type
+            else:
+                from .arrays import ArrayBridge as bridge_type
+            bridge = self.__dict__["_array_bridge"] = bridge_type(self)
         return bridge
