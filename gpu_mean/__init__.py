@@ -52,8 +52,12 @@ __all__ = [
     "OperatorInitializer", "OperatorType",
     "OutOfMemoryError", "ReduceDesc", "ReduceFunction", "ScaleBias", "TensorDesc", "TensorFlags", "UnsupportedError",
     "UnsupportedTypeError",
-    "backend_status", "calc_buffer_tensor_size", "create_device", "ext", "list_devices",
+    "backend_status", "calc_buffer_tensor_size", "create_device", "ext", "list_devices", "mean", "reduce_mean",
 ]
+
+
+def __dir__():
+    return sorted(set(globals()) | {"mean", "reduce_mean"})
 
 
 def __getattr__(name):

@@ -17,7 +17,6 @@ from gpu_mean import backends, cli
 from gpu_mean.backends import cuda, cuda_compile
 from gpu_mean.backends.kernels import ProgramCache
 from gpu_mean.errors import KernelBuildError, UnsupportedError
-from gpu_mean.runtime import interop
 from gpu_mean.tools import demo
 
 
@@ -397,11 +396,13 @@ def test_stream_ordering_reuses_one_event_without_timing(monkeypatch):
     be.stream = FakeStream(log)
     user = FakeStream(log)
     _fake_cupy_for_interop(monkeypatch, user)
-    dev = types.SimpleNamespace(backend=be, info=types.SimpleNamespace(index=1))
+    be.info = types.SimpleNamespace(name="fake GPU", index=1, backend="cuda")
+    from gpu_mean.backends.arrays_cuda import CudaArrays
+    bridge = CudaArrays(be)
     FakeEvent.made.clear()
     for _ in range(5):
-        interop.wait_for_current(dev)           # entry: our stream waits for the caller's
-        interop.current_waits(dev)              # exit: the caller's stream waits for ours
+        bridge.before()             # entry: our stream waits for the caller's
+        bridge.after()              # exit: the caller's stream waits for ours
     assert FakeEvent.made == [{"disable_timing": True}]
     waits = [e for e in log if e[0] == "wait"]
     assert waits == [("wait", be.stream, user), ("wait", user, be.stream)] * 5

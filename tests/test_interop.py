@@ -341,7 +341,7 @@ def test_integer_axes_of_any_kind(device):
 
 def test_public_signatures_show_only_public_parameters():
     assert list(inspect.signature(gm.reduce_mean).parameters) == ["x", "axes", "keepdims", "noop_with_empty_axes",
-                                                                  "device"]
+                                                                  "device", "axis"]
     assert list(inspect.signature(gm.mean).parameters) == ["arrays", "device"]
     doc = functional.reduce_mean.__doc__
     assert "True (default" in doc and "numpy's default is False" in doc

@@ -61,3 +61,20 @@ class Backend:
 
     def replay(self, handle) -> None:
         raise NotImplementedError
+
+    # -- arrays
+    @property
+    def arrays(self):
+        """This backend's ArrayBridge (gpu_mean/backends/arrays.py): the arrays its device takes in
+        place and how results go back; made on first use."""
+        bridge = self.__dict__.get("_array_bridge")
+        if bridge is None:
+            kind = self.info.backend
+            if kind == "opencl":
+                from .arrays_opencl import ClArrays as bridge_type
+            elif kind == "cuda":
+                from .arrays_cuda import CudaArrays as bridge_type
+            else:
+                from .arrays import ArrayBridge as bridge_type
+            bridge = self.__dict__["_array_bridge"] = bridge_type(self)
+        return bridge

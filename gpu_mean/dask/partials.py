@@ -34,7 +34,6 @@ from ..descriptors.tables import WIDE_SUM_TYPE
 from ..descriptors.tensor import TensorDesc, packed_strides
 from ..errors import InvalidArgumentError
 from ..frontends.functional import data_type_of, get_device, merge_dims
-from ..runtime import interop
 from ..runtime.numerics import trunc_div
 from ..runtime.objects import Buffer
 
@@ -119,7 +118,7 @@ def _launch(dev, cop, block, cp, in_desc, out_desc, out_shape, wide):
         inp = Buffer(dev, arr.data, max(in_desc.total_size_in_bytes, arr.nbytes), arr.nbytes)
         # the copy above and the caller's writes to the block are on the current stream; our kernels
         # run on the device's own stream (execute() waits for them on the host before returning)
-        interop.wait_for_current(dev)
+        dev.backend.arrays.before()
         cop.execute(inputs=[inp], outputs=[Buffer(dev, out.data, out.nbytes)])
         return out.reshape(out_shape)
     inp = dev.create_buffer(max(in_desc.total_size_in_bytes, 4))

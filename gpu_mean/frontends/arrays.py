@@ -15,35 +15,85 @@ only (Numba, older libraries)
 pyopencl array                 OpenCL, in place            pyopencl, on the input's queue
 =============================  ==========================  ====================================
 
-Python lists and scalars are refused: numpy would infer float64 or int64, which the mean
-operators do not take, and narrowing them silently would change values.
+Python lists, scalars and other array-likes are taken as ``numpy.asarray`` takes them, with a
+numpy result; where numpy infers float64 or int64 (which the mean operators do not take) the error
+says so, since narrowing silently would change values. A numpy masked array is refused: its mask
+would be ignored (``numpy.ma.mean`` honours it).
+
+Which arrays a device takes in place, and how a result goes back, is the device backend's
+``ArrayBridge`` (gpu_mean/backends/arrays.py); this module only asks it.
 """
 from __future__ import annotations
 
-import importlib
-import sys
-
 import numpy as np
 
+from .. import backends
+from ..backends.arrays import classify, hand_back, host_array, result_rule, wrong_device
 from ..descriptors.types import DataType
-from ..errors import UnsupportedTypeError
+from ..errors import InvalidArgumentError, UnsupportedTypeError
 from ..runtime import interop
+from ..runtime.device import Device
+from ..runtime.objects import Buffer, BufferBinding, native_binding
+from . import pool
 
 SUPPORTED = (DataType.FLOAT32, DataType.FLOAT16, DataType.INT32, DataType.UINT32)
 _SUPPORTED_NAMES = "float32, float16, int32 or uint32"
+NUMPY = ("numpy", None)
+# Below this many input bytes the CPU device copies host inputs into pooled buffers and replays a
+# recorded command list instead of binding the caller's memory: validating fresh bindings costs
+# more than the copy. Measured (2-core shared VM, reduce_mean and mean of float32 squares, us per
+# call, copy vs in place): 1 KiB 37 vs 49, 16 KiB 41 vs 54, 64 KiB 52 vs 59, 128 KiB (mean of two
+# 64 KiB) 81 vs 79, 256 KiB 96 vs 85.
+CPU_IN_PLACE_MIN_BYTES = 128 << 10
+# The same trade on an OpenCL device that works in host memory (PoCL), where binding in place
+# also makes a USE_HOST_PTR buffer per array and maps the result.
+HOST_IN_PLACE_MIN_BYTES = 128 << 10
+
+_default: dict = {}
+
+
+def get_device(device=None) -> Device:
+    """A Device, a device string, or None for the process default (``$GPU_MEAN_DEVICE`` or auto)."""
+    if isinstance(device, Device):
+        return device
+    key = device or "__default__"
+    dev = _default.get(key)
+    if dev is None or dev.get_device_removed_reason() is not None:
+        dev = _default[key] = backends.create_device(device)
+    return dev
+
+
+def _device_for(kinds, sources, device) -> Device:
+    """The device asked for; without one, the device the arrays live on (else the default)."""
+    if device is not None:
+        return get_device(device)
+    for (kind, where), x in zip(kinds, sources):
+        if kind == "cuda":
+            return get_device(f"cuda:{where}")
+        if kind == "opencl":
+            for info in backends.list_devices():
+                if info.backend == "opencl":
+                    dev = get_device(f"opencl:{info.index}")
+                    if dev.backend.arrays.owns(x):
+                        return dev
+            raise InvalidArgumentError("the pyopencl array belongs to no gpu_mean OpenCL device's context; make "
+                                       "it with gm.create_device('opencl').cl_queue, or pass device=")
+    return get_device(None)
 
 
 class Operand:
-    """One input: ``kind`` is "host", "cuda" or "opencl"; ``array`` the numpy, CuPy or pyopencl
-    array over the caller's memory; ``strides`` in elements (>= 0); ``rule`` how a result goes back;
-    ``span_bytes`` the bytes from the first element through the last."""
+    """One input: ``kind`` is "host" or the device's array kind ("cuda", "opencl"); ``array`` the
+    numpy or native array over the caller's memory; ``strides`` in elements (>= 0); ``span_bytes``
+    the bytes from the first element through the last."""
 
-    __slots__ = ("kind", "array", "shape", "dtype", "strides", "rule", "source", "span_bytes")
+    __slots__ = ("kind", "array", "shape", "dtype", "strides", "span_bytes")
 
-    def __init__(self, kind, array, shape, dtype, strides, rule, source):
-        self.kind, self.array, self.shape, self.dtype = kind, array, shape, dtype
-        self.strides, self.rule, self.source = strides, rule, source
+    def __init__(self, kind, array, shape, dtype, strides):
+        self.kind, self.array, self.shape, self.dtype, self.strides = kind, array, shape, dtype, strides
         self.span_bytes = interop.span_elements(shape, strides) * dtype.itemsize
+
+    def span(self) -> np.ndarray:
+        return interop.host_span(self.array, self.span_bytes)
 
 
 _DATA_TYPES = {np.dtype(DataType(d).numpy_dtype): DataType(d) for d in SUPPORTED}
@@ -61,89 +111,171 @@ def data_type_of(dtype, what: str) -> DataType:
     return dt
 
 
-def _refuse_python(x, index: int, what: str):
-    inferred = np.asarray(x).dtype if isinstance(x, (list, tuple, bool, int, float, complex)) else None
-    said = f"numpy would infer {inferred} from it, " if inferred is not None else ""
-    raise UnsupportedTypeError(f"{what}: input {index} is a Python {type(x).__name__}; {said}and gpu_mean converts "
-                               f"no Python objects; pass a numpy (or CuPy, PyTorch, pyopencl) array of "
-                               f"{_SUPPORTED_NAMES}, e.g. np.asarray(x, dtype=np.float32)")
+def _as_numpy(x, index: int, what: str) -> np.ndarray:
+    """A Python object or array-like as numpy takes it; an error where numpy infers a type the mean
+    operators do not take, or where the input is not an array at all."""
+    if isinstance(x, (str, bytes, dict, set)) or x is None:
+        raise UnsupportedTypeError(f"{what}: input {index} is a {interop.type_name(x)}, which is not an array "
+                                   "gpu_mean takes (numpy, CuPy, pyopencl, a Python list or anything with __dlpack__ "
+                                   "or __cuda_array_interface__)")
+    try:
+        a = np.asarray(x)
+    except Exception as e:
+        raise UnsupportedTypeError(f"{what}: input {index} ({interop.type_name(x)}) is not an array numpy can read: "
+                                   f"{e}") from e
+    if a.dtype == object:
+        raise UnsupportedTypeError(f"{what}: input {index} is a {interop.type_name(x)}, which is not an array "
+                                   "gpu_mean takes (numpy, CuPy, pyopencl, a Python list or anything with __dlpack__ "
+                                   "or __cuda_array_interface__)")
+    if a.dtype not in _DATA_TYPES:
+        raise UnsupportedTypeError(f"{what}: input {index} is a Python {type(x).__name__}; numpy would infer "
+                                   f"{a.dtype} from it, which the mean operators do not take; pass a numpy (or CuPy, "
+                                   f"PyTorch, pyopencl) array of {_SUPPORTED_NAMES}, e.g. np.asarray(x, "
+                                   "dtype=np.float32)")
+    return a
 
 
-def _library(x):
-    return sys.modules.get(type(x).__module__.split(".")[0])
+class Call:
+    """The operands of one call, classified once (one library, one device) and viewed on that
+    device without copies; ``mode`` says how they are bound:
 
+    * "device": the caller's device arrays, or host arrays on the CPU device (its native memory)
+      from CPU_IN_PLACE_MIN_BYTES on, bound in place (``Launch.run_device``);
+    * "host in place": numpy arrays on an OpenCL device that works in host memory, bound in place
+      through USE_HOST_PTR buffers, the result written into a numpy array (``Launch.run_host``);
+    * "host": host arrays copied into pooled buffers (``Launch.run_host``; CUDA: pinned staging).
+    """
 
-def classify(x, index: int, what: str):
-    """(kind, cuda ordinal or None) without converting anything."""
-    if isinstance(x, (np.ndarray, np.generic)):
-        return "host", None
-    cla = sys.modules.get("pyopencl.array")
-    if cla is not None and isinstance(x, cla.Array):
-        return "opencl", None
-    if hasattr(x, "__dlpack_device__") and hasattr(x, "__dlpack__"):
-        kind = int(x.__dlpack_device__()[0])
-        if kind == interop.DL_CPU:
-            return "host", None
-        if kind in (interop.DL_CUDA, interop.DL_CUDA_MANAGED):
-            return "cuda", interop.cuda_device_of(x)
-        raise UnsupportedTypeError(f"{what}: input {index} ({interop.type_name(x)}) lives on DLPack device type "
-                                   f"{kind}; gpu_mean takes host (1), CUDA (2) and CUDA managed (13) memory")
-    if hasattr(x, "__cuda_array_interface__"):
-        return "cuda", interop.cuda_device_of(x)
-    if isinstance(x, (list, tuple, bool, int, float, complex)):
-        _refuse_python(x, index, what)
-    raise UnsupportedTypeError(f"{what}: input {index} is a {interop.type_name(x)}, which is not an array gpu_mean "
-                               "takes (numpy, CuPy, pyopencl, or anything with __dlpack__ or "
-                               "__cuda_array_interface__)")
+    def __init__(self, inputs, device, what: str):
+        if device is not None and all(type(x) is np.ndarray for x in inputs):
+            # the common case, without the general classification
+            self.rule = NUMPY
+            self.dev = dev = get_device(device)
+            self.bridge = dev.backend.arrays
+            self.ops = [self._operand(x, i, "host", what) for i, x in enumerate(inputs)]
+        else:
+            inputs = list(inputs)
+            kinds = []
+            for i, x in enumerate(inputs):
+                if isinstance(x, np.ma.MaskedArray):
+                    raise UnsupportedTypeError(f"{what}: input {i} is a numpy masked array; gpu_mean would ignore "
+                                               "its mask; use numpy.ma.mean, or pass x.filled(...) or x.data")
+                k = classify(x, i, what)
+                if k[0] is None:
+                    inputs[i] = _as_numpy(x, i, what)
+                    k = ("host", None)
+                kinds.append(k)
+            self.rule = _one_library(inputs, what)
+            self.dev = dev = _device_for(kinds, inputs, device)
+            self.bridge = dev.backend.arrays
+            self.ops = [self._operand(x, i, k, what, where) for i, (x, (k, where)) in enumerate(zip(inputs, kinds))]
+        op0 = self.ops[0]
+        self.kind = op0.kind
+        self.mode = self._mode()
+        self.signature = tuple((o.kind, o.dtype.str, o.shape, o.strides, self.alignment(o)) for o in self.ops)
 
-
-def result_rule(x) -> tuple:
-    """How a result goes back to a caller who passed ``x``: (library name, converter name)."""
-    if isinstance(x, (np.ndarray, np.generic)):
-        return ("numpy", None)
-    lib = _library(x)
-    name = lib.__name__ if lib is not None else type(x).__module__
-    if name in ("cupy", "pyopencl"):
-        return (name, None)
-    if hasattr(x, "__dlpack__") and lib is not None and hasattr(lib, "from_dlpack"):
-        return (name, "from_dlpack")
-    return ("cupy", None) if hasattr(x, "__cuda_array_interface__") else ("numpy", None)
-
-
-def as_operand(x, index: int, kind: str, dev, what: str, rule=None) -> Operand:
-    """The caller's memory, viewed without a copy unless a TensorDesc cannot describe its strides."""
-    rule = rule or result_rule(x)
-    if kind == "host":
-        arr = x if isinstance(x, np.ndarray) else (np.asarray(x) if isinstance(x, np.generic) else np.from_dlpack(x))
-    elif kind == "cuda":
-        interop.check_cuda_device(x, dev, f"{what} input {index}")
-        arr = interop.to_cupy(x, dev)
-    else:
-        arr = interop.check_cl_array(x, dev, f"{what} input {index}")
-    dtype = arr.dtype if kind == "host" else np.dtype(arr.dtype)
-    data_type_of(dtype, what)
-    shape = arr.shape if kind == "host" else tuple(int(n) for n in arr.shape)
-    strides = interop.element_strides(shape, arr.strides, dtype.itemsize)
-    if strides is None:
-        arr = _packed_copy(arr, kind, dev)
+    def _operand(self, x, index: int, kind: str, what: str, where=None) -> Operand:
+        """The caller's memory, viewed without a copy unless a TensorDesc cannot describe its strides."""
+        bridge = self.bridge
+        if kind == "host":
+            arr = host_array(x)
+        elif kind != bridge.kind:
+            raise wrong_device(x, kind, where, self.dev.name, f"{what} input {index}")
+        else:
+            arr = bridge.view(x, f"{what} input {index}")
+        dtype = arr.dtype if kind == "host" else np.dtype(arr.dtype)
+        data_type_of(dtype, what)
+        shape = arr.shape if kind == "host" else tuple(int(n) for n in arr.shape)
         strides = interop.element_strides(shape, arr.strides, dtype.itemsize)
-    return Operand(kind, arr, shape, dtype, strides, rule, x)
+        if strides is None:
+            # negative strides or strides that are not whole elements: the one case a copy is made
+            arr = (np.ascontiguousarray(arr) if arr.ndim else np.array(arr)) if kind == "host" else bridge.packed(arr)
+            strides = interop.element_strides(shape, arr.strides, dtype.itemsize)
+        return Operand(kind, arr, shape, dtype, strides)
+
+    def _mode(self) -> str:
+        if self.kind != "host":
+            return "device"
+        bridge = self.bridge
+        if not bridge.host_memory:
+            return "host"
+        span = sum(o.span_bytes for o in self.ops)
+        if bridge.kind == "host":
+            return "device" if span >= CPU_IN_PLACE_MIN_BYTES else "host"
+        if span < HOST_IN_PLACE_MIN_BYTES:
+            return "host"
+        self.natives = [bridge.host_in_place(o.span(), False) for o in self.ops]
+        return "host" if any(n is None for n in self.natives) else "host in place"
+
+    def alignment(self, op) -> int:
+        return 0 if op.kind == "host" else self.bridge.alignment(op.array)
+
+    def run(self, signature, make):
+        """Execute the launch cached for ``signature`` (``make()`` gives its descriptor and result
+        shape on first use); the result as the caller's type."""
+        while True:
+            ln = pool.launch_for(self.dev, signature, self.mode == "host", make)
+            try:
+                return hand_back(self._run(ln), self.rule)
+            except pool.Released:
+                continue
+
+    def _run(self, ln):
+        mode = self.mode
+        spans = [o.span() for o in self.ops] if mode != "device" else None
+        if mode == "host":
+            return ln.run_host(spans).reshape(ln.out_shape)
+        if mode == "host in place":
+            ins = [BufferBinding(Buffer(self.dev, n, max(t.total_size_in_bytes, o.span_bytes), o.span_bytes), 0,
+                                 t.total_size_in_bytes) for n, o, t in zip(self.natives, self.ops, ln.in_tensors)]
+            res, out = self._host_output(ln)
+            ln.run_host(spans, bound=(ins, out))
+            return res
+        ins = [native_binding(self.dev, self.bridge, o.array, max(o.span_bytes, 1), t.total_size_in_bytes)
+               for o, t in zip(self.ops, ln.in_tensors)]
+        out, res = self._new_output(ln)
+        arrays = [o.array for o in self.ops]
+        self.bridge.before(arrays)
+        ln.run_device(ins, out)
+        self.bridge.after(res)
+        return res
+
+    def _host_output(self, ln):
+        """(numpy result, binding of its memory): the kernel writes the array handed back."""
+        t = ln.out_tensor
+        nbytes = t.total_size_in_bytes
+        align = self.bridge.host_ptr_alignment
+        raw = np.empty(nbytes + align, np.uint8)
+        start = (-raw.ctypes.data) % align
+        span = raw[start:start + nbytes]
+        native = self.bridge.host_in_place(span, True)
+        res = span[:ln.out_count * t.numpy_dtype.itemsize].view(t.numpy_dtype).reshape(ln.out_shape)
+        return res, BufferBinding(Buffer(self.dev, native, nbytes), 0, nbytes)
+
+    def _new_output(self, ln):
+        """(binding, result array): the result is allocated by the caller's array library, shaped as
+        the result, and padded only where TotalTensorSizeInBytes (a multiple of 4) asks for more."""
+        t = ln.out_tensor
+        dtype = t.numpy_dtype
+        n = -(-t.total_size_in_bytes // dtype.itemsize)
+        shape = ln.out_shape if n == ln.out_count else (n,)
+        like = self.ops[0].array
+        arr = np.empty(shape, dtype) if self.kind == "host" else self.bridge.empty(like, shape, dtype)
+        b = native_binding(self.dev, self.bridge, arr, n * dtype.itemsize, t.total_size_in_bytes)
+        res = arr if n == ln.out_count else arr[:ln.out_count].reshape(ln.out_shape)
+        return BufferBinding(b.buffer, b.offset, t.total_size_in_bytes), res
+
+    def empty_result(self, shape, fill=None):
+        """A result with no kernel launch (zero-size tensors, means of nothing)."""
+        res = np.empty(shape, self.ops[0].dtype)
+        if fill is not None:
+            res[...] = fill
+        if self.kind != "host":
+            res = self.bridge.from_host(self.ops[0].array, res)
+        return hand_back(res, self.rule)
 
 
-def _packed_copy(arr, kind: str, dev):
-    # negative strides or strides that are not whole elements: the one case a copy is made
-    if kind == "host":
-        return np.ascontiguousarray(arr) if arr.ndim else np.array(arr)
-    if kind == "cuda":
-        import cupy
-        with cupy.cuda.Device(dev.info.index):
-            return cupy.ascontiguousarray(arr)
-    # pyopencl copies strided device arrays only through the host
-    import pyopencl.array as cla
-    return cla.to_device(dev.cl_queue, np.ascontiguousarray(arr.get(queue=dev.cl_queue)))
-
-
-def check_one_library(arrays, what: str) -> tuple:
+def _one_library(arrays, what: str) -> tuple:
     """The one result rule of all inputs; mixing libraries is an error naming the types."""
     rules = {result_rule(x) for x in arrays}
     if len(rules) > 1:
@@ -151,11 +283,3 @@ def check_one_library(arrays, what: str) -> tuple:
         raise UnsupportedTypeError(f"{what}: inputs mix {', '.join(kinds)}; pass arrays of one library (the "
                                    "result comes back as that library's type)")
     return rules.pop()
-
-
-def hand_back(result, rule: tuple):
-    """A numpy, CuPy or pyopencl result as the caller's type."""
-    lib, conv = rule
-    if conv == "from_dlpack":
-        return importlib.import_module(lib).from_dlpack(result)
-    return result

@@ -13,178 +13,19 @@ import math
 
 import numpy as np
 
-from .. import backends
 from ..descriptors.ext import MAX_NARY_INPUTS, IntegerReduceMeanDesc, NaryMeanDesc
 from ..descriptors.operators import ElementWiseIdentityDesc, ElementWiseMeanDesc, ReduceDesc
 from ..descriptors.tensor import TensorDesc, packed_strides
 from ..descriptors.types import DataType, ReduceFunction
 from ..errors import InvalidArgumentError, UnsupportedError
-from ..runtime import interop
-from ..runtime.device import Device
-from ..runtime.objects import BufferBinding
-from . import arrays, pool
-from .arrays import SUPPORTED, UnsupportedTypeError, data_type_of  # noqa: F401  (public names)
-
-_default: dict = {}
-# Below this many input bytes the CPU device copies host inputs into pooled buffers and replays a
-# recorded command list instead of binding the caller's memory: validating fresh bindings costs
-# more than the copy. Measured (2-core shared VM, reduce_mean and mean of float32 squares, us per
-# call, copy vs in place): 1 KiB 37 vs 49, 16 KiB 41 vs 54, 64 KiB 52 vs 59, 128 KiB (mean of two
-# 64 KiB) 81 vs 79, 256 KiB 96 vs 85.
-CPU_IN_PLACE_MIN_BYTES = 128 << 10
-
-
-def get_device(device=None) -> Device:
-    """A Device, a device string, or None for the process default (``$GPU_MEAN_DEVICE`` or auto)."""
-    if isinstance(device, Device):
-        return device
-    key = device or "__default__"
-    dev = _default.get(key)
-    if dev is None or dev.get_device_removed_reason() is not None:
-        dev = _default[key] = backends.create_device(device)
-    return dev
-
-
-def _device_for(kinds, sources, device) -> Device:
-    """The device asked for; without one, the device the arrays live on (else the default)."""
-    if device is not None:
-        return get_device(device)
-    for (kind, where), x in zip(kinds, sources):
-        if kind == "cuda":
-            return get_device(f"cuda:{where}")
-        if kind == "opencl":
-            for info in backends.list_devices():
-                if info.backend == "opencl":
-                    dev = get_device(f"opencl:{info.index}")
-                    if dev.cl_context == x.context:
-                        return dev
-            raise InvalidArgumentError("the pyopencl array belongs to no gpu_mean OpenCL device's context; make "
-                                       "it with gm.create_device('opencl').cl_queue, or pass device=")
-    return get_device(None)
-
-
-class _Call:
-    """The operands of one call, converted, on their device."""
-
-    def __init__(self, inputs, device, what: str):
-        if device is not None and all(type(x) is np.ndarray for x in inputs):
-            # the common case, without the general classification
-            self.rule = ("numpy", None)
-            self.dev = dev = get_device(device)
-            self.ops = [arrays.as_operand(x, i, "host", dev, what, self.rule) for i, x in enumerate(inputs)]
-        else:
-            kinds = [arrays.classify(x, i, what) for i, x in enumerate(inputs)]
-            self.rule = arrays.check_one_library(inputs, what)
-            self.dev = dev = _device_for(kinds, inputs, device)
-            self.ops = [arrays.as_operand(x, i, k, dev, what, self.rule)
-                        for i, (x, (k, _)) in enumerate(zip(inputs, kinds))]
-        self.kind = self.ops[0].kind
-        # host arrays on the CPU device are its native memory: bound in place, like device arrays,
-        # once they are big enough that copying them would cost more than binding them
-        self.in_place = self.kind != "host" or (
-            dev.info.backend == "cpu" and sum(o.span_bytes for o in self.ops) >= CPU_IN_PLACE_MIN_BYTES)
-        self.signature = tuple((o.kind, o.dtype.str, o.shape, o.strides, self.alignment(o)) for o in self.ops)
-
-    @staticmethod
-    def alignment(op) -> int:
-        if op.kind != "opencl":
-            return 0        # host uploads and CUDA pointers bind at offset 0
-        return interop.offset_alignment(int(op.array.offset), op.dtype.itemsize)
-
-    def run(self, signature, make):
-        """Execute the launch cached for ``signature`` (``make()`` gives its descriptor and result
-        shape on first use); the result as the caller's type."""
-        while True:
-            ln = pool.launch_for(self.dev, signature, not self.in_place, make)
-            try:
-                return self._run(ln)
-            except pool.Released:
-                continue
-
-    def _run(self, ln):
-        if not self.in_place:
-            res = ln.run_host([interop.host_span(o.array, o.span_bytes) for o in self.ops])
-            return arrays.hand_back(res.reshape(ln.out_shape), self.rule)
-        ins = [self._bind(o, t) for o, t in zip(self.ops, ln.in_tensors)]
-        out, res = self._new_output(ln)
-        if self.kind == "cuda":
-            interop.wait_for_current(self.dev)
-            ln.run_device(ins, out)
-            interop.current_waits(self.dev)
-        elif self.kind == "opencl":
-            _cl_wait_for_inputs(self.dev, [o.array for o in self.ops])
-            ln.run_device(ins, out)
-            _cl_result_waits(self.dev, res)
-        else:
-            ln.run_device(ins, out)
-        return arrays.hand_back(res, self.rule)
-
-    def _bind(self, op, t: TensorDesc) -> BufferBinding:
-        buf, off = interop.native_buffer(self.dev, op.array, max(op.span_bytes, 1))
-        return BufferBinding(buf, off, t.total_size_in_bytes)
-
-    def _new_output(self, ln):
-        """(binding, result array): the result is allocated by the caller's array library, shaped as
-        the result, and padded only where TotalTensorSizeInBytes (a multiple of 4) asks for more."""
-        t = ln.out_tensor
-        dtype = t.numpy_dtype
-        n = -(-t.total_size_in_bytes // dtype.itemsize)
-        shape = ln.out_shape if n == ln.out_count else (n,)
-        if self.kind == "cuda":
-            import cupy
-            with cupy.cuda.Device(self.dev.info.index):
-                arr = cupy.empty(shape, dtype)
-        elif self.kind == "opencl":
-            import pyopencl.array as cla
-            arr = cla.empty(self.ops[0].array.queue or self.dev.cl_queue, shape, dtype)
-        else:
-            arr = np.empty(shape, dtype)
-        buf, off = interop.native_buffer(self.dev, arr, n * dtype.itemsize)
-        res = arr if n == ln.out_count else arr[:ln.out_count].reshape(ln.out_shape)
-        return BufferBinding(buf, off, t.total_size_in_bytes), res
-
-    def empty_result(self, shape, fill=None):
-        """A result with no kernel launch (zero-size tensors, means of nothing)."""
-        res = np.empty(shape, self.ops[0].dtype)
-        if fill is not None:
-            res[...] = fill
-        if self.kind == "cuda":
-            import cupy
-            with cupy.cuda.Device(self.dev.info.index):
-                res = cupy.asarray(res)
-        elif self.kind == "opencl":
-            import pyopencl.array as cla
-            res = cla.to_device(self.ops[0].array.queue or self.dev.cl_queue, res)
-        return arrays.hand_back(res, self.rule)
-
-
-def _cl_wait_for_inputs(dev, arrs) -> None:
-    # OpenCL's stream rule: the device queue is in order, so arrays made on it need nothing; for
-    # arrays of another queue, it waits (on the device, not the host) for their pending pyopencl
-    # events and for everything queued before on their queues
-    q = dev.cl_queue
-    others = {id(a.queue): a.queue for a in arrs if a.queue is not None and a.queue != q}
-    if not others:
-        return
-    import pyopencl as cl
-    events = [e for a in arrs for e in a.events]
-    for other in others.values():
-        events.append(cl.enqueue_marker(other))
-        other.flush()
-    cl.enqueue_barrier(q, wait_for=events)
-
-
-def _cl_result_waits(dev, arr) -> None:
-    # a result on another queue of the context: that queue waits for our kernels before its next command
-    q = dev.cl_queue
-    if arr.queue is None or arr.queue == q:
-        return
-    import pyopencl as cl
-    done = cl.enqueue_marker(q)
-    arr.add_event(done)
-    cl.enqueue_barrier(arr.queue, wait_for=[done])
-    q.flush()
-
+from .arrays import (  # noqa: F401  (public names)
+    CPU_IN_PLACE_MIN_BYTES,
+    SUPPORTED,
+    Call,
+    UnsupportedTypeError,
+    data_type_of,
+    get_device,
+)
 
 # -- Mean ---------------------------------------------------------------------------------------
 
@@ -203,11 +44,13 @@ def mean(*arrays, device=None):
     (multidirectional) broadcasting.
 
     ``arrays``: numpy, CuPy, PyTorch, pyopencl or other DLPack arrays, all of one library, of
-    float32, float16, int32 or uint32 (Python lists and scalars are refused; the message says how
-    to pass them). The result has the inputs' type and lives where they live. Strided views (slices,
-    transposes, broadcasts) are described by the TensorDesc's strides, never repacked: device
-    arrays are bound where they are, host arrays are uploaded as the bytes they span (the CPU device
-    binds host arrays of 128 KiB or more in place). A copy is made only of an input with negative
+    float32, float16, int32 or uint32 (Python lists and array-likes as ``numpy.asarray`` takes
+    them, with a numpy result; masked arrays are refused). The result has the inputs' type and
+    lives where they live. Strided views (slices, transposes, broadcasts) are described by the
+    TensorDesc's strides, never repacked: device arrays are bound where they are; host arrays of
+    128 KiB or more are bound in place on a device that works in host memory (the CPU device, an
+    OpenCL CPU device or unified-memory GPU), else uploaded as the bytes they span through pooled
+    buffers. A copy is made only of an input with negative
     strides or strides that are not a whole number of elements, which a TensorDesc cannot describe.
     ``device``: a Device, a string such as ``"opencl"`` or ``"cuda:0"``, or None (default): the
     device the inputs live on, or for host arrays ``$GPU_MEAN_DEVICE`` or the best device present.
@@ -225,7 +68,7 @@ def mean_op(arrays, device, broadcast: bool = True, what: str = "Mean"):
         raise InvalidArgumentError(f"{what}: at least one input is required")
     if len(arrays) > MAX_NARY_INPUTS:
         raise UnsupportedError(f"{what}: {len(arrays)} inputs; gpu_mean takes at most {MAX_NARY_INPUTS}")
-    call = _Call(arrays, device, what)
+    call = Call(arrays, device, what)
     ops = call.ops
     dtypes = {o.dtype for o in ops}
     if len(dtypes) > 1:
@@ -313,7 +156,7 @@ def merge_dims(shape, strides, axes):
     return tuple(sizes), tuple(st), tuple(i for i, r in enumerate(red) if r)
 
 
-def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool = False, device=None):
+def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool = False, device=None, axis=None):
     """ONNX ReduceMean-18: the mean of ``x`` over ``axes``.
 
     ``x``: an array as ``gm.mean`` takes it (float32, float16, int32 or uint32); the result has its
@@ -325,11 +168,17 @@ def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool 
     ``noop_with_empty_axes``: False (default): no axes reduces every axis; True: no axes is an
     identity (a copy).
     ``device``: as for ``gm.mean`` (default None: where ``x`` lives, else the default device).
+    ``axis``: numpy's name for ``axes`` (an integer, a tuple or None); give one of the two.
 
     Floats run DML REDUCE AVERAGE (wide accumulation, within 1 ulp); integers
     ``gm.ext.IntegerReduceMeanDesc`` (exact, truncation toward zero). A reduction over a zero-size
     dimension gives NaN (floats) or 0 (integers) without launching a kernel.
     """
+    if axis is not None:
+        if axes is not None:
+            raise InvalidArgumentError(f"ReduceMean: axes={axes!r} and axis={axis!r} were both given; axis is "
+                                       "numpy's name for axes: give one")
+        axes = axis
     return reduce_mean_op(x, axes, keepdims, noop_with_empty_axes, device)
 
 
@@ -338,7 +187,7 @@ def reduce_mean_op(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bo
     """``reduce_mean`` for the frontends: ``allow_negative`` (opsets before 11 refuse negative axes)
     and ``what`` (the operator name errors give)."""
     axes = axes_list(axes, what)
-    call = _Call([x], device, what)
+    call = Call([x], device, what)
     op = call.ops[0]
     dt = data_type_of(op.dtype, what)
     shape = op.shape

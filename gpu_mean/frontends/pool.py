@@ -10,7 +10,8 @@ once over them: each call writes the inputs, executes the list (the runtime reso
 on the second execution and, on CUDA, replays them as a graph) and reads the output. A loop over
 same-shaped host arrays allocates no device memory after its first call.
 
-A device-array launch binds the caller's memory, whose address changes from call to call: its
+A device-array launch (also used for host arrays bound in place on a device that works in host
+memory) binds the caller's memory, whose address changes from call to call: its
 operator is compiled with DESCRIPTORS_VOLATILE, so the list recorded once reads the binding table
 at execution and each call only rebinds the table (no recording, no host synchronize).
 """
@@ -111,11 +112,20 @@ class Launch:
         dev.create_command_recorder().record_dispatch(cl, init, t)
         dev.execute_command_lists([cl])
 
-    def run_host(self, spans) -> np.ndarray:
-        """Upload each input's bytes, run, and return the output's bytes (a fresh host array)."""
+    def run_host(self, spans, bound=None) -> np.ndarray | None:
+        """Host arrays. A copy launch uploads each input's bytes (``spans``), runs, and returns the
+        output's bytes (a fresh host array). ``bound``: (input bindings, output binding) over the
+        spans' own memory and the result's, bound in place (a device that works in host memory);
+        runs, and waits until the result is visible in host memory (the arrays stay alive and
+        untouched by us until then); returns None."""
         with self.lock:
             if self.released:
                 raise Released
+            if bound is not None:
+                ins, out = bound
+                self._execute_bound(ins, out)
+                self.dev.executor.host_sync(out.buffer.native, out.size)
+                return None
             for buf, span in zip(self.inputs, spans):
                 if span.size:
                     buf.write(span)
@@ -127,15 +137,17 @@ class Launch:
         with self.lock:
             if self.released:
                 raise Released
-            if not self.cl.dispatches:
-                self.table.bind_inputs(inputs)
-                self.table.bind_outputs([output])
-                self.dev.create_command_recorder().record_dispatch(self.cl, self.cop, self.table)
-                self.cl.close()
-            else:
-                self.table.bind_inputs(inputs)
-                self.table.bind_outputs([output])
+            self._execute_bound(inputs, output)
+
+    def _execute_bound(self, inputs, output) -> None:
+        self.table.bind_inputs(inputs)
+        self.table.bind_outputs([output])
+        if not self.cl.dispatches:
+            self.dev.create_command_recorder().record_dispatch(self.cl, self.cop, self.table)
+            self.cl.close()
+        try:
             self.dev.execute_command_lists([self.cl])
+        finally:
             # the list read the table when it ran: let go of the caller's memory until the next call
             self.table.bind_inputs([])
             self.table.bind_outputs([])

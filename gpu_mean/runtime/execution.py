@@ -68,6 +68,13 @@ class Executor:
         with self.lock:
             return self.guard("a read", self.backend.read, native, offset, nbytes)
 
+    def host_sync(self, native, nbytes: int) -> None:
+        """Wait until the device's writes to host memory bound in place (``native``, made by the
+        backend's ArrayBridge.host_in_place) are visible to the host, and all work before them done."""
+        self.check_alive()
+        with self.lock:
+            self.guard("a host sync", self.backend.arrays.host_sync, native, nbytes)
+
     def _scratch(self, size: int) -> BufferBinding:
         buf = getattr(self._local, "scratch", None)
         if buf is None or buf.size < size:

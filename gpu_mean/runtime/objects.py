@@ -14,7 +14,8 @@ import numpy as np
 from ..descriptors.operators import OperatorDesc
 from ..descriptors.tensor import TensorDesc
 from ..descriptors.types import PERSISTENT_BUFFER_ALIGNMENT, ExecutionFlags, TensorFlags
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, UnsupportedError
+from . import interop
 
 _ids = itertools.count(1)
 
@@ -111,8 +112,14 @@ class Buffer:
         device a numpy array. The view keeps this Buffer alive; writes through it are writes to the
         buffer. On CUDA the view names the device's stream, so consumers order their reads after
         work queued on it."""
-        from .interop import export_tensor
-        return export_tensor(self, desc, offset)
+        if not isinstance(desc, TensorDesc):
+            raise InvalidArgumentError(f"as_tensor: desc must be a TensorDesc, got {interop.type_name(desc)}")
+        dt = desc.numpy_dtype
+        nbytes = interop.span_elements(desc.sizes, desc.effective_strides) * dt.itemsize
+        self.check_range(int(offset), nbytes, "as_tensor")
+        self.device.executor.check_alive()
+        byte_strides = tuple(s * dt.itemsize for s in desc.effective_strides)
+        return self.device.backend.arrays.export(self, desc, int(offset), byte_strides)
 
     @staticmethod
     def wrap_array(device, array) -> tuple[BufferBinding, TensorDesc]:
@@ -121,8 +128,33 @@ class Buffer:
         same GPU for CUDA, pyopencl arrays made with ``device.cl_queue`` for OpenCL. The binding's
         Buffer holds the array's memory alive; the caller must not free or resize it while work
         that binds it is pending."""
-        from .interop import wrap_array
         return wrap_array(device, array)
+
+
+def native_binding(device, bridge, arr, nbytes: int, size: int | None = None) -> BufferBinding:
+    """A binding of a native array's memory (``bridge.view``'s result), ``size`` bytes from its first
+    element (default: the span rounded up to 4). The Buffer claims at least the 4-byte-rounded size a
+    TensorDesc asks for; kernels never touch bytes past the last element, so the claim is never read
+    or written, and copies stay inside the real memory."""
+    native, off, real = bridge.memory(arr, nbytes)
+    claim = (nbytes + 3) & ~3
+    return BufferBinding(Buffer(device, native, max(off + claim, real), real), off, claim if size is None else size)
+
+
+def wrap_array(device, x, what: str = "Buffer.wrap_array"):
+    """A caller's array on ``device`` as ``(BufferBinding, TensorDesc)``, its strides kept, no copy."""
+    bridge = device.backend.arrays
+    arr = bridge.view(x, what)
+    dt = interop.data_type(arr.dtype, what)
+    shape = tuple(int(n) for n in arr.shape)
+    strides = interop.element_strides(shape, arr.strides, arr.dtype.itemsize)
+    if strides is None:
+        raise UnsupportedError(f"{what}: strides {arr.strides} (bytes) of a {arr.dtype} array are negative or not "
+                               "whole elements; a TensorDesc cannot describe them; pass a copy")
+    nbytes = interop.span_elements(shape, strides) * arr.dtype.itemsize
+    binding = native_binding(device, bridge, arr, max(nbytes, 1))
+    desc = interop.desc_for(dt, shape, strides, bridge.alignment(arr))
+    return BufferBinding(binding.buffer, binding.offset, max(desc.total_size_in_bytes, nbytes)), desc
 
 
 @dataclass(frozen=True)

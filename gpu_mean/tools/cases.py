@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import ext
+from ..descriptors import tables
 from ..descriptors.operators import (
     ElementWiseAddDesc,
     ElementWiseIdentityDesc,
@@ -28,6 +29,10 @@ OPERATORS = {
     "nary": "ext.NaryMean",
     "int_reduce": "ext.IntegerReduceMean",
 }
+# operation -> its table of data types and dimension counts per feature level
+TABLES = {"mean": tables.ELEMENT_WISE_MEAN, "add": tables.ELEMENT_WISE_ADD,
+          "identity": tables.ELEMENT_WISE_IDENTITY, "reduce": tables.REDUCE_AVERAGE,
+          "nary": tables.EXT_NARY_MEAN, "int_reduce": tables.EXT_INTEGER_REDUCE_MEAN}
 REDUCTIONS = ("reduce", "int_reduce")
 # packed: dense row-major; broadcast: the first input has stride 0 on dim 0; permuted: column-major;
 # padded: every stride doubled; permuted+padded: the first input permuted, the second padded;

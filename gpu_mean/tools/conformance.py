@@ -18,13 +18,10 @@ from ..descriptors.tensor import TensorDesc
 from ..descriptors.types import DataType, Feature
 from ..errors import DeviceRemovedError, DmlError, InvalidArgumentError
 from . import oracle
-from .cases import OPERATORS, Case
+from .cases import OPERATORS, TABLES, Case
 from .negative import negative_cases
 from .progress import Progress, progress_bar
 
-TABLES = {"mean": tables.ELEMENT_WISE_MEAN, "add": tables.ELEMENT_WISE_ADD,
-          "identity": tables.ELEMENT_WISE_IDENTITY, "reduce": tables.REDUCE_AVERAGE,
-          "nary": tables.EXT_NARY_MEAN, "int_reduce": tables.EXT_INTEGER_REDUCE_MEAN}
 REFERENCE = "exact oracle (gpu_mean.tools.oracle: rational arithmetic rounded once; not the CPU device)"
 
 

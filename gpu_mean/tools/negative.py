@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..descriptors import tables
 from ..descriptors.tensor import TensorDesc
 from ..descriptors.types import DataType, FeatureLevel
-from .cases import Case
+from .cases import TABLES, Case
 
 # the order a valid or invalid type is picked in, so the choice is stable
 PREFERENCE = (DataType.FLOAT32, DataType.INT32, DataType.FLOAT16, DataType.UINT32, DataType.FLOAT64, DataType.INT8,
@@ -20,7 +20,6 @@ SHAPE4 = (2, 3, 4, 5)
 
 def negative_cases(level: FeatureLevel) -> list:
     """[(op, what, build)] where build() returns a descriptor the level must reject."""
-    from .conformance import TABLES
     out = []
     for op, table in TABLES.items():
         row = tables.support_row(table, level)

@@ -1,0 +1,167 @@
+"""How arrays cross into a device: the one place each backend names the array libraries it takes.
+
+Every backend has an ``ArrayBridge`` (``backend.arrays``), beside its alloc / copy / compile /
+launch verbs. The runtime and the frontends ask it, and never name CuPy, PyTorch or pyopencl:
+
+* ``view(x, what)``: a caller's device array as the backend's native array over the same memory
+  (no copy), after checking that it lives on this device; ``memory(arr, nbytes)`` the
+  ``(native handle, byte offset, real bytes)`` a Buffer binds; ``alignment(arr)`` the
+  GuaranteedBaseOffsetAlignment that offset allows.
+* ``empty(like, shape, dtype)`` / ``from_host(like, a)``: a result in the caller's library (and,
+  for OpenCL, on the caller's queue); ``packed(arr)`` the one copy, for strides a TensorDesc
+  cannot describe.
+* ``before(arrays)`` / ``after(result)``: the backend's queue or stream ordered against the
+  caller's (CUDA: events on streams; OpenCL: markers on queues; CPU: nothing), never a host wait.
+* ``export(buffer, desc, offset)``: a Buffer seen as the native array type.
+* Host memory: ``host_in_place(span, writable)`` a native handle over a numpy array's own memory
+  where the device works in host memory and the address allows (else None: the caller copies
+  through pooled buffers), and ``host_sync(native, nbytes)``, which waits until the device's writes
+  are visible in that memory.
+
+``classify`` (which kind of memory an array lives in, without converting it), ``result_rule`` and
+``hand_back`` (the caller's library for a result) are shared by every backend.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+import numpy as np
+
+from ..errors import InvalidArgumentError, UnsupportedTypeError
+from ..runtime.interop import host_span, type_name
+
+# DLDeviceType values (dlpack.h)
+DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_OPENCL, DL_CUDA_MANAGED = 1, 2, 3, 4, 13
+
+
+def classify(x, index: int, what: str):
+    """(kind, CUDA ordinal or None): "host", "cuda" or "opencl"; None when ``x`` is not an array
+    (a Python object or an array-like numpy would convert)."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        return "host", None
+    cla = sys.modules.get("pyopencl.array")
+    if cla is not None and isinstance(x, cla.Array):
+        return "opencl", None
+    if hasattr(x, "__dlpack_device__") and hasattr(x, "__dlpack__"):
+        kind = int(x.__dlpack_device__()[0])
+        if kind == DL_CPU:
+            return "host", None
+        if kind in (DL_CUDA, DL_CUDA_MANAGED):
+            return "cuda", cuda_device_of(x)
+        raise UnsupportedTypeError(f"{what}: input {index} ({type_name(x)}) lives on DLPack device type "
+                                   f"{kind}; gpu_mean takes host (1), CUDA (2) and CUDA managed (13) memory")
+    if hasattr(x, "__cuda_array_interface__"):
+        return "cuda", cuda_device_of(x)
+    return None, None
+
+
+def cuda_device_of(x) -> int | None:
+    """The CUDA ordinal an array lives on, or None when it is not a CUDA array."""
+    cp = sys.modules.get("cupy")
+    if cp is not None and isinstance(x, cp.ndarray):
+        return int(x.device.id)
+    if hasattr(x, "__dlpack_device__") and not isinstance(x, np.ndarray):
+        kind, idx = x.__dlpack_device__()
+        return int(idx) if int(kind) in (DL_CUDA, DL_CUDA_MANAGED) else None
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is not None:
+        import cupy
+        ptr = int(cai["data"][0])
+        return int(cupy.cuda.runtime.pointerGetAttributes(ptr).device) if ptr else 0
+    return None
+
+
+def result_rule(x) -> tuple:
+    """How a result goes back to a caller who passed ``x``: (library name, converter name)."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        return ("numpy", None)
+    lib = sys.modules.get(type(x).__module__.split(".")[0])
+    name = lib.__name__ if lib is not None else type(x).__module__
+    if name in ("cupy", "pyopencl"):
+        return (name, None)
+    if hasattr(x, "__dlpack__") and lib is not None and hasattr(lib, "from_dlpack"):
+        return (name, "from_dlpack")
+    return ("cupy", None) if hasattr(x, "__cuda_array_interface__") else ("numpy", None)
+
+
+def hand_back(result, rule: tuple):
+    """A numpy, CuPy or pyopencl result as the caller's type."""
+    lib, conv = rule
+    if conv == "from_dlpack":
+        return importlib.import_module(lib).from_dlpack(result)
+    return result
+
+
+def host_array(x) -> np.ndarray:
+    """A host array (numpy, numpy scalar or CPU DLPack producer) as numpy over the same memory."""
+    if isinstance(x, np.ndarray):
+        return x
+    return np.asarray(x) if isinstance(x, np.generic) else np.from_dlpack(x)
+
+
+class ArrayBridge:
+    """The arrays one backend's device takes in place, and how results go back. This base is the
+    CPU device's: numpy is its native memory."""
+
+    kind = "host"            # the kind of array ``view`` takes
+    host_memory = True       # the device computes in host memory: numpy arrays may be bound in place
+
+    def __init__(self, backend):
+        self.backend = backend
+
+    @property
+    def name(self) -> str:
+        return f"{self.backend.info.id} ({self.backend.info.name})"
+
+    def owns(self, x) -> bool:
+        """Whether ``x`` is an array ``view`` takes (for finding the device an array lives on)."""
+        return isinstance(x, np.ndarray)
+
+    def view(self, x, what: str):
+        if not isinstance(x, np.ndarray):
+            raise InvalidArgumentError(f"{what}: the CPU device wraps numpy arrays, got {type_name(x)}")
+        return x
+
+    def memory(self, arr, nbytes: int):
+        """(native handle, byte offset of the first element, real bytes) of a native array."""
+        return host_span(arr, nbytes), 0, nbytes
+
+    def alignment(self, arr) -> int:
+        return 0
+
+    def empty(self, like, shape, dtype):
+        return np.empty(shape, dtype)
+
+    def from_host(self, like, a: np.ndarray):
+        return a
+
+    def packed(self, arr):
+        return np.ascontiguousarray(arr) if arr.ndim else np.array(arr)
+
+    def before(self, arrays) -> None:
+        pass
+
+    def after(self, result) -> None:
+        pass
+
+    def export(self, buffer, desc, offset: int, byte_strides):
+        return np.ndarray(desc.sizes, desc.numpy_dtype, buffer=buffer.native, offset=int(offset),
+                          strides=byte_strides)
+
+    def host_in_place(self, span: np.ndarray, writable: bool):
+        return span
+
+    def host_sync(self, native, nbytes: int) -> None:
+        pass
+
+
+def wrong_device(x, kind: str, where, dev_name: str, what: str) -> InvalidArgumentError:
+    """The error for an array of ``kind`` handed to a device that does not take it in place."""
+    if kind == "cuda":
+        return InvalidArgumentError(f"{what}: a {type_name(x)} on cuda:{where} was given but the device is "
+                                    f"{dev_name}; pass device='cuda:{where}' or a host array")
+    if kind == "opencl":
+        return InvalidArgumentError(f"{what}: a pyopencl array was given but the device is {dev_name}; pass "
+                                    "device='opencl' or a host array")
+    return InvalidArgumentError(f"{what}: {dev_name} wraps its own device arrays, got {type_name(x)}")

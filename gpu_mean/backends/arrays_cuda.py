@@ -1,0 +1,127 @@
+"""The CUDA backend's arrays: CuPy arrays, PyTorch CUDA tensors and any ``__cuda_array_interface__``
+or CUDA DLPack producer on the backend's GPU, viewed as CuPy arrays over the same memory.
+
+Stream rules: the backend launches on its own non-blocking stream. Work on another stream is
+ordered against it with events, never with a host synchronize (``before``: the backend stream
+waits for the caller's current stream; ``after``: the caller's current stream waits for ours), and
+an exported view names the backend's stream, as the CUDA Array Interface and DLPack ask of a
+producer. Host arrays cross the bus once each way, through the backend's pinned staging
+(``CudaBackend.write`` / ``read``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InvalidArgumentError
+from ..runtime.interop import span_elements, type_name
+from .arrays import DL_CUDA, ArrayBridge, cuda_device_of
+
+
+class CudaArrays(ArrayBridge):
+    kind = "cuda"
+    host_memory = False
+
+    def __init__(self, backend):
+        super().__init__(backend)
+        import cupy
+        self.cp = cupy
+
+    @property
+    def index(self) -> int:
+        return self.backend.info.index
+
+    def owns(self, x) -> bool:
+        return cuda_device_of(x) == self.index
+
+    def view(self, x, what: str):
+        """A CuPy array over ``x``'s memory (no copy). A DLPack producer is asked for its capsule
+        with the backend's stream current, so that it makes that stream wait on its own pending
+        work (the DLPack rule); a CUDA Array Interface v3 ``stream`` is honoured by CuPy itself."""
+        where = cuda_device_of(x)
+        if where != self.index:
+            raise InvalidArgumentError(f"{what}: the {type_name(x)} lives on cuda:{where} but the device is "
+                                       f"{self.name}; move it with cupy.asarray under "
+                                       f"cupy.cuda.Device({self.index}) or pass device='cuda:{where}'")
+        cp = self.cp
+        if isinstance(x, cp.ndarray):
+            return x
+        with cp.cuda.Device(self.index):
+            if hasattr(x, "__dlpack__"):
+                with self.backend.stream:     # cupy.from_dlpack passes the current stream to __dlpack__
+                    return cp.from_dlpack(x)
+            return cp.asarray(x)
+
+    def memory(self, arr, nbytes: int):
+        return arr.data, 0, nbytes
+
+    def empty(self, like, shape, dtype):
+        with self.cp.cuda.Device(self.index):
+            return self.cp.empty(shape, dtype)
+
+    def from_host(self, like, a: np.ndarray):
+        with self.cp.cuda.Device(self.index):
+            return self.cp.asarray(a)
+
+    def packed(self, arr):
+        with self.cp.cuda.Device(self.index):
+            return self.cp.ascontiguousarray(arr)
+
+    def before(self, arrays=()) -> None:
+        """The backend stream waits for everything already queued on the caller's current stream
+        (its writes to the inputs, our own copies, the output's allocation)."""
+        s = self.backend.stream
+        with self.cp.cuda.Device(self.index):
+            cur = self.cp.cuda.get_current_stream()
+            if cur.ptr != s.ptr:
+                self.backend.wait_for(cur)
+
+    def after(self, result=None) -> None:
+        """The caller's current stream waits for our kernels before it may touch the result (or
+        reuse the inputs' memory); the host does not wait."""
+        s = self.backend.stream
+        with self.cp.cuda.Device(self.index):
+            cur = self.cp.cuda.get_current_stream()
+            if cur.ptr != s.ptr:
+                self.backend.make_wait(cur)
+
+    def export(self, buffer, desc, offset: int, byte_strides):
+        return CudaTensorView(buffer, desc, offset)
+
+    def host_in_place(self, span, writable: bool):
+        return None
+
+
+class CudaTensorView:
+    """A (Buffer, TensorDesc) on a CUDA device seen as an array. It holds the Buffer, and so does
+    every array a consumer builds from it (CuPy and PyTorch keep the exporting object alive)."""
+
+    def __init__(self, buffer, desc, offset: int = 0):
+        self.buffer, self.desc, self.offset = buffer, desc, int(offset)
+        self.shape = tuple(desc.sizes)
+        self.dtype = desc.numpy_dtype
+        self.strides = tuple(s * self.dtype.itemsize for s in desc.effective_strides)
+        self.ptr = int(buffer.native.ptr) + self.offset
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        # "stream" tells the consumer which stream to order its work after (CAI v3)
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, False), "version": 3,
+                "strides": self.strides, "stream": int(self.buffer.device.backend.stream.ptr)}
+
+    def __dlpack_device__(self):
+        return (DL_CUDA, self.buffer.device.info.index)
+
+    def __dlpack__(self, *, stream=None, **kwargs):
+        # CuPy builds the capsule; with the backend stream current, CuPy makes the consumer's
+        # ``stream`` wait on it (stream=-1: the consumer asked for no synchronization)
+        import cupy
+        dev = self.buffer.device
+        with cupy.cuda.Device(dev.info.index), dev.backend.stream:
+            return self.to_cupy().__dlpack__(stream=stream, **kwargs)
+
+    def to_cupy(self):
+        import cupy
+        dev = self.buffer.device
+        nbytes = span_elements(self.shape, self.desc.effective_strides) * self.dtype.itemsize
+        mem = cupy.cuda.UnownedMemory(self.ptr, max(nbytes, 1), self, dev.info.index)
+        return cupy.ndarray(self.shape, self.dtype, cupy.cuda.MemoryPointer(mem, 0), strides=self.strides)
