@@ -163,11 +163,11 @@ def test_kernels_compile_and_load_on_the_backends_gpu(monkeypatch):
         return cuda_compile.CompiledKernel("ptx", b"cubin", "")
 
     monkeypatch.setattr(cuda_compile, "build", build)
-    assert be.function("reduce.cu", {"A": 1}, "gm_reduce_row") == "gm_reduce_row"
-    assert built == [("reduce.cu", 90, 13)]       # the backend's own NVRTC path, not CuPy's RawModule
+    assert be.function("reduce.cl", {"A": 1}, "gm_reduce_row") == "gm_reduce_row"
+    assert built == [("reduce.cl", 90, 13)]       # the backend's own NVRTC path, not CuPy's RawModule
     for event in (("build",), ("load", b"cubin"), ("get_function", "gm_reduce_row")):
         assert _inside(log, event), event           # on cuda:1, not on whatever GPU is current
-    be.function("reduce.cu", {"A": 1}, "gm_reduce_col")
+    be.function("reduce.cl", {"A": 1}, "gm_reduce_col")
     assert len(built) == 1                        # one module per macro set
 
 
@@ -179,7 +179,7 @@ def test_nvrtc_errors_are_build_errors(monkeypatch):
 
     monkeypatch.setattr(cuda_compile, "build", build)
     with pytest.raises(KernelBuildError, match="identifier undefined"):
-        be.function("reduce.cu", {}, "gm_reduce_row")
+        be.function("reduce.cl", {}, "gm_reduce_row")
 
 
 def test_big_copies_go_through_pinned_staging_on_the_backend_stream():
