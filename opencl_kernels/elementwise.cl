@@ -17,7 +17,7 @@
 //   IDX, ST      index and stride types of gm_dims (uint when every offset fits: IDX32, magic division)
 //   inputs (a seam each API fills its own way): GM_INPUT_PARAMS (the parameter list, after a comma),
 //     GM_INPUTS_BIND (a statement that makes ``ins``), GM_INPUTS_PARAM (the type of ``ins`` in helper
-//     functions), GM_IN(ins, k) (input k's first element)
+//     functions), GM_IN(ins, k) (input k's first element), GM_LAST_IN (NIN - 1 as one number)
 //   GPU shape: TS storage scalar (ushort for FLOAT16: the bits), VEC = 16 / sizeof(TS),
 //     TO_CT(x), FROM_CT(x), FROM_ACC(x): storage <-> compute (round to nearest even)
 //   CPU shape: T (half for FLOAT16), VW lanes, CTV / ACCV vector types, TO_ACCV(v), LOADV(p), STOREV(v, p),
@@ -118,7 +118,7 @@ GM_INLINE IDX gm_offset(__constant const gm_dims* s, int k, const IDX* idx, int 
     *(__global VT*)(out + o) = r;
 #else
 #if NIN > 1     // MEAN, ADD: the second operand is the last input
-#define GM_LOAD_SECOND(VT) VT b = *(__global const VT*)(GM_IN(ins, NIN - 1) + gm_offset(s, NIN - 1, idx, last) + e);
+#define GM_LOAD_SECOND(VT) VT b = *(__global const VT*)(GM_IN(ins, GM_LAST_IN) + gm_offset(s, GM_LAST_IN, idx, last) + e);
 #define GM_SECOND(j, x) TO_CT(b.v[j])
 #else           // IDENTITY: one operand
 #define GM_LOAD_SECOND(VT)
@@ -227,7 +227,7 @@ __kernel void gm_ew_rows_scalar(__global TS* restrict out, ulong out_off, ulong 
     res = GM_ACC_RESULT(acc, comp, ACCV); }
 #define RESV ACCV
 #else
-#define GM_COMPUTE(res) { CTV a_ = LOADV_AT(GM_IN(ins, 0), 0), b_ = LOADV_AT(GM_IN(ins, NIN - 1), NIN - 1); \
+#define GM_COMPUTE(res) { CTV a_ = LOADV_AT(GM_IN(ins, 0), 0), b_ = LOADV_AT(GM_IN(ins, GM_LAST_IN), GM_LAST_IN); \
     res = GM_COMBINE(a_, b_, CTV); }
 #define RESV CTV
 #endif

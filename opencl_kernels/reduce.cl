@@ -96,6 +96,38 @@ GM_INLINE void gm_emit(gm_acc a, ulong n, __global OUT_T* out, ulong out_off, __
     else gm_store(a, n, out, (long)out_off + gm_keep_offset(m, k, 2));
 }
 
+// The sum of elements [j, end) of the reduced index space of one output (input offset base), walked
+// with a carried multi-index: the general class (broadcast or padded inputs, interleaved axes),
+// in either shape.
+GM_INLINE gm_acc gm_general_sum(__global const T* in, long base, __constant const gm_rmeta* m, long j, long end) {
+    gm_acc s;
+    GM_ACC_ZERO(s);
+#if RN > 0
+    long idx[RNA];
+    long rem = j, off = 0;
+#pragma unroll
+    for (int d = RN - 1; d >= 0; --d) {
+        long q = gm_div(rem, m->red_shape[d]);
+        idx[d] = rem - q * m->red_shape[d];
+        rem = q;
+        off += idx[d] * m->red_in[d];
+    }
+    for (; j < end; ++j) {
+        GM_ACC_ADD(s, LOAD1(in, base + off));
+#pragma unroll
+        for (int d = RN - 1; d >= 0; --d) {
+            off += m->red_in[d];
+            if (++idx[d] < m->red_shape[d]) break;
+            off -= idx[d] * m->red_in[d];
+            idx[d] = 0;
+        }
+    }
+#else
+    if (j < end) GM_ACC_ADD(s, LOAD1(in, base));
+#endif
+    return s;
+}
+
 // ---- GPU-shaped kernels ----------------------------------------------------------------------
 #if !GM_CPU_SHAPE
 
@@ -261,34 +293,8 @@ __kernel void gm_reduce_general(__global const T* restrict in, ulong in_off, __g
     const long step = (long)get_global_size(0);
     for (long chunk = (long)get_group_id(1); chunk < n_chunks; chunk += (long)get_num_groups(1)) {
         for (long k = (long)get_global_id(0); k < n_out; k += step) {
-            const long base = (long)in_off + gm_keep_offset(m, k, 1);
-            long j = chunk * clen;
-            const long end = min(len, j + clen);
-            gm_acc s;
-            GM_ACC_ZERO(s);
-#if RN > 0
-            long idx[RNA];
-            long rem = j, off = 0;
-#pragma unroll
-            for (int d = RN - 1; d >= 0; --d) {
-                long q = gm_div(rem, m->red_shape[d]);
-                idx[d] = rem - q * m->red_shape[d];
-                rem = q;
-                off += idx[d] * m->red_in[d];
-            }
-            for (; j < end; ++j) {
-                GM_ACC_ADD(s, LOAD1(in, base + off));
-#pragma unroll
-                for (int d = RN - 1; d >= 0; --d) {
-                    off += m->red_in[d];
-                    if (++idx[d] < m->red_shape[d]) break;
-                    off -= idx[d] * m->red_in[d];
-                    idx[d] = 0;
-                }
-            }
-#else
-            if (j < end) GM_ACC_ADD(s, LOAD1(in, base));
-#endif
+            const long j = chunk * clen;
+            gm_acc s = gm_general_sum(in, (long)in_off + gm_keep_offset(m, k, 1), m, j, min(len, j + clen));
             gm_emit(s, n, out, out_off, part, part_off, use_part, m, k, chunk, n_out);
         }
     }
@@ -472,30 +478,8 @@ __kernel void gm_reduce_general_serial(__global const T* in, ulong in_off, __glo
                                        __constant const gm_rmeta* m, long n_out, long len, long clen, ulong n) {
     long k = get_global_id(0), chunk = get_global_id(1);
     if (k >= n_out) return;
-    long b = (long)in_off + gm_keep_offset(m, k, 1);
-    long j = chunk * clen, end = min(len, j + clen);
-    gm_acc a;
-    GM_ACC_ZERO(a);
-#if RN > 0
-    long idx[RN];
-    long rem = j, off = 0;
-    for (int d = RN - 1; d >= 0; --d) {
-        idx[d] = rem % m->red_shape[d];
-        rem /= m->red_shape[d];
-        off += idx[d] * m->red_in[d];
-    }
-    for (; j < end; ++j) {
-        GM_ACC_ADD(a, LOAD1(in, b + off));
-        for (int d = RN - 1; d >= 0; --d) {
-            off += m->red_in[d];
-            if (++idx[d] < m->red_shape[d]) break;
-            off -= idx[d] * m->red_in[d];
-            idx[d] = 0;
-        }
-    }
-#else
-    if (j < end) GM_ACC_ADD(a, LOAD1(in, b));
-#endif
+    long j = chunk * clen;
+    gm_acc a = gm_general_sum(in, (long)in_off + gm_keep_offset(m, k, 1), m, j, min(len, j + clen));
     gm_emit(a, n, out, out_off, part, part_off, use_part, m, k, chunk, n_out);
 }
 

@@ -25,7 +25,8 @@ NVRTC12 = os.environ.get("GPU_MEAN_NVRTC12") or str(
 INSTALLS = {"nvrtc-env": None, "nvrtc12.0": NVRTC12}
 
 
-def _missing() -> str | None:
+def nvrtc_missing() -> str | None:
+    """Why NVRTC or the CUDA headers cannot be used here, or None."""
     try:
         cuda_compile.nvrtc()
         cuda_compile.include_dir()
@@ -34,7 +35,8 @@ def _missing() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.skipif(_missing() is not None, reason=f"NVRTC or the CUDA headers are absent: {_missing()}")
+pytestmark = pytest.mark.skipif(nvrtc_missing() is not None,
+                                reason=f"NVRTC or the CUDA headers are absent: {nvrtc_missing()}")
 
 
 @pytest.fixture(scope="module", params=list(INSTALLS))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pyopencl
 import pytest
+from test_cuda_nvrtc import nvrtc_missing
 from test_cuda_static import RED_CASES, reduce_desc
 
 import gpu_mean as gm
@@ -14,18 +15,8 @@ from gpu_mean.backends.kernels import kernel_source
 from gpu_mean.backends.typespell import header
 from gpu_mean.runtime import planning
 
-
-def _nvrtc_missing():
-    try:
-        cuda_compile.nvrtc()
-        cuda_compile.include_dir()
-    except cuda_compile.NvrtcError as e:
-        return str(e)
-    return None
-
-
 pytestmark = [pytest.mark.skipif(not opencl.discover()[0], reason="no OpenCL device"),
-              pytest.mark.skipif(_nvrtc_missing() is not None, reason="NVRTC or the CUDA headers are absent")]
+              pytest.mark.skipif(nvrtc_missing() is not None, reason="NVRTC or the CUDA headers are absent")]
 
 
 @pytest.fixture

@@ -3,11 +3,12 @@
     git worktree add --detach /tmp/before <commit>
     python tools/bench_kernels.py --before /tmp/before --device opencl --mb 64 --rounds 3
 
-Each round runs one fresh process per tree (alternating, so that the machine's drift falls on both);
-each process times every shape class of the profiler (gpu_mean.tools.profiler.class_cases) through a
-recorded command list on device buffers, median of ``--repeat`` runs after a warm-up, and prints GB/s
-(bytes each input read once + output written once, over time). The table gives each class's median
-over the rounds, before and after, and their ratio.
+For every shape class of the profiler (gpu_mean.tools.profiler.class_cases), ``--rounds`` rounds each
+run one fresh process per tree, alternating, so that the machine's drift falls on both trees within
+seconds of each other; each process times the class through a recorded command list on device
+buffers, median of ``--repeat`` runs after a warm-up, and prints GB/s (bytes each input read once +
+output written once, over time). The table gives each class's median over the rounds, before and
+after, their ratio, and every round's figure.
 """
 from __future__ import annotations
 
@@ -23,19 +24,17 @@ PROBE = """
 import json, sys, gpu_mean as gm
 from gpu_mean.tools import profiler
 dev = gm.create_device(sys.argv[1])
-n, repeat = int(sys.argv[2]), int(sys.argv[3])
-out = {}
-for case in profiler.class_cases(n):
-    go = profiler.prepare_device(dev, case)
-    out[f"{case.klass} {case.dtype.name}"] = case.traffic / profiler.median_time(go, repeat) / 1e9
-print(json.dumps(out))
+n, repeat, which = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+case = profiler.class_cases(n)[which]
+go = profiler.prepare_device(dev, case)
+print(json.dumps({f"{case.klass} {case.dtype.name}": case.traffic / profiler.median_time(go, repeat) / 1e9}))
 """
 
 
-def measure(tree: Path, device: str, n: int, repeat: int) -> dict:
+def measure(tree: Path, device: str, n: int, repeat: int, which: int) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree))
-    out = subprocess.run([sys.executable, "-c", PROBE, device, str(n), str(repeat)], env=env, capture_output=True,
-                         text=True, check=True, cwd=tree)
+    out = subprocess.run([sys.executable, "-c", PROBE, device, str(n), str(repeat), str(which)], env=env,
+                         capture_output=True, text=True, check=True, cwd=tree)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -49,19 +48,21 @@ def main() -> int:
     a = ap.parse_args()
     trees = {"before": a.before.resolve(), "after": Path(__file__).resolve().parent.parent}
     n = a.mb * (1 << 20) // 4
-    runs: dict = {label: [] for label in trees}
-    for r in range(a.rounds):
-        for label, tree in trees.items():
-            runs[label].append(measure(tree, a.device, n, a.repeat))
-            print(f"round {r + 1} {label} done", file=sys.stderr, flush=True)
+    from gpu_mean.tools import profiler
+    n_classes = len(profiler.class_cases(n))
     print(f"{a.device}, {a.mb} MiB float32 inputs, GB/s, median of {a.rounds} alternating rounds "
           f"(each the median of {a.repeat} runs)")
-    print(f"{'class':34s} {'before':>8s} {'after':>8s} {'after/before':>13s}   rounds before | after")
-    for key in runs["after"][0]:
-        b = [r[key] for r in runs["before"]]
-        f = [r[key] for r in runs["after"]]
-        print(f"{key:34s} {median(b):8.2f} {median(f):8.2f} {median(f) / median(b):13.2f}   "
-              f"{' '.join(f'{x:.1f}' for x in b)} | {' '.join(f'{x:.1f}' for x in f)}")
+    print(f"{'class':34s} {'before':>8s} {'after':>8s} {'after/before':>13s}   rounds before | after", flush=True)
+    for which in range(n_classes):
+        runs: dict = {label: {} for label in trees}
+        for _ in range(a.rounds):
+            for label, tree in trees.items():
+                for key, v in measure(tree, a.device, n, a.repeat, which).items():
+                    runs[label].setdefault(key, []).append(v)
+        for key, f in runs["after"].items():
+            b = runs["before"][key]
+            print(f"{key:34s} {median(b):8.2f} {median(f):8.2f} {median(f) / median(b):13.2f}   "
+                  f"{' '.join(f'{x:.1f}' for x in b)} | {' '.join(f'{x:.1f}' for x in f)}", flush=True)
     return 0
 
 
