@@ -134,8 +134,9 @@ def _usage(cmd: str, msg: str) -> int:
 
 
 def cmd_conformance(args) -> int:
-    if args.json and _folder_problem(args.json):
-        return _usage("conformance", f"--json {args.json}: {_folder_problem(args.json)}")
+    why = args.json and _folder_problem(args.json)
+    if why:
+        return _usage("conformance", f"--json {args.json}: {why}")
     from .tools import conformance
     return conformance.main(args.device, args.feature_level, args.quick, args.json, args.op, args.dtype)
 

@@ -19,7 +19,7 @@ import os
 import unittest
 
 import numpy as np
-from onnx import ModelProto, checker, numpy_helper
+from onnx import ModelProto, numpy_helper
 from onnx.backend.base import Backend, BackendRep
 
 from .errors import DmlError, InvalidArgumentError, UnsupportedError
@@ -47,6 +47,23 @@ def _text(e: DmlError) -> str:
     return str(e).split(" (HRESULT")[0]
 
 
+def _op_for(node, opset: int):
+    """The gpu_mean op that runs ``node`` at ``opset`` (its attributes read), or UnsupportedError naming it."""
+    cls = onnx_ops.get_op(node.op_type, opset) if node.domain in ("", "ai.onnx") else None
+    if cls is None:
+        raise UnsupportedError(f"gpu_mean ONNX backend: node {_node_name(node)} cannot run: gpu_mean runs "
+                               f"ONNX Mean and ReduceMean (domain ai.onnx) only")
+    return cls(_attrs(node))
+
+
+def _run_op(node, op, args, dev):
+    """``op`` on ``args``; an unsupported input names the node and the device."""
+    try:
+        return op.run(args, dev)
+    except UnsupportedError as e:
+        raise type(e)(f"gpu_mean ONNX backend: node {_node_name(node)} on {dev.info.id}: {_text(e)}") from e
+
+
 ONNX_DEVICES = ("CPU", "CUDA")
 
 
@@ -63,11 +80,7 @@ class GpuMeanRep(BackendRep):
         g = model.graph
         self.nodes = []
         for node in g.node:
-            cls = onnx_ops.get_op(node.op_type, opset) if node.domain in ("", "ai.onnx") else None
-            if cls is None:
-                raise UnsupportedError(f"gpu_mean ONNX backend: node {_node_name(node)} cannot run: gpu_mean runs "
-                                       f"ONNX Mean and ReduceMean (domain ai.onnx) only")
-            self.nodes.append((node, cls(_attrs(node))))
+            self.nodes.append((node, _op_for(node, opset)))
         self.initializers = {t.name: numpy_helper.to_array(t) for t in g.initializer}
         self.input_names = [i.name for i in g.input if i.name not in self.initializers]
         self.output_names = [o.name for o in g.output]
@@ -80,12 +93,7 @@ class GpuMeanRep(BackendRep):
             values = dict(zip(self.input_names, inputs))
         values.update(self.initializers)
         for node, op in self.nodes:
-            args = [values[n] if n else None for n in node.input]
-            try:
-                res = op.run(args, self.device)
-            except UnsupportedError as e:
-                raise type(e)(f"gpu_mean ONNX backend: node {_node_name(node)} on {self.device.info.id}: "
-                              f"{_text(e)}") from e
+            res = _run_op(node, op, [values[n] if n else None for n in node.input], self.device)
             values[node.output[0]] = np.asarray(res) if isinstance(res, np.ndarray) else res
         return tuple(values[n] for n in self.output_names)
 
@@ -120,8 +128,7 @@ class GpuMeanBackend(Backend):
     @classmethod
     def prepare(cls, model: ModelProto, device: str = "CPU", **kwargs) -> GpuMeanRep:
         dev = cls.device_for(device)
-        super().prepare(model, "CPU", **kwargs)   # runs onnx.checker
-        checker.check_model(model)
+        super().prepare(model, "CPU", **kwargs)   # runs onnx.checker.check_model
         return GpuMeanRep(model, dev)
 
     @classmethod
@@ -130,18 +137,8 @@ class GpuMeanBackend(Backend):
 
     @classmethod
     def run_node(cls, node, inputs, device="CPU", outputs_info=None, **kwargs):
-        from onnx import helper
-        opset = kwargs.get("opset_version", 18)
         dev = cls.device_for(device)
-        cls_op = onnx_ops.get_op(node.op_type, opset) if node.domain in ("", "ai.onnx") else None
-        if cls_op is None:
-            raise UnsupportedError(f"gpu_mean ONNX backend: node {_node_name(node)} cannot run: gpu_mean runs "
-                                   f"ONNX Mean and ReduceMean (domain ai.onnx) only")
-        try:
-            res = cls_op({a.name: helper.get_attribute_value(a) for a in node.attribute}).run(list(inputs), dev)
-        except UnsupportedError as e:
-            raise type(e)(f"gpu_mean ONNX backend: node {_node_name(node)} on {dev.info.id}: {_text(e)}") from e
-        return (res,)
+        return (_run_op(node, _op_for(node, kwargs.get("opset_version", 18)), list(inputs), dev),)
 
     @classmethod
     def supports_device(cls, device: str) -> bool:

@@ -223,6 +223,8 @@ def _same_memory(dev, binding, src):
     if dev.info.backend == "cpu":
         return np.shares_memory(nat, src)
     if dev.info.backend == "opencl":
+        if isinstance(src, np.ndarray):     # a numpy array bound in place: a buffer over its memory
+            return nat.hostbuf is not None and np.shares_memory(nat.hostbuf, src)
         return nat.int_ptr == src.base_data.int_ptr
     return src.data.ptr <= nat.ptr < src.data.ptr + src.nbytes
 

@@ -1,6 +1,9 @@
 """Host-side planning and launch geometry: pure functions, no device."""
 from __future__ import annotations
 
+import types
+
+from gpu_mean.backends import elementwise_kernels, reduce_kernels
 from gpu_mean.backends import opencl_geometry as launch
 from gpu_mean.descriptors.tensor import packed_strides
 from gpu_mean.descriptors.types import DataType, KernelOp
@@ -88,20 +91,21 @@ def test_split_count():
 
 
 def test_reduce_geometry_cpu():
-    g = launch.reduce_geometry(_plan((64, 1024, 1024), (0, 1, 2)), is_cpu=True, compute_units=2)
+    g = launch.reduce_geometry(_plan((64, 1024, 1024), (0, 1, 2)), compute_units=2)
     assert g.kernel == "row" and g.n_chunks == 32 and g.grid == (1, 32) and g.chunk * 32 >= 1 << 26
     assert g.local == (1, 1)   # one work-item per work-group: PoCL spreads them over the cores
-    g = launch.reduce_geometry(_plan((64, 1024, 1024), (2,)), is_cpu=True, compute_units=2)
+    g = launch.reduce_geometry(_plan((64, 1024, 1024), (2,)), compute_units=2)
     assert g.n_chunks == 1 and g.grid == (65536, 1) and g.local == (64, 1)
-    g = launch.reduce_geometry(_plan((64, 1024, 1024), (1,)), is_cpu=True, compute_units=2)
+    g = launch.reduce_geometry(_plan((64, 1024, 1024), (1,)), compute_units=2)
     assert g.kernel == "col" and g.grid == (1, 64, 1) and g.local == (1, 1, 1) and g.cols == 1024
-    g = launch.reduce_geometry(_plan((2, 100_000, 33), (1,)), is_cpu=True, compute_units=2)
+    g = launch.reduce_geometry(_plan((2, 100_000, 33), (1,)), compute_units=2)
     assert g.kernel == "col" and g.n_chunks > 1 and g.grid[2] == g.n_chunks and g.chunk * g.n_chunks >= 100_000
 
 
 def test_reduce_geometry_gpu_splits_more():
-    cpu = launch.reduce_geometry(_plan((8, 1 << 20), (1,)), is_cpu=True, compute_units=2)
-    gpu = launch.reduce_geometry(_plan((8, 1 << 20), (1,)), is_cpu=False, compute_units=132)
+    from gpu_mean.backends import gpu_geometry
+    cpu = launch.reduce_geometry(_plan((8, 1 << 20), (1,)), compute_units=2)
+    gpu = gpu_geometry.reduce_geometry(_plan((8, 1 << 20), (1,)), sms=132)
     assert gpu.n_chunks > cpu.n_chunks > 1
 
 
@@ -111,9 +115,9 @@ def test_ew_geometry():
 
 
 def test_reduce_geometry_interleaved_dense_runs():
-    g = launch.reduce_geometry(_plan((64, 1024, 1024), (0, 2)), is_cpu=True, compute_units=2)
+    g = launch.reduce_geometry(_plan((64, 1024, 1024), (0, 2)), compute_units=2)
     assert g.row_multi and g.kernel == "row" and g.grid == (1024, 64) and g.n_chunks == 64 and g.length == 1024
-    g = launch.reduce_geometry(_plan((6, 5, 7, 3), (0, 2)), is_cpu=True, compute_units=2)
+    g = launch.reduce_geometry(_plan((6, 5, 7, 3), (0, 2)), compute_units=2)
     assert not g.row_multi and g.kernel == "general"   # innermost reduced run is strided
 
 
@@ -124,7 +128,10 @@ def test_reduce_geometry_cpu_prefetch_only_where_the_lines_are_read():
         out_strides = packed_strides(tuple(1 if i in axes else s for i, s in enumerate(shape)))
         in_strides = strides or packed_strides(shape)
         plan = planning.plan_reduce(KernelOp.REDUCE_MEAN, dtype, shape, in_strides, out_strides, axes)
-        return launch.reduce_geometry(plan, is_cpu=cpu, compute_units=2)
+        if not cpu:     # the GPU shape has no software prefetch at all
+            macros = reduce_kernels.gpu_variant(plan, sms=132).macros
+            return types.SimpleNamespace(prefetch=int(macros.get("PREFETCH", 0)))
+        return launch.reduce_geometry(plan, compute_units=2)
     assert geo((64, 1024, 1024), (2,)).prefetch == ROW_PF        # adjacent rows
     assert geo((64, 1024, 1024), (0, 1, 2)).prefetch == ROW_PF   # one long run in chunks
     assert geo((64, 1024, 1024), (1,)).prefetch == COL_PF          # 1024 rows per chunk
@@ -147,7 +154,10 @@ def test_ew_prefetch_only_for_dense_or_long_rows():
 
     def pf(shape, b_strides=None, dt=DataType.FLOAT32, cpu=True):
         t, tb = gm.TensorDesc(dt, shape), gm.TensorDesc(dt, shape, b_strides)
-        return launch.ew_prefetch(planning.plan_operator(gm.ElementWiseMeanDesc(t, tb, t)), cpu)
+        plan = planning.plan_operator(gm.ElementWiseMeanDesc(t, tb, t))
+        if not cpu:     # the GPU shape has no software prefetch at all
+            return int(elementwise_kernels.gpu_variant(plan, api="opencl", sms=132).macros.get("PREFETCH", 0))
+        return launch.ew_prefetch(plan)
     assert pf((64, 1024, 1024)) == ROW_PF                 # one dense run
     assert pf((64, 1 << 20), (0, 1)) == ROW_PF            # broadcast, rows of 4 MB
     assert pf((1 << 16, 100), (0, 1)) == 0                                   # rows of 400 bytes

@@ -177,7 +177,7 @@ def test_prefetched_rows_and_columns(device, case, dt):
     shape, axes, strides = PREFETCH_CASES[case]
     ti, to = T(dt, shape, strides), out_desc(dt, shape, axes)
     plan = planning.plan_reduce(KernelOp.REDUCE_MEAN, dt, shape, ti.effective_strides, to.effective_strides, axes)
-    assert launch.reduce_geometry(plan, is_cpu=True, compute_units=2).prefetch > 0
+    assert launch.reduce_geometry(plan, compute_units=2).prefetch > 0
     rng = np.random.default_rng(zlib.crc32(case.encode()))
     if dt == D.INT32:
         x = rng.integers(-2**31, 2**31, shape, dtype=np.int32)

@@ -18,11 +18,13 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 
 import numpy as np
 
 import gpu_mean as gm
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_functional import per_call_us  # noqa: E402  (the sibling script's timing loop)
 
 
 def load_before(tree: str):
@@ -34,17 +36,8 @@ def load_before(tree: str):
 
 
 def best_times(fns: dict, repeats: int, inner: int = 1) -> dict:
-    """Best seconds per call of each function; the functions take turns."""
-    best = dict.fromkeys(fns, float("inf"))
-    for fn in fns.values():
-        fn()
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            t = time.perf_counter()
-            for _ in range(inner):
-                fn()
-            best[name] = min(best[name], (time.perf_counter() - t) / inner)
-    return best
+    """Best seconds per call of each function; the functions take turns (bench_functional's timing)."""
+    return {name: us / 1e6 for name, us in per_call_us(fns, inner, repeats).items()}
 
 
 def descriptor_path(gmod, dev, x):

@@ -15,8 +15,8 @@ launch verbs. The runtime and the frontends ask it, and never name CuPy, PyTorch
 * ``export(buffer, desc, offset)``: a Buffer seen as the native array type.
 * Host memory: ``host_in_place(span, writable)`` a native handle over a numpy array's own memory
   where the device works in host memory and the address allows (else None: the caller copies
-  through pooled buffers), and ``host_sync(native, nbytes)``, which waits until the device's writes
-  are visible in that memory.
+  through pooled buffers), and ``host_output(nbytes)`` a result array with its handle (OpenCL).
+  Waiting until the device's writes are visible there is the backend's ``host_sync``.
 
 ``classify`` (which kind of memory an array lives in, without converting it), ``result_rule`` and
 ``hand_back`` (the caller's library for a result) are shared by every backend.
@@ -152,8 +152,12 @@ class ArrayBridge:
     def host_in_place(self, span: np.ndarray, writable: bool):
         return span
 
-    def host_sync(self, native, nbytes: int) -> None:
-        pass
+
+def aligned_empty(nbytes: int, align: int) -> np.ndarray:
+    """``nbytes`` of uninitialised host memory starting at a multiple of ``align`` bytes."""
+    raw = np.empty(nbytes + align, np.uint8)
+    start = (-raw.ctypes.data) % align
+    return raw[start:start + nbytes]
 
 
 def wrong_device(x, kind: str, where, dev_name: str, what: str) -> InvalidArgumentError:

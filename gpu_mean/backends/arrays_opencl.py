@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 from ..runtime.interop import offset_alignment, type_name
-from .arrays import ArrayBridge
+from .arrays import ArrayBridge, aligned_empty
 
 _PROBE = "__kernel void gm_probe_host(__global uchar* a) { a[get_global_id(0)] = 7; }"
 PROBE_ALIGNMENTS = (2, 16, 128, 4096)
@@ -103,13 +103,11 @@ class ClArrays(ArrayBridge):
         access = mf.READ_WRITE if writable else mf.READ_ONLY
         return self.cl.Buffer(self.backend.ctx, access | mf.USE_HOST_PTR, hostbuf=span)
 
-    def host_sync(self, native, nbytes: int) -> None:
-        # blocking map: waits for every earlier command of the in-order queue, and makes the
-        # device's writes visible in the host array; then unmapped at once
-        arr, _ = self.cl.enqueue_map_buffer(self.backend.queue, native, self.cl.map_flags.READ, 0,
-                                            (max(nbytes, 1),), np.uint8, is_blocking=True)
-        arr.base.release(self.backend.queue)
-        self.backend._drained()
+    def host_output(self, nbytes: int):
+        """(host array of ``nbytes`` at the alignment the device uses in place, its buffer) for a
+        result the kernel writes straight into."""
+        span = aligned_empty(nbytes, self.host_ptr_alignment)
+        return span, self.host_in_place(span, True)
 
 
 def probe_host_ptr_alignment(backend) -> int | None:

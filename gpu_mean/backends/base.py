@@ -1,6 +1,8 @@
 """What a backend supplies: memory verbs, and a Program per compiled operator."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 
@@ -48,6 +50,11 @@ class Backend:
     def finish(self) -> None:
         pass
 
+    def host_sync(self, native, nbytes: int) -> None:
+        """Wait until the device's writes to host memory bound in place (``arrays.host_in_place``)
+        are visible there, and every earlier command is done (nothing to do where execution is
+        synchronous)."""
+
     def is_out_of_memory(self, exc: Exception) -> bool:
         return False
 
@@ -63,18 +70,14 @@ class Backend:
         raise NotImplementedError
 
     # -- arrays
-    @property
+    @functools.cached_property
     def arrays(self):
         """This backend's ArrayBridge (gpu_mean/backends/arrays.py): the arrays its device takes in
-        place and how results go back; made on first use."""
-        bridge = self.__dict__.get("_array_bridge")
-        if bridge is None:
-            kind = self.info.backend
-            if kind == "opencl":
-                from .arrays_opencl import ClArrays as bridge_type
-            elif kind == "cuda":
-                from .arrays_cuda import CudaArrays as bridge_type
-            else:
-                from .arrays import ArrayBridge as bridge_type
-            bridge = self.__dict__["_array_bridge"] = bridge_type(self)
-        return bridge
+        place and how results go back; made on first use (``make_arrays``)."""
+        return self.make_arrays()
+
+    def make_arrays(self):
+        """The ArrayBridge of a device in host memory that takes numpy and CPU DLPack arrays; a
+        backend whose arrays are another library's overrides this."""
+        from .arrays import ArrayBridge
+        return ArrayBridge(self)

@@ -172,6 +172,10 @@ class CudaBackend(Backend):
     def stream(self, stream) -> None:
         self._stream = stream
 
+    def make_arrays(self):
+        from .arrays_cuda import CudaArrays
+        return CudaArrays(self)
+
     # -- memory
     def alloc(self, nbytes):
         # Under the backend's stream: CuPy's pool keeps freed memory per stream (a block goes back

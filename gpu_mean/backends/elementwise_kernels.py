@@ -119,8 +119,7 @@ def input_seam(api: str, storage: str, n_inputs: int, offsets_in_buffer: bool = 
         named = "(GM_PASTE(in, k) + GM_PASTE(off, k))"
     seam = {"GM_INPUT_PARAMS": params, "FOREACH_INPUT(X)": " ".join(f"X({k})" for k in range(n_inputs)), **last}
     if by_name:
-        return {**seam, "GM_INPUTS_BIND": "", "GM_INPUTS_PARAM": "void*", "GM_PASTE(a, b)": "a##b",
-                "GM_IN(ins, k)": named}
+        return {**seam, "GM_INPUTS_BIND": "", "GM_PASTE(a, b)": "a##b", "GM_IN(ins, k)": named}
     bind = ", ".join(f"in{k} + {o}" for k, o in enumerate(offs))
     return {**seam, "GM_INPUTS_BIND": f"__global const {storage}* ins[NIN] = {{{bind}}};",
             "GM_INPUTS_PARAM": f"__global const {storage}* const*", "GM_IN(ins, k)": "(ins)[k]"}
@@ -211,7 +210,7 @@ def cpu_macros(plan: planning.ElementwisePlan, fp64: bool, offsets_in_buffer: bo
     else:
         m.update({"ACCV": f"{c}{vw}", "TO_ACCV(v)": "(v)"})
     m.update({"GM_CPU_SHAPE": 1, "T": t, "VW": vw, "CTV": f"{c}{vw}", "UNROLL": 64 // vw, "RUN": RUN,
-              "RUN_ROWS": RUN_ROWS, "PREFETCH": opencl_geometry.ew_prefetch(plan, True, tuning),
+              "RUN_ROWS": RUN_ROWS, "PREFETCH": opencl_geometry.ew_prefetch(plan, tuning),
               "PF_LINE": max(1, 64 // int(dt.element_size))})
     m.update(input_seam("opencl", t, plan.n_inputs, offsets_in_buffer, by_name=True))
     return m

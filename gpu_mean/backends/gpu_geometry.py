@@ -30,9 +30,10 @@ def _cdiv(a: int, b: int) -> int:
 
 
 def ew_grid(n: int, vec: int, block: int, sms: int) -> tuple:
-    """Grid-stride element-wise launch: one pass when small, at most 8 blocks of 256 per SM (H200: 132 SMs)."""
+    """Grid-stride element-wise launch: one pass when small, at most 8 blocks of 256 per SM (and never
+    past CUDA's grid limit)."""
     items = max(1, _cdiv(n, vec))
-    return (max(1, min(_cdiv(items, block), sms * 8)),)
+    return (max(1, min(_cdiv(items, block), sms * 8, MAX_X)),)
 
 
 def ew_uses_rows(plan: planning.ElementwisePlan) -> bool:

@@ -10,17 +10,16 @@ import warnings
 
 import numpy as np
 
-from ..descriptors.types import DataType
 from ..errors import KernelBuildError
 from ..runtime import planning
 from ..runtime.device import DeviceInfo
 from . import elementwise_kernels, reduce_kernels
 from . import opencl_geometry as geometry
+from .arrays import aligned_empty
 from .base import Backend, Program
 from .kernels import ProgramCache, kernel_text
 from .typespell import cache_key
 
-D = DataType
 ACC_BYTES = planning.ACC_BYTES
 _TRIVIAL = "__kernel void gm_probe(__global float* a) { a[get_global_id(0)] = 1.0f; }"
 
@@ -170,9 +169,7 @@ class OpenCLBackend(Backend):
             # A CPU device reads host memory: back big buffers with page-aligned numpy memory, which
             # numpy advises for transparent huge pages (PoCL's own allocations get 4 KB pages; the
             # huge pages move streaming kernels 3-5 % closer to the memory bandwidth on the CI machine).
-            raw = np.empty(nbytes + HOST_PAGE, np.uint8)
-            start = (-raw.ctypes.data) % HOST_PAGE
-            return self.cl.Buffer(self.ctx, mf.READ_WRITE | mf.USE_HOST_PTR, hostbuf=raw[start:start + nbytes])
+            return self.cl.Buffer(self.ctx, mf.READ_WRITE | mf.USE_HOST_PTR, hostbuf=aligned_empty(nbytes, HOST_PAGE))
         return self.cl.Buffer(self.ctx, mf.READ_WRITE, nbytes)
 
     def write(self, native, offset, data):
@@ -185,6 +182,18 @@ class OpenCLBackend(Backend):
             self.cl.enqueue_copy(self.queue, out, native, src_offset=offset, is_blocking=True)
             self._drained()
         return out
+
+    def make_arrays(self):
+        from .arrays_opencl import ClArrays
+        return ClArrays(self)
+
+    def host_sync(self, native, nbytes: int) -> None:
+        # blocking map: waits for every earlier command of the in-order queue, and makes the
+        # device's writes to a buffer over host memory visible in the host array; unmapped at once
+        arr, _ = self.cl.enqueue_map_buffer(self.queue, native, self.cl.map_flags.READ, 0, (max(nbytes, 1),),
+                                            np.uint8, is_blocking=True)
+        arr.base.release(self.queue)
+        self._drained()
 
     def copy(self, src, src_offset, dst, dst_offset, nbytes):
         ev = self.cl.enqueue_copy(self.queue, dst, src, byte_count=nbytes, src_offset=src_offset,
@@ -218,10 +227,6 @@ class OpenCLBackend(Backend):
                 raise KernelBuildError(f"OpenCL build of {filename} with {macros} failed on "
                                        f"{self.info.name}:\n{e}") from e
         return self._programs.get(cache_key(filename, macros), build)
-
-    def constant(self, values) -> object:
-        arr = np.asarray(list(values) + [0], np.int64)
-        return self.cl.Buffer(self.ctx, self.cl.mem_flags.READ_ONLY | self.cl.mem_flags.COPY_HOST_PTR, hostbuf=arr)
 
     def constant_struct(self, packed: np.ndarray) -> object:
         """A kernel's metadata struct (the bytes CUDA passes by value) as a constant buffer."""

@@ -1,6 +1,7 @@
-"""OpenCL launch geometry: pure functions of a plan, the device's shape and the tuning values, tested
-without a device. Tuning values travel in a frozen ``OpenCLTuning`` (tools/bench_prefetch.py builds a
-backend with prefetch off by passing another one, never by patching this module)."""
+"""OpenCL launch geometry of the CPU-shaped kernels (OpenCL CPU devices): pure functions of a plan,
+the device's shape and the tuning values, tested without a device. Tuning values travel in a frozen
+``OpenCLTuning`` (tools/bench_prefetch.py builds a backend with prefetch off by passing another one,
+never by patching this module). GPU-shaped launches: gpu_geometry.py."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -53,13 +54,11 @@ class OpenCLTuning:
 DEFAULT_TUNING = OpenCLTuning()
 
 
-def ew_prefetch(plan, is_cpu: bool, tuning: OpenCLTuning = DEFAULT_TUNING) -> int:
+def ew_prefetch(plan, tuning: OpenCLTuning = DEFAULT_TUNING) -> int:
     """Bytes of software prefetch ahead for an element-wise kernel (CPU devices): dense operands, and
     rows of dense runs long enough that what runs past a row's end is a small share (the strided
     kernel takes one element at a time and gets none). Measured on PoCL, side by side: copy
     20.2 -> 22.5 GB/s, mean 19.9 -> 22.6 GB/s."""
-    if not is_cpu:
-        return 0
     if plan.contiguous:
         return tuning.row_prefetch_bytes
     long_rows = plan.shape[-1] * int(plan.dtype.element_size) >= tuning.prefetch_min_run_bytes
@@ -72,32 +71,31 @@ def _row_prefetch(plan: planning.ReducePlan, length: int, adjacent: bool, tuning
     return tuning.row_prefetch_bytes if adjacent or long_run else 0
 
 
-def reduce_geometry(plan: planning.ReducePlan, *, is_cpu: bool, compute_units: int,
-                    tuning: OpenCLTuning = DEFAULT_TUNING, cols: int | None = None) -> ReduceGeometry:
-    """Pick the kernel for the plan's class and cut the reduced run when outputs are too few.
+def reduce_geometry(plan: planning.ReducePlan, *, compute_units: int, tuning: OpenCLTuning = DEFAULT_TUNING,
+                    cols: int | None = None) -> ReduceGeometry:
+    """Pick the CPU-shaped kernel for the plan's class and cut the reduced run when outputs are too few
+    (GPU-shaped launches: gpu_geometry.reduce_geometry).
 
-    CPU devices (PoCL): ~16 work-items per core are enough, and chunks stay long (>= 32K elements,
-    >= 64 rows) so each work-item streams. A work-group of one work-item when work-items are few,
-    so that PoCL spreads them over the cores (a (1, 32) NDRange would otherwise be one work-group,
-    one core). The column kernel takes up to 2048 columns per work-item on a CPU: every row read is
-    up to 8 KB contiguous and the accumulators (16 KB of doubles) stay in L1. GPUs want far more independent work.
+    ~16 work-items per core are enough, and chunks stay long (>= 32K elements, >= 64 rows) so each
+    work-item streams. A work-group of one work-item when work-items are few, so that PoCL spreads
+    them over the cores (a (1, 32) NDRange would otherwise be one work-group, one core). The column
+    kernel takes up to 2048 columns per work-item: every row read is up to 8 KB contiguous and the
+    accumulators (16 KB of doubles) stay in L1.
     """
     if cols is None:
-        # CPU: whole rows up to 2048 columns, so each row read is one contiguous run
-        cols = min(2048, round_up(plan.inner, 8)) if is_cpu and plan.cls == "col" else 32
-    target = compute_units * (16 if is_cpu else 512)
+        # whole rows up to 2048 columns, so each row read is one contiguous run
+        cols = min(2048, round_up(plan.inner, 8)) if plan.cls == "col" else 32
+    target = compute_units * 16
     if plan.cls == "col":
         n_cb = -(-plan.inner // cols)
         n_outer = plan.n_out // plan.inner
         length = plan.red_shape[0]
-        n_chunks = planning.split_count(n_cb * n_outer, length, target_units=target,
-                                        min_chunk=64 if is_cpu else 16)
+        n_chunks = planning.split_count(n_cb * n_outer, length, target_units=target, min_chunk=64)
         chunk = planning.chunk_length(length, n_chunks)
         n_chunks = -(-length // chunk)
-        pf = tuning.col_prefetch_rows if is_cpu and chunk >= tuning.prefetch_min_col_rows else 0
-        return ReduceGeometry("col", (n_cb, n_outer, n_chunks), length, chunk, n_chunks, cols,
-                              (1, 1, 1) if is_cpu else None, prefetch=pf)
-    if is_cpu and plan.cls == "general" and len(plan.red_shape) >= 2 and plan.red_strides[-1] == 1 \
+        pf = tuning.col_prefetch_rows if chunk >= tuning.prefetch_min_col_rows else 0
+        return ReduceGeometry("col", (n_cb, n_outer, n_chunks), length, chunk, n_chunks, cols, (1, 1, 1), prefetch=pf)
+    if plan.cls == "general" and len(plan.red_shape) >= 2 and plan.red_strides[-1] == 1 \
             and plan.red_shape[-1] >= 32 and plan.n_reduce // plan.red_shape[-1] * plan.n_out <= 1 << 25:
         # interleaved axes with a dense innermost reduced run: reduce each run with the row kernel
         # into partials, then let the finalize pass add the runs
@@ -108,18 +106,14 @@ def reduce_geometry(plan: planning.ReducePlan, *, is_cpu: bool, compute_units: i
         return ReduceGeometry("row", (round_up(plan.n_out, l0), runs), plan.red_shape[-1], plan.red_shape[-1], runs,
                               cols, (l0, 1), True, _row_prefetch(plan, plan.red_shape[-1], adjacent, tuning))
     length = plan.n_reduce
-    n_chunks = planning.split_count(plan.n_out, length, target_units=target, min_chunk=32768 if is_cpu else 4096)
+    n_chunks = planning.split_count(plan.n_out, length, target_units=target, min_chunk=32768)
     chunk = planning.chunk_length(length, n_chunks, 8)
     n_chunks = -(-length // chunk)
-    local = None
-    grid0 = plan.n_out
+    l0 = 64 if plan.n_out >= compute_units * 64 * 4 else 1
     pf = 0
-    if is_cpu:
-        l0 = 64 if plan.n_out >= compute_units * 64 * 4 else 1
-        local, grid0 = (l0, 1), round_up(plan.n_out, l0)
-        if plan.cls == "row":
-            # a work-group's work-items take consecutive rows: adjacent when the kept stride is the run
-            adjacent = n_chunks == 1 and plan.n_out > 1 and plan.keep_in_strides[-1] == length
-            pf = _row_prefetch(plan, chunk, adjacent, tuning)
-    return ReduceGeometry(plan.cls if plan.cls == "row" else "general", (grid0, n_chunks), length, chunk,
-                          n_chunks, cols, local, prefetch=pf)
+    if plan.cls == "row":
+        # a work-group's work-items take consecutive rows: adjacent when the kept stride is the run
+        adjacent = n_chunks == 1 and plan.n_out > 1 and plan.keep_in_strides[-1] == length
+        pf = _row_prefetch(plan, chunk, adjacent, tuning)
+    return ReduceGeometry(plan.cls if plan.cls == "row" else "general", (round_up(plan.n_out, l0), n_chunks), length,
+                          chunk, n_chunks, cols, (l0, 1), prefetch=pf)

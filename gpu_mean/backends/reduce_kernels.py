@@ -9,6 +9,7 @@ OpenCL CPU devices), builds ``kernel_text(api, "reduce.cl", variant.macros)`` an
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,7 +74,7 @@ class Launch:
     global_size: tuple
     local_size: tuple | None
 
-    @property
+    @functools.cached_property
     def grid(self) -> tuple:
         return tuple(g // b for g, b in zip(self.global_size, self.local_size))
 
@@ -124,7 +125,7 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True) -> Re
 def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
                 tuning: opencl_geometry.OpenCLTuning = opencl_geometry.DEFAULT_TUNING) -> ReduceVariant:
     """The serial vector kernels for OpenCL CPU devices (opencl_geometry.reduce_geometry)."""
-    g = opencl_geometry.reduce_geometry(plan, is_cpu=True, compute_units=compute_units, tuning=tuning)
+    g = opencl_geometry.reduce_geometry(plan, compute_units=compute_units, tuning=tuning)
     m = type_macros(plan, fp64)
     dt, acc = plan.dtype, m["ACC"]
     m.update({"GM_CPU_SHAPE": 1, "COLS": g.cols, "ROW_MULTI": int(g.row_multi), "PREFETCH": g.prefetch,

@@ -1,43 +1,35 @@
-"""Type names and macro headers for the kernel languages: one table, one speller per language.
+"""Type names and macro headers for the kernels: one table of OpenCL C names, which the CUDA
+dialect (cuda_kernels/dialect.h) maps, so one spelling serves both APIs.
 
 The plan (gpu_mean/runtime/planning.py) decides every type: storage, compute, accumulator, output.
-This module only spells them. Both languages take macros in one style: a key is a name, or a
-function-like macro written with its parameters (``"LOAD1(p)"``), and ``header`` turns the dict into
-``#define`` lines.
+This module only spells them. Macros take one style: a key is a name, or a function-like macro
+written with its parameters (``"LOAD1(p)"``), and ``header`` turns the dict into ``#define`` lines.
 """
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from ..descriptors.types import DataType as D
 from ..descriptors.types import KernelOp
 from ..runtime.planning import unsigned_of
 
-# DataType -> (OpenCL C, CUDA C++)
+# DataType -> OpenCL C name (the CUDA dialect typedefs uchar, ushort, uint, ulong; half is CUDA's own)
 _NAMES = {
-    D.FLOAT32: ("float", "float"), D.FLOAT16: ("half", "__half"), D.FLOAT64: ("double", "double"),
-    D.INT8: ("char", "signed char"), D.INT16: ("short", "short"), D.INT32: ("int", "int"),
-    D.INT64: ("long", "long long"), D.UINT8: ("uchar", "unsigned char"), D.UINT16: ("ushort", "unsigned short"),
-    D.UINT32: ("uint", "unsigned int"), D.UINT64: ("ulong", "unsigned long long"),
+    D.FLOAT32: "float", D.FLOAT16: "half", D.FLOAT64: "double", D.INT8: "char", D.INT16: "short", D.INT32: "int",
+    D.INT64: "long", D.UINT8: "uchar", D.UINT16: "ushort", D.UINT32: "uint", D.UINT64: "ulong",
 }
-# the element-wise kernels' OP macro, the same in both languages
+# the element-wise kernels' OP macro
 OP_CODE = {KernelOp.MEAN: 1, KernelOp.ADD: 2, KernelOp.IDENTITY: 3, KernelOp.NARY_MEAN: 4}
 
 
-@dataclass(frozen=True)
 class Speller:
-    column: int     # which name of _NAMES this language uses
-
     def __call__(self, dt: D) -> str:
-        return _NAMES[dt][self.column]
+        return _NAMES[dt]
 
     def unsigned(self, dt: D) -> str:
         """The unsigned type of ``dt``'s width (bit copies, wrapping integer arithmetic)."""
         return self(unsigned_of(dt))
 
 
-OPENCL = Speller(0)
-CUDA = Speller(1)
+OPENCL = Speller()
 
 
 def header(macros: dict) -> str:

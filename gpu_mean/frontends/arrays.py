@@ -222,14 +222,15 @@ class Call:
 
     def _run(self, ln):
         mode = self.mode
-        spans = [o.span() for o in self.ops] if mode != "device" else None
         if mode == "host":
-            return ln.run_host(spans).reshape(ln.out_shape)
+            return ln.run_host([o.span() for o in self.ops]).reshape(ln.out_shape)
         if mode == "host in place":
             ins = [BufferBinding(Buffer(self.dev, n, max(t.total_size_in_bytes, o.span_bytes), o.span_bytes), 0,
                                  t.total_size_in_bytes) for n, o, t in zip(self.natives, self.ops, ln.in_tensors)]
             res, out = self._host_output(ln)
-            ln.run_host(spans, bound=(ins, out))
+            ln.run_device(ins, out)
+            # the kernel's writes visible in the array handed back, all work before them done
+            self.dev.executor.host_sync(out.buffer.native, out.size)
             return res
         ins = [native_binding(self.dev, self.bridge, o.array, max(o.span_bytes, 1), t.total_size_in_bytes)
                for o, t in zip(self.ops, ln.in_tensors)]
@@ -244,11 +245,7 @@ class Call:
         """(numpy result, binding of its memory): the kernel writes the array handed back."""
         t = ln.out_tensor
         nbytes = t.total_size_in_bytes
-        align = self.bridge.host_ptr_alignment
-        raw = np.empty(nbytes + align, np.uint8)
-        start = (-raw.ctypes.data) % align
-        span = raw[start:start + nbytes]
-        native = self.bridge.host_in_place(span, True)
+        span, native = self.bridge.host_output(nbytes)
         res = span[:ln.out_count * t.numpy_dtype.itemsize].view(t.numpy_dtype).reshape(ln.out_shape)
         return res, BufferBinding(Buffer(self.dev, native, nbytes), 0, nbytes)
 
@@ -263,7 +260,7 @@ class Call:
         arr = np.empty(shape, dtype) if self.kind == "host" else self.bridge.empty(like, shape, dtype)
         b = native_binding(self.dev, self.bridge, arr, n * dtype.itemsize, t.total_size_in_bytes)
         res = arr if n == ln.out_count else arr[:ln.out_count].reshape(ln.out_shape)
-        return BufferBinding(b.buffer, b.offset, t.total_size_in_bytes), res
+        return b, res
 
     def empty_result(self, shape, fill=None):
         """A result with no kernel launch (zero-size tensors, means of nothing)."""

@@ -112,20 +112,12 @@ class Launch:
         dev.create_command_recorder().record_dispatch(cl, init, t)
         dev.execute_command_lists([cl])
 
-    def run_host(self, spans, bound=None) -> np.ndarray | None:
-        """Host arrays. A copy launch uploads each input's bytes (``spans``), runs, and returns the
-        output's bytes (a fresh host array). ``bound``: (input bindings, output binding) over the
-        spans' own memory and the result's, bound in place (a device that works in host memory);
-        runs, and waits until the result is visible in host memory (the arrays stay alive and
-        untouched by us until then); returns None."""
+    def run_host(self, spans) -> np.ndarray:
+        """Host arrays through the launch's own buffers: uploads each input's bytes (``spans``), runs,
+        and returns the output's bytes (a fresh host array)."""
         with self.lock:
             if self.released:
                 raise Released
-            if bound is not None:
-                ins, out = bound
-                self._execute_bound(ins, out)
-                self.dev.executor.host_sync(out.buffer.native, out.size)
-                return None
             for buf, span in zip(self.inputs, spans):
                 if span.size:
                     buf.write(span)

@@ -73,7 +73,7 @@ class Executor:
         backend's ArrayBridge.host_in_place) are visible to the host, and all work before them done."""
         self.check_alive()
         with self.lock:
-            self.guard("a host sync", self.backend.arrays.host_sync, native, nbytes)
+            self.guard("a host sync", self.backend.host_sync, native, nbytes)
 
     def _scratch(self, size: int) -> BufferBinding:
         buf = getattr(self._local, "scratch", None)

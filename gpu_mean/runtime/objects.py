@@ -152,9 +152,8 @@ def wrap_array(device, x, what: str = "Buffer.wrap_array"):
         raise UnsupportedError(f"{what}: strides {arr.strides} (bytes) of a {arr.dtype} array are negative or not "
                                "whole elements; a TensorDesc cannot describe them; pass a copy")
     nbytes = interop.span_elements(shape, strides) * arr.dtype.itemsize
-    binding = native_binding(device, bridge, arr, max(nbytes, 1))
     desc = interop.desc_for(dt, shape, strides, bridge.alignment(arr))
-    return BufferBinding(binding.buffer, binding.offset, max(desc.total_size_in_bytes, nbytes)), desc
+    return native_binding(device, bridge, arr, max(nbytes, 1), max(desc.total_size_in_bytes, nbytes)), desc
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ unit-tested without a device; every backend compiles a plan and never looks at a
   ``row`` (one reduced run of stride 1), ``col`` (one reduced run, innermost kept run contiguous in
   input and output), ``general`` (anything else: interleaved axes, broadcast or padded inputs).
 * Splitting: how many chunks the reduced run is cut into so that a device has enough independent work.
-* The kernels' metadata (shapes and strides as one int64 array) and temporary sizes, for every GPU backend.
+* Temporary sizes of split reductions (the kernels' metadata structs are each family's business:
+  backends/reduce_kernels.py, backends/elementwise_kernels.py).
 
 Compute and accumulator types (docs/design.md, "numerics"): FLOAT16 computes in FLOAT32 and rounds
 once; the two-input integer mean sums in 64 bits; integer ADD wraps through UINT64; reductions and the
@@ -70,10 +71,6 @@ class ElementwisePlan:
     @property
     def bit_copy(self) -> bool:
         return self.op == KernelOp.IDENTITY and not self.has_scale_bias
-
-    def meta(self) -> list:
-        """Kernel metadata: the shape, then each operand's strides (inputs..., output)."""
-        return list(self.shape) + [s for st in self.strides for s in st]
 
     @property
     def count(self) -> int:
@@ -143,11 +140,6 @@ class ReducePlan:
     @property
     def output_type(self) -> DataType:
         return self.out_dtype or self.dtype
-
-    def meta(self) -> list:
-        """Kernel metadata: keep_shape, keep_in, keep_out, red_shape, red_in."""
-        return list(self.keep_shape) + list(self.keep_in_strides) + list(self.keep_out_strides) + \
-            list(self.red_shape) + list(self.red_strides)
 
     def temporary_size(self, n_chunks: int) -> int:
         """Bytes of chunk partials for a split reduction (0: one pass, no temporary)."""

@@ -169,9 +169,8 @@ def measure(fns: dict, repeat: int, pause: float = 0.0, min_sample_s: float = MI
     return out
 
 
-def side_by_side(fns: dict, repeat: int, rounds: int | None = None, pause: float = PAUSE_S) -> dict:
-    """{name: median seconds per call}, measured as ``measure`` does (``rounds`` is accepted for
-    callers of the earlier signature; the rounds are now one per sample)."""
+def side_by_side(fns: dict, repeat: int, pause: float = PAUSE_S) -> dict:
+    """{name: median seconds per call}, measured as ``measure`` does."""
     return {name: t.median for name, t in measure(fns, repeat, pause).items()}
 
 

@@ -93,7 +93,7 @@ def _cpu(dev, nbytes):
 
 def _opencl(dev, nbytes):
     import pyopencl as cl
-    ctx, queue = dev.cl_context, dev.cl_queue
+    ctx = dev.cl_context
     cl_dev = ctx.devices[0]
     on_cpu = bool(cl_dev.type & cl.device_type.CPU)
     vec = 64 if on_cpu else 16
@@ -113,16 +113,12 @@ def _opencl(dev, nbytes):
         lsize = None
     kernel.set_args(buf.native, np.uint64(n), np.uint64(chunk), out.native)
 
-    enqueue = getattr(dev.backend, "enqueue", None)   # the backend's own launch: synchronize() then waits
-    # for it exactly as for the library's kernels (a short poll after small work, else clFinish)
+    enqueue = dev.backend.enqueue   # the backend's own launch: synchronize() then waits for it exactly
+    # as for the library's kernels (a short poll after small work, else clFinish)
 
     def go():
-        if enqueue is not None:
-            enqueue(kernel, gsize, lsize, n * vec)
-            dev.synchronize()
-        else:
-            cl.enqueue_nd_range_kernel(queue, kernel, gsize, lsize)
-            queue.finish()
+        enqueue(kernel, gsize, lsize, n * vec)
+        dev.synchronize()
     go.keep = (buf, out)
     return go, n * vec
 
