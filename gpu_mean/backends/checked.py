@@ -6,8 +6,8 @@ opencl_kernels/common.h): each global load and store tests its element index aga
 its kernel argument, the first violation is recorded in a status buffer the kernel takes as its last
 argument, and the access goes to a sink instead of outside the binding. Before each launch the
 program writes the bounds of every argument into that buffer; after it, it reads the record back
-and raises KernelBoundsError naming the kernel, the argument, the index and the bounds. Each launch is waited for: a checked device is a debugging
-device, as slow as that makes it.
+and raises KernelBoundsError naming the kernel, the argument, the index and the bounds. Each launch
+is waited for: a checked device is a debugging device, as slow as that makes it.
 
 The bounds are what the plan says each operand spans (not the size of the buffer bound), so a kernel
 that reads one element past its tensor inside a larger buffer is caught too.
