@@ -180,3 +180,47 @@ def test_the_checked_build_reverses_local_ids(is_checked):
         rec = np.zeros(checked.RECORD_WORDS, np.int64)
         cl.enqueue_copy(be.queue, rec, args[2])
         assert rec.view(np.int32)[0] == 0
+
+
+
+NEIGHBOUR_KERNEL = """
+__kernel void neighbour(__global int* out GM_CHK_P) {
+    __local int s[16];
+    const int l = (int)get_local_id(0);
+    s[l] = 100 + l;
+    BARRIER
+    *GM_AT(0, int, out, get_global_id(0), 1) = l > 0 ? s[l - 1] : 99;
+}
+"""
+
+
+@pytest.mark.parametrize("barrier", [False, True])
+def test_a_missing_barrier_shows_only_with_reversed_ids(barrier):
+    """Each work-item reads what its lower neighbour wrote to local memory. Without the barrier, PoCL's
+    in-order run hides the race (the neighbour always ran first) and the unchecked build gives the
+    right answer; the checked build runs the neighbour after the reader, and the answer is wrong.
+    With the barrier both are right. (PoCL adds barriers of its own at loops that contain one, so a
+    race across loop iterations cannot show here at all: this is the straight-line case.)"""
+    import pyopencl as cl
+    be = opencl.make_backend(0)
+    results = {}
+    for is_checked in (False, True):
+        src = (header({"GM_CHECKED": int(is_checked), "BARRIER": "barrier(CLK_LOCAL_MEM_FENCE);" if barrier else ""})
+               + kernel_source("opencl_kernels", "dialect.h") + kernel_source("opencl_kernels", "common.h")
+               + NEIGHBOUR_KERNEL)
+        prg = cl.Program(be.ctx, src).build()
+        out = cl.Buffer(be.ctx, cl.mem_flags.READ_WRITE, 4 * 32)
+        args = [out]
+        if is_checked:
+            words = checked.status_words([checked.Bound("out", 0, 32)])
+            args.append(cl.Buffer(be.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=words))
+        prg.neighbour(be.queue, (32,), (16,), *args)
+        got = np.zeros(32, np.int32)
+        cl.enqueue_copy(be.queue, got, out)
+        results[is_checked] = got.reshape(2, 16)
+    want = np.tile(np.r_[99, 100 + np.arange(15)], (2, 1))
+    np.testing.assert_array_equal(results[False], want)
+    if barrier:
+        np.testing.assert_array_equal(results[True], want)
+    else:
+        assert not np.array_equal(results[True], want), "the reversed ids should expose the missing barrier"
