@@ -223,6 +223,19 @@ def test_chunks_are_used_in_place_or_through_reused_pooled_buffers(device, monke
         assert {c.mode for c in made} == {"host"} and writes == [c.ops[0].span_bytes for c in made]
 
 
+def test_threads_of_one_worker_share_its_device(device):
+    """Dask's threaded scheduler: four threads run chunks of one process on one device at once (no
+    lock of gpu_mean.dask's own; the functional path is thread-safe) and every total is exact."""
+    rng = np.random.default_rng(12)
+    x = rng.integers(-2**31, 2**31, (64, 40000), dtype=np.int64).astype(np.int32)   # 160 KiB chunks: in place
+    dx = da.from_array(x, chunks=(1, 40000))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        got = dask.compute(gmd.reduce_mean(dx, [1], device=device, split_every=4), scheduler="threads",
+                           num_workers=4)[0]
+    np.testing.assert_array_equal(got, gm.reduce_mean(x, [1], device="cpu"))
+
+
 def test_combining_past_64_bits_stays_exact():
     """A Dask array may sum more than 2^32 INT32 values per output; the 64-bit total then moves to
     Python integers instead of wrapping."""
