@@ -14,7 +14,7 @@
 With ``--before TREE`` (another checkout, e.g. ``git archive <rev> gpu_mean opencl_kernels | tar -x
 -C TREE``) only a before/after comparison runs: its ``gpu_mean`` is imported as ``gpu_mean_before``
 here and in the workers, and on one 2-worker cluster, over one persisted --compare-mb array, rounds
-take turns between gpu_mean.dask before, after and Dask's own numpy reductions:
+take turns between gpu_mean.dask before, after and Dask's own numpy reductions (each first in turn):
 ``reduce_mean`` over axis 0 and over every axis against ``dask.array.mean``, and ``mean(a, b)`` of
 the array's two halves against ``dask.array.stack([a, b]).mean(axis=0)`` and ``(a + b) / 2`` (the
 element-wise results are persisted on the workers, not gathered).
@@ -144,13 +144,13 @@ def before_after(a) -> int:
                 if res is not None:
                     print(f"    {case:15s} {name:16s} worst error {worst_ulp(res, refs[case]):6.2f} fp32 ulp "
                           "(against a float64 dask.array.mean)")
-        for _ in range(a.repeat):
+        for r in range(a.repeat):
             for case, runs in cases.items():
-                for name, lazy in runs.items():
-                    if name != "ref":
-                        t = time.perf_counter()
-                        run(case, name, lazy)
-                        times[(case, name)].append(time.perf_counter() - t)
+                names = [n for n in runs if n != "ref"]
+                for name in names[r % len(names):] + names[:r % len(names)]:   # each goes first in turn
+                    t = time.perf_counter()
+                    run(case, name, runs[name])
+                    times[(case, name)].append(time.perf_counter() - t)
         print(f"  {'':15s} {'':16s} {'best s':>8s} {'median s':>9s} {'GB/s':>6s} {'vs dask.array.mean':>19s}")
         nbytes = y.nbytes
         for case, runs in cases.items():
