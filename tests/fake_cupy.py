@@ -183,6 +183,13 @@ class FakeCupyArray:
         self.ndim = len(self.shape)
         self.device = types.SimpleNamespace(id=device)
         self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        self.size = int(np.prod(self.shape, dtype=np.int64))
+
+    def __dlpack_device__(self):
+        return (2, self.device.id)
+
+    def __dlpack__(self, stream=None):
+        return self
 
 
 class CaiProducer:

@@ -95,3 +95,19 @@ def test_a_device_array_is_looked_up_once_and_ordered_without_a_host_wait(fake, 
         launch = next(k for k, e in enumerate(work) if e[0] in ("launch", "graph"))
         assert work[launch - 1] == ("wait", be.stream, state.user)        # ours after the caller's work
         assert work[-1] == ("wait", state.user, be.stream)                # the caller's after ours
+
+
+def test_a_cupy_dask_chunk_is_summed_in_place_on_its_gpu(fake):
+    """gpu_mean.dask's chunk step on a CuPy chunk: bound where it lies, its partial sum a CuPy array
+    (FLOAT64), ordered with events on the caller's stream; no copy and no host wait."""
+    pytest.importorskip("dask.array")
+    from gpu_mean.dask import partials
+    dev, be, state, log = fake
+    block = FakeCupyArray(DevPtr(bytearray(8 * 300 * 4), 0, log), (8, 300), np.float32)
+    log.clear()
+    p = partials.chunk_sum(block, (1,), device=dev)
+    assert isinstance(p.hi, FakeCupyArray) and p.hi.shape == (8, 1) and p.hi.dtype == np.float64
+    assert p.cupy and p.count == 300
+    work = [e for e in log if e[0] in ("launch", "graph", "wait", "h2d", "d2h") + WAITS]
+    assert not [e for e in work if e[0] in WAITS + ("h2d", "d2h")]
+    assert work[0] == ("wait", be.stream, state.user) and work[-1] == ("wait", state.user, be.stream)
