@@ -6,11 +6,24 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import tempfile
 
 import pytest
 
 import gpu_mean as gm
 from gpu_mean import backends
+
+# The suite never reads or writes the user's kernel cache (~/.cache/gpu_mean): each run, and every
+# subprocess it starts (they inherit the variable), uses a fresh private folder, removed at the end. Set
+# at import, before the device parameters below run discovery. (PoCL's own cache is left as it is.)
+SESSION_CACHE = tempfile.mkdtemp(prefix="gpu_mean-test-cache-")
+os.environ["GPU_MEAN_CACHE_DIR"] = SESSION_CACHE
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(SESSION_CACHE, ignore_errors=True)
+
 
 # "opencl:0-nofp64" is the OpenCL device with fp64 switched off: it forces the kernels' paths for
 # devices without cl_khr_fp64 (compensated float accumulation) onto every test. "opencl:0-gpupaths"

@@ -1,7 +1,8 @@
 """The OpenCL backend (pyopencl): any OpenCL device; tuned for PoCL's CPU device.
 
 Kernels live in opencl_kernels/*.cl. Each program is built once per device and macro set and
-cached; executing a compiled operator only sets the arguments that change and enqueues.
+cached (in memory; its binary also on disk, for the next process: diskcache); executing a compiled
+operator only sets the arguments that change and enqueues.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 from ..errors import KernelBuildError
 from ..runtime import planning
 from ..runtime.device import DeviceInfo
-from . import elementwise_kernels, reduce_kernels
+from . import diskcache, elementwise_kernels, reduce_kernels
 from . import opencl_geometry as geometry
 from .arrays import aligned_empty
 from .base import Backend, Program
@@ -22,6 +23,9 @@ from .typespell import cache_key
 
 ACC_BYTES = planning.ACC_BYTES
 _TRIVIAL = "__kernel void gm_probe(__global float* a) { a[get_global_id(0)] = 1.0f; }"
+# -w: PoCL prints clang's notes ("N warnings generated") on every build; a failed build still raises
+# with the whole log
+BUILD_OPTIONS = ("-cl-std=CL1.2", "-w")
 
 
 def _cl():
@@ -49,7 +53,7 @@ def discover():
         for d in devs:
             try:
                 ctx = cl.Context([d])
-                cl.Program(ctx, _TRIVIAL).build()
+                build_program(cl, ctx, d, _TRIVIAL, (), "the OpenCL probe kernel")
             except Exception as e:
                 msg = f"skipping OpenCL platform {plat.name!r} device {d.name!r}: a trivial kernel does not build: " \
                       f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}"
@@ -61,6 +65,41 @@ def discover():
     if not found:
         return [], "no usable OpenCL device" + (f" ({'; '.join(skipped)})" if skipped else "")
     return [OpenCLBackend(d, p, i, ctx) for i, (d, p, ctx) in enumerate(found)], None
+
+
+def device_identity(device) -> dict:
+    """What a program binary is valid for: the device, its driver and its platform (the compiler)."""
+    plat = device.platform
+    return {"device": device.name.strip(), "vendor": device.vendor.strip(), "driver": device.driver_version,
+            "device_version": device.version, "platform": plat.name.strip(), "platform_version": plat.version}
+
+
+def build_program(cl, ctx, device, src: str, options=BUILD_OPTIONS, what: str = "an OpenCL program"):
+    """``src`` built with ``options`` for ``device`` (a pyopencl Program): from the per-user disk cache
+    when it holds the binary of exactly this text, these options, this device and driver (diskcache),
+    else compiled -- announced through diskcache.compiling -- and its binary stored for the next process."""
+    cache = diskcache.open_cache()
+    key = None
+    if cache is not None:
+        key = diskcache.make_key("opencl", src, options, **device_identity(device))
+        binary = cache.load(key)
+        if binary is not None:
+            try:
+                return cl.Program(ctx, [device], [binary]).build(options=list(options))
+            except cl.Error:
+                pass    # the driver refuses a binary made under its own version string: compile anew
+    diskcache.compiling(what)
+    prg = cl.Program(ctx, src).build(options=list(options))
+    if cache is not None:
+        try:
+            # PoCL compiles every kernel of the program for a dynamic work-group size to answer this
+            # (once: its own cache keeps them), so it is asked only when the binary will be kept
+            binary = prg.get_info(cl.program_info.BINARIES)[prg.get_info(cl.program_info.DEVICES).index(device)]
+        except (cl.Error, ValueError):
+            binary = None
+        if binary:
+            cache.store(key, bytes(binary))
+    return prg
 
 
 def _type_name(cl, t: int) -> str:
@@ -220,9 +259,7 @@ class OpenCLBackend(Backend):
         def build():
             src = kernel_text("opencl", filename, macros)
             try:
-                # -w: PoCL prints clang's notes ("N warnings generated") on every build; a failed build still
-                # raises with the whole log
-                return self.cl.Program(self.ctx, src).build(options=["-cl-std=CL1.2", "-w"])
+                return build_program(self.cl, self.ctx, self.cl_device, src, BUILD_OPTIONS, filename)
             except self.cl.RuntimeError as e:
                 raise KernelBuildError(f"OpenCL build of {filename} with {macros} failed on "
                                        f"{self.info.name}:\n{e}") from e

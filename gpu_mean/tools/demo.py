@@ -10,11 +10,11 @@ import time
 import numpy as np
 
 from .. import backends
-from ..backends import cuda
+from ..backends import cuda, diskcache
 from ..descriptors.types import DataType
 from . import conformance, profiler
 from .cases import Case
-from .progress import progress_bar
+from .progress import compile_notice, progress_bar
 
 F32, F16, I32, U32 = DataType.FLOAT32, DataType.FLOAT16, DataType.INT32, DataType.UINT32
 SHOWCASE = [Case("mean", F32, (2, 3, 4), layout="broadcast"), Case("reduce", F16, (64, 1024), (1,)),
@@ -85,9 +85,8 @@ def main(device=None, log=print) -> int:
     log("2. Quick conformance pass: every operator x data type the feature level offers, in 4-D, with "
         "packed, broadcast, permuted and padded layouts, checked against an exact rational oracle, "
         "plus invalid descriptors that must be rejected")
-    if dev.info.backend != "cpu":
-        log("   compiling kernels on the first run (cached afterwards) ...")
-    with progress_bar(conformance.count(dev, True, ranks=(4,)), enabled=sys.stderr.isatty()) as bar:
+    with progress_bar(conformance.count(dev, True, ranks=(4,)), enabled=sys.stderr.isatty()) as bar, \
+            compile_notice(log, f"   compiling kernels ({diskcache.describe()}) ...", bar):
         rep = conformance.run_suite(dev, quick=True, progress=bar, ranks=(4,))
     s = rep["summary"]
     log(f"   {'ok  ' if s['ok'] else 'FAIL'} {s['passed']} cases passed, {s['failed']} failed (floats bit-exact "

@@ -8,6 +8,8 @@ import sys
 
 from tqdm.auto import tqdm
 
+from ..backends import diskcache
+
 
 class Progress:
     def __init__(self, total: int, enabled: bool = True, stream=None):
@@ -23,6 +25,11 @@ class Progress:
     def done(self) -> None:
         self.bar.close()
 
+    def write(self, log, text: str) -> None:
+        """``log(text)`` with the bar cleared first and redrawn after, so that the line stays whole."""
+        with self.bar.external_write_mode():
+            log(text)
+
 
 @contextlib.contextmanager
 def progress_bar(total: int, enabled: bool = True, stream=None):
@@ -31,3 +38,17 @@ def progress_bar(total: int, enabled: bool = True, stream=None):
         yield bar
     finally:
         bar.done()
+
+
+@contextlib.contextmanager
+def compile_notice(log, text: str, bar: Progress | None = None):
+    """``log(text)`` once, the first time a kernel is compiled inside the block (a program found in
+    the disk cache, or already built in this process, says nothing)."""
+    said = []
+
+    def notice(what: str) -> None:
+        if not said:
+            said.append(what)
+            bar.write(log, text) if bar is not None else log(text)
+    with diskcache.on_compile(notice):
+        yield
