@@ -53,7 +53,7 @@ def discover():
         for d in devs:
             try:
                 ctx = cl.Context([d])
-                build_program(cl, ctx, d, _TRIVIAL, (), "the OpenCL probe kernel")
+                cl.Program(ctx, _TRIVIAL).build()     # compiled, never from the cache: it checks the compiler
             except Exception as e:
                 msg = f"skipping OpenCL platform {plat.name!r} device {d.name!r}: a trivial kernel does not build: " \
                       f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}"
