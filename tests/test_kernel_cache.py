@@ -273,6 +273,26 @@ def spec(request):
     return request.param
 
 
+@pytest.fixture
+def kept(monkeypatch):
+    """Program binaries kept on every driver, PoCL included (where by default only a note is kept)."""
+    from gpu_mean.backends import opencl
+    monkeypatch.setattr(opencl, "keeps_binaries", lambda device: True)
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """How each pyopencl Program was made: "source" or "binary"."""
+    import pyopencl as cl
+    seen, real = [], cl.Program
+
+    def program(ctx, *args):
+        seen.append("binary" if len(args) == 2 else "source")
+        return real(ctx, *args)
+    monkeypatch.setattr(cl, "Program", program)
+    return seen
+
+
 def run_ops(backend) -> tuple:
     """A reduction and an element-wise mean (two programs) on seeded data, checked against the exact
     oracle; returns both results."""
@@ -298,18 +318,60 @@ def run_ops(backend) -> tuple:
     return y, o
 
 
-def test_a_fresh_backend_loads_what_the_first_compiled(cache, compiles, spec):
+def test_a_fresh_backend_loads_the_binaries_the_first_compiled(cache, compiles, builds, kept, spec):
     first = run_ops(fresh_backend(spec))
     assert compiles == ["reduce.cl", "elementwise.cl"]
     assert len(entries(cache)) == 2
     compiles.clear()
-    again = run_ops(fresh_backend(spec))
-    assert compiles == []                                   # both programs from the disk
+    be = fresh_backend(spec)
+    builds.clear()                                          # discovery's probe kernel is always compiled
+    again = run_ops(be)
+    assert compiles == [] and builds == ["binary", "binary"]   # both programs from their binaries
+    assert all(payload_of(f) for f in entries(cache))
     assert all(oracle.equal_bits(p, q) for p, q in zip(first, again))
 
 
+def payload_of(path: Path) -> bytes | None:
+    """An entry's payload, checked against the key stored in it."""
+    data, m = path.read_bytes(), len(diskcache.MAGIC)
+    n = int.from_bytes(data[m:m + 4], "little")
+    return diskcache.decode(data[m + 4:m + 4 + n].decode(), data)
+
+
+def test_on_pocl_a_note_is_kept_and_pocls_own_cache_does_the_rest(cache, compiles, builds, spec, monkeypatch):
+    """PoCL caches builds from source itself, and asking it for a binary costs a compile of every
+    kernel: the entry notes that the program was built, so the next process compiles from source
+    (a hit in PoCL's cache) without announcing a compile."""
+    from gpu_mean.backends import opencl
+    be = fresh_backend(spec)
+    if "portable computing language" not in be.cl_device.platform.name.lower():
+        pytest.skip(f"{spec} is not PoCL")
+    monkeypatch.delenv("POCL_KERNEL_CACHE", raising=False)
+    assert not opencl.keeps_binaries(be.cl_device)
+    run_ops(be)
+    assert [payload_of(f) for f in entries(cache)] == [b"", b""]
+    be = fresh_backend(spec)
+    builds.clear()
+    compiles.clear()
+    run_ops(be)
+    assert compiles == [] and builds == ["source", "source"]
+    monkeypatch.setenv("POCL_KERNEL_CACHE", "0")            # PoCL's own cache off: binaries are kept
+    assert opencl.keeps_binaries(be.cl_device)
+
+
+@pytest.mark.parametrize("platform, kept_", [("Portable Computing Language", False), ("NVIDIA CUDA", True),
+                                             ("Intel(R) OpenCL Graphics", True), ("AMD Accelerated Parallel "
+                                                                                  "Processing", True)])
+def test_which_drivers_binaries_are_kept(monkeypatch, platform, kept_):
+    from types import SimpleNamespace
+
+    from gpu_mean.backends import opencl
+    monkeypatch.delenv("POCL_KERNEL_CACHE", raising=False)
+    assert opencl.keeps_binaries(SimpleNamespace(platform=SimpleNamespace(name=platform))) == kept_
+
+
 @pytest.mark.parametrize("damage", ["truncate", "flip", "foreign", "empty"])
-def test_a_damaged_program_binary_is_rebuilt_never_loaded(cache, compiles, spec, damage):
+def test_a_damaged_program_binary_is_rebuilt_never_loaded(cache, compiles, kept, spec, damage):
     run_ops(fresh_backend(spec))
     files = entries(cache)
     datas = [f.read_bytes() for f in files]
@@ -333,7 +395,7 @@ def test_a_damaged_program_binary_is_rebuilt_never_loaded(cache, compiles, spec,
     assert compiles == []
 
 
-def test_a_binary_the_driver_refuses_is_compiled_anew(cache, compiles, monkeypatch, spec):
+def test_a_binary_the_driver_refuses_is_compiled_anew(cache, compiles, kept, monkeypatch, spec):
     """An entry that passes every check but that the driver will not build (replaced in place
     without a version change) is compiled from its text instead."""
     import pyopencl as cl

@@ -6,6 +6,7 @@ operator only sets the arguments that change and enqueues.
 """
 from __future__ import annotations
 
+import os
 import time
 import warnings
 
@@ -74,31 +75,45 @@ def device_identity(device) -> dict:
             "device_version": device.version, "platform": plat.name.strip(), "platform_version": plat.version}
 
 
+def keeps_binaries(device) -> bool:
+    """Whether the disk cache keeps this device's program binaries, or only a note that a program was
+    built before. PoCL keeps its own cache of builds from source (POCL_CACHE_DIR, on unless
+    POCL_KERNEL_CACHE=0), and answering a request for a binary makes it compile every kernel of the
+    program once more, for a dynamic work-group size: measured on the CI machine, a first call with
+    a cold PoCL cache took 0.5 s longer with the binary fetched and gained nothing once PoCL's cache
+    was warm (tools/bench_startup.py). Every other driver's binary is kept."""
+    pocl = "portable computing language" in device.platform.name.lower()
+    return not pocl or os.environ.get("POCL_KERNEL_CACHE", "1").strip() == "0"
+
+
 def build_program(cl, ctx, device, src: str, options=BUILD_OPTIONS, what: str = "an OpenCL program"):
-    """``src`` built with ``options`` for ``device`` (a pyopencl Program): from the per-user disk cache
-    when it holds the binary of exactly this text, these options, this device and driver (diskcache),
-    else compiled -- announced through diskcache.compiling -- and its binary stored for the next process."""
+    """``src`` built with ``options`` for ``device`` (a pyopencl Program), through the per-user disk
+    cache (diskcache): from the binary stored for exactly this text, these options, this device and
+    driver; else compiled, announced through diskcache.compiling unless the cache notes it was built
+    before (a driver that caches its own builds: keeps_binaries), and the binary (or the note) stored."""
     cache = diskcache.open_cache()
-    key = None
+    keep = keeps_binaries(device)
+    found = key = None
     if cache is not None:
-        key = diskcache.make_key("opencl", src, options, **device_identity(device))
-        binary = cache.load(key)
-        if binary is not None:
+        key = diskcache.make_key("opencl", src, options, **device_identity(device), binary=keep)
+        found = cache.load(key)
+        if found:
             try:
-                return cl.Program(ctx, [device], [binary]).build(options=list(options))
+                return cl.Program(ctx, [device], [found]).build(options=list(options))
             except cl.Error:
-                pass    # the driver refuses a binary made under its own version string: compile anew
-    diskcache.compiling(what)
+                found = None    # the driver refuses a binary made under its own version string: compile anew
+    if found is None:           # b"": built before, by a driver that keeps its own cache
+        diskcache.compiling(what)
     prg = cl.Program(ctx, src).build(options=list(options))
-    if cache is not None:
-        try:
-            # PoCL compiles every kernel of the program for a dynamic work-group size to answer this
-            # (once: its own cache keeps them), so it is asked only when the binary will be kept
-            binary = prg.get_info(cl.program_info.BINARIES)[prg.get_info(cl.program_info.DEVICES).index(device)]
-        except (cl.Error, ValueError):
-            binary = None
-        if binary:
-            cache.store(key, bytes(binary))
+    if cache is not None and found is None:
+        entry = b""
+        if keep:
+            try:
+                entry = prg.get_info(cl.program_info.BINARIES)[prg.get_info(cl.program_info.DEVICES).index(device)]
+            except (cl.Error, ValueError):
+                entry = None
+        if entry is not None and (entry or not keep):     # a binary, or the note where none is kept
+            cache.store(key, bytes(entry))
     return prg
 
 
