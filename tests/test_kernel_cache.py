@@ -25,7 +25,7 @@ from test_cuda_nvrtc import nvrtc_missing
 import gpu_mean as gm
 from gpu_mean.backends import cuda_compile, diskcache
 from gpu_mean.tools import oracle
-from gpu_mean.tools.progress import compile_notice
+from gpu_mean.tools.progress import CompileNotice, compile_notice
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = diskcache.make_key("opencl", "__kernel void k() {}", ("-w",), device="d", driver="1")
@@ -496,6 +496,16 @@ def test_the_compile_notice_is_said_once_and_only_when_something_compiles(cache,
     with compile_notice(lines.append, "compiling kernels ..."):
         run_ops(fresh_backend(spec))
     assert lines == []
+
+
+def test_the_demos_notice_is_said_once_across_its_steps(cache, monkeypatch, spec):
+    monkeypatch.setenv("GPU_MEAN_CACHE_DIR", "off")         # every step compiles
+    lines = []
+    notice = CompileNotice(lines.append, "compiling kernels ...")
+    for _ in range(2):
+        with notice.watch():
+            run_ops(fresh_backend(spec))
+    assert lines == ["compiling kernels ..."]
 
 
 def test_conformance_says_compiling_only_on_the_run_that_compiles(cache):

@@ -40,15 +40,23 @@ def progress_bar(total: int, enabled: bool = True, stream=None):
         bar.done()
 
 
-@contextlib.contextmanager
-def compile_notice(log, text: str, bar: Progress | None = None):
-    """``log(text)`` once, the first time a kernel is compiled inside the block (a program found in
-    the disk cache, or already built in this process, says nothing)."""
-    said = []
+class CompileNotice:
+    """Says ``text`` through ``log`` the first time a kernel is compiled inside a ``watch`` block (a
+    program found in the disk cache, or already built in this process, says nothing); once in all."""
 
-    def notice(what: str) -> None:
-        if not said:
-            said.append(what)
-            bar.write(log, text) if bar is not None else log(text)
-    with diskcache.on_compile(notice):
-        yield
+    def __init__(self, log, text: str):
+        self.log, self.text, self.said = log, text, False
+
+    @contextlib.contextmanager
+    def watch(self, bar: Progress | None = None):
+        def notice(what: str) -> None:
+            if not self.said:
+                self.said = True
+                bar.write(self.log, self.text) if bar is not None else self.log(self.text)
+        with diskcache.on_compile(notice):
+            yield
+
+
+def compile_notice(log, text: str, bar: Progress | None = None):
+    """A CompileNotice watching one block."""
+    return CompileNotice(log, text).watch(bar)
