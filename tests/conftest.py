@@ -14,17 +14,6 @@ import pytest
 import gpu_mean as gm
 from gpu_mean import backends
 
-# The suite never reads or writes the user's kernel cache (~/.cache/gpu_mean): each run, and every
-# subprocess it starts (they inherit the variable), uses a fresh private folder, removed at the end. Set
-# at import, before the device parameters below run discovery. (PoCL's own cache is left as it is.)
-SESSION_CACHE = tempfile.mkdtemp(prefix="gpu_mean-test-cache-")
-os.environ["GPU_MEAN_CACHE_DIR"] = SESSION_CACHE
-
-
-def pytest_unconfigure(config):
-    shutil.rmtree(SESSION_CACHE, ignore_errors=True)
-
-
 # "opencl:0-nofp64" is the OpenCL device with fp64 switched off: it forces the kernels' paths for
 # devices without cl_khr_fp64 (compensated float accumulation) onto every test. "opencl:0-gpupaths"
 # runs the kernel variants and launch geometry an OpenCL GPU gets (4-wide vectors, short blocks, no
@@ -44,7 +33,14 @@ def _wanted():
 
 def pytest_configure(config):
     """An unknown name in GPU_MEAN_TEST_DEVICES is one usage error naming the valid ones, before any
-    test is collected (otherwise every device test of the suite errors on it)."""
+    test is collected (otherwise every device test of the suite errors on it).
+
+    The suite never reads or writes the user's kernel cache (~/.cache/gpu_mean): each run, and every
+    subprocess it starts (they inherit the variable), uses a fresh private folder, removed at the end.
+    (Discovery's probe kernel, built while this module is imported, never goes through the cache.
+    PoCL's own cache is left as it is.)"""
+    config.gpu_mean_cache = tempfile.mkdtemp(prefix="gpu_mean-test-cache-")
+    os.environ["GPU_MEAN_CACHE_DIR"] = config.gpu_mean_cache
     env = os.environ.get("GPU_MEAN_TEST_DEVICES")
     if env is None:
         return
@@ -53,6 +49,10 @@ def pytest_configure(config):
         raise pytest.UsageError(
             f"GPU_MEAN_TEST_DEVICES={env!r}: unknown device {', '.join(map(repr, bad)) or '(none given)'}; "
             f"give a comma-separated list from {', '.join(ALL_DEVICE_IDS)} (another index N as opencl:N, cuda:N)")
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(getattr(config, "gpu_mean_cache", ""), ignore_errors=True)
 
 
 def _device_params():

@@ -17,6 +17,7 @@ import time
 import warnings
 from pathlib import Path
 
+import cache_worker
 import numpy as np
 import pytest
 from conftest import _wanted
@@ -54,6 +55,11 @@ def entries(root: Path) -> list[Path]:
 
 
 # -- where the cache lives, and who may own it
+
+def test_the_suite_never_uses_the_users_cache():
+    here = diskcache.location()
+    assert here is not None and here.name.startswith("gpu_mean-test-cache-") and here != diskcache.default_dir()
+
 
 def test_default_folder_follows_xdg_and_home(monkeypatch, tmp_path):
     monkeypatch.delenv("GPU_MEAN_CACHE_DIR", raising=False)
@@ -221,25 +227,10 @@ def test_least_recently_used_entries_go_first_past_the_size_limit(cache):
     assert not stale.exists()
 
 
-def _fill(root: str, n: int, seed: int, q) -> None:
-    """One of several processes storing and loading the same keys at once."""
-    os.environ["GPU_MEAN_CACHE_DIR"] = root
-    c = diskcache.open_cache()
-    bad = 0
-    for i in range(n):
-        k = diskcache.make_key("opencl", f"src {i % 5}", ())
-        want = bytes([i % 5]) * (50_000 + 1000 * (i % 5))
-        got = c.load(k)
-        if got is not None and got != want:
-            bad += 1
-        c.store(k, want)
-    q.put((seed, bad))
-
-
 def test_processes_filling_the_cache_at_once_all_succeed(cache):
     ctx = multiprocessing.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=_fill, args=(str(cache), 200, s, q)) for s in range(4)]
+    procs = [ctx.Process(target=cache_worker.fill, args=(str(cache), 200, s, q)) for s in range(4)]
     for p in procs:
         p.start()
     results = sorted(q.get(timeout=120) for _ in procs)
