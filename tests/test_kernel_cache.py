@@ -552,3 +552,17 @@ def test_a_damaged_nvrtc_entry_is_compiled_anew(cache, compiles, damage):
     compiles.clear()
     assert cuda_compile.image("reduce.cl", macros, 90, device="g", driver=1) == good
     assert compiles == ["reduce.cl"] and f.read_bytes() == data
+
+
+@needs_nvrtc
+def test_a_second_cuda_backend_loads_the_cached_image_into_cupy(cache, compiles):
+    """The CUDA backend's glue (CuPy faked): a fresh backend hands CuPy the image the first one's
+    NVRTC compile stored, compiling nothing."""
+    from test_cuda_backend import fake_backend
+    macros = _cuda_macros()
+    logs = [[], []]
+    for log in logs:
+        assert fake_backend(log).function("reduce.cl", macros, "gm_reduce_row") == "gm_reduce_row"
+    loads = [[e[1] for e in log if e[0] == "load"] for log in logs]
+    assert compiles == ["reduce.cl"] and len(loads[0]) == 1 and loads[0] == loads[1]
+    assert loads[0][0] == cuda_compile.build("reduce.cl", macros, 90, 13).image

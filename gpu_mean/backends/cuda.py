@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import KernelBuildError, UnsupportedError
 from ..runtime import planning
 from ..runtime.device import DeviceInfo
-from . import cuda_compile, elementwise_kernels, reduce_kernels
+from . import checked, cuda_compile, elementwise_kernels, reduce_kernels
 from .base import Backend, Program
 from .kernels import ProgramCache
 from .typespell import cache_key
@@ -142,6 +142,16 @@ class CudaBackend(Backend):
             cuda_compile.nvrtc(driver_major).target(self.cc)
         except cuda_compile.NvrtcError as e:
             self._set_unavailable(str(e))
+
+    checked = False     # every kernel bounds-checked (checked_twin; gpu_mean/backends/checked.py)
+
+    def checked_twin(self) -> CudaBackend:
+        """This GPU with every kernel bounds-checked: a backend of its own (modules, stream). Each launch
+        is waited for and its status read back, so command lists are not captured as graphs."""
+        twin = CudaBackend(self.index, self.driver_major, self.driver_version)
+        twin.checked, twin.supports_graphs = True, False
+        twin.info = dataclasses.replace(twin.info, variant="checked")
+        return twin
 
     def _set_unavailable(self, reason: str) -> None:
         self.unavailable = reason
@@ -326,9 +336,10 @@ class CudaElementwiseProgram(Program):
     def __init__(self, be: CudaBackend, plan: planning.ElementwisePlan):
         self.be = be
         self.plan = plan
-        v = self.variant = elementwise_kernels.gpu_variant(plan, api="cuda", sms=be.sms)
+        v = self.variant = elementwise_kernels.gpu_variant(plan, api="cuda", sms=be.sms, checked=be.checked)
         self.fns = {launch.kernel: be.function("elementwise.cl", v.macros, launch.kernel)
                     for launch in (v.scalar, v.vec) if launch is not None}
+        self.status = checked.StatusBuffer(be, plan.n_inputs + 1) if be.checked else None
         self.fixed = v.fixed_args(plan.scale, plan.bias, v.dims)
         self.itemsize = int(plan.dtype.element_size)
 
@@ -338,9 +349,19 @@ class CudaElementwiseProgram(Program):
         out, ooff = int(outputs[0][0].ptr), int(outputs[0][1])
         aligned = v.vec is not None and all(p % 16 == 0 for p in ptrs + [out + ooff])
         launch = v.vec if aligned else v.scalar
-        args = (np.uint64(out), np.uint64(ooff // isz)) + self.fixed + (elementwise_kernels.pack_inputs(ptrs),)
+        if self.status is None:
+            ins = elementwise_kernels.pack_inputs(ptrs)
+        else:   # buffer starts and element offsets apart, so that the checks see the offsets
+            offs = [int(off) // isz for _, off in inputs]
+            ins = elementwise_kernels.pack_inputs([int(b.ptr) for b, _ in inputs], offs)
+            self.status.arm(checked.elementwise_bounds(self.plan, offs, ooff // isz))
+        args = (np.uint64(out), np.uint64(ooff // isz)) + self.fixed + (ins,)
+        if self.status is not None:
+            args += (np.uint64(int(self.status.native.ptr)),)
         with self.be.dev:
             self.fns[launch.kernel](launch.grid, launch.local_size, args, stream=self.be.stream)
+        if self.status is not None:
+            self.status.check(launch.kernel)
 
 
 class CudaReduceProgram(Program):
@@ -350,8 +371,9 @@ class CudaReduceProgram(Program):
     def __init__(self, be: CudaBackend, plan: planning.ReducePlan):
         self.be = be
         self.plan = plan
-        v = self.variant = reduce_kernels.gpu_variant(plan, sms=be.sms)
+        v = self.variant = reduce_kernels.gpu_variant(plan, sms=be.sms, checked=be.checked)
         self.fn = be.function("reduce.cl", v.macros, v.main.kernel)
+        self.status = checked.StatusBuffer(be, 3) if be.checked else None
         self.meta = reduce_kernels.pack_meta(plan)
         self.temporary_size = v.temporary_size
         self.itemsize = int(plan.dtype.element_size)
@@ -365,10 +387,21 @@ class CudaReduceProgram(Program):
         inp, out = u64(int(ib.ptr)), u64(int(ob.ptr))
         part, poff = (u64(int(temporary[0].ptr)), temporary[1] // ACC_BYTES) if v.finalize else (u64(0), 0)
         ooff //= self.out_itemsize
+        main = v.main_args(inp, ioff // self.itemsize, out, ooff, part, poff, self.meta)
+        fin = v.finalize_args(part, poff, out, ooff, self.meta, self.plan.n_out, self.plan.n_reduce) \
+            if v.finalize else None
+        status = self.status
+        if status is not None:
+            status.arm(checked.reduce_bounds(self.plan, ioff // self.itemsize, ooff, poff,
+                                             v.temporary_size // ACC_BYTES))
+            tail = (u64(int(status.native.ptr)),)
+            main, fin = main + tail, fin and fin + tail
         with self.be.dev:
-            self.fn(v.main.grid, v.main.local_size,
-                    v.main_args(inp, ioff // self.itemsize, out, ooff, part, poff, self.meta), stream=self.be.stream)
-            if v.finalize:
-                self.fin(v.finalize.grid, v.finalize.local_size,
-                         v.finalize_args(part, poff, out, ooff, self.meta, self.plan.n_out, self.plan.n_reduce),
-                         stream=self.be.stream)
+            self.fn(v.main.grid, v.main.local_size, main, stream=self.be.stream)
+        if status is not None:
+            status.check(v.main.kernel)
+        if fin is not None:
+            with self.be.dev:
+                self.fin(v.finalize.grid, v.finalize.local_size, fin, stream=self.be.stream)
+            if status is not None:
+                status.check(v.finalize.kernel)
