@@ -18,9 +18,10 @@ asking PoCL for a binary costs a compile of every kernel: gpu_mean/backends/open
 every other OpenCL driver gets.
 
 Scenarios take turns in every round (shuffled), so load from other processes on a shared machine
-falls on all alike; the table gives the median and the spread (interquartile range over the median)
-per scenario, and the compiles the process announced. ``--cuda`` adds NVRTC alone (no GPU needed):
-the time of ``cuda_compile.image`` for the same reduction's GPU variant (sm_90), cold and warm.
+falls on all alike; the table gives the median, the spread (interquartile range over the median)
+and the fastest sample per scenario, and the compiles the process announced. ``--cuda`` adds NVRTC
+alone (no GPU needed): the time of ``cuda_compile.image`` for the same reduction's GPU variant
+(sm_90), cold and warm.
 
     python tools/bench_startup.py [--device opencl:0] [--rounds 7] [--pocl-binaries] [--cuda]
 """
@@ -105,7 +106,7 @@ def summary(samples: list) -> str:
         v = sorted(s[key] for s in samples)
         med = statistics.median(v)
         q = statistics.quantiles(v, n=4) if len(v) > 1 else [med, med, med]
-        return f"{med * 1e3:7.0f} ms +-{(q[2] - q[0]) / med:4.0%}"
+        return f"{med * 1e3:7.0f} ms +-{(q[2] - q[0]) / med:4.0%} (min {v[0] * 1e3:5.0f})"
     compiled = sorted({s["compiled"] for s in samples})
     return f"{cell('first')}   {cell('process')}   {'/'.join(map(str, compiled)):>8}"
 
@@ -146,7 +147,7 @@ def main(argv=None) -> int:
     ap.add_argument("--pocl-binaries", action="store_true", help="also the scenarios with binaries kept on PoCL")
     ap.add_argument("--cuda", action="store_true", help="also NVRTC alone: cuda_compile.image cold and warm")
     a = ap.parse_args(argv)
-    head = f"{'scenario':16s} {'first call':>17s}   {'whole process':>17s}   compiled"
+    head = f"{'scenario':16s} {'first call':>28s}   {'whole process':>28s}   compiled"
     print(f"bench_startup: first gm.reduce_mean on {a.device}, a fresh process per sample, {a.rounds} rounds, "
           f"scenarios interleaved; median +-spread (IQR/median)")
     print(head)
