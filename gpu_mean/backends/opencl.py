@@ -80,8 +80,9 @@ def keeps_binaries(device) -> bool:
     built before. PoCL keeps its own cache of builds from source (POCL_CACHE_DIR, on unless
     POCL_KERNEL_CACHE=0), and answering a request for a binary makes it compile every kernel of the
     program once more, for a dynamic work-group size: measured on the CI machine, a first call with
-    a cold PoCL cache took 0.5 s longer with the binary fetched and gained nothing once PoCL's cache
-    was warm (tools/bench_startup.py). Every other driver's binary is kept."""
+    a cold PoCL cache took 0.3 s longer with the binary fetched, and about 0.01 s less once PoCL's
+    cache was warm (tools/bench_startup.py, docs/results/2026-11-24-startup-cache.md). Every other
+    driver's binary is kept."""
     pocl = "portable computing language" in device.platform.name.lower()
     return not pocl or os.environ.get("POCL_KERNEL_CACHE", "1").strip() == "0"
 
