@@ -1,7 +1,7 @@
 """The OpenCL backend (pyopencl): any OpenCL device; tuned for PoCL's CPU device.
 
 Kernels live in opencl_kernels/*.cl. Each program is built once per device and macro set and
-cached (in memory; its binary also on disk, for the next process: diskcache); executing a compiled
+cached, in memory and on disk for the next process (build_program, diskcache); executing a compiled
 operator only sets the arguments that change and enqueues.
 """
 from __future__ import annotations
