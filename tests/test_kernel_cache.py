@@ -558,7 +558,7 @@ def test_a_damaged_nvrtc_entry_is_compiled_anew(cache, compiles, damage):
 def test_a_second_cuda_backend_loads_the_cached_image_into_cupy(cache, compiles):
     """The CUDA backend's glue (CuPy faked): a fresh backend hands CuPy the image the first one's
     NVRTC compile stored, compiling nothing."""
-    from test_cuda_backend import fake_backend
+    from fake_cupy import fake_backend
     macros = _cuda_macros()
     logs = [[], []]
     for log in logs:
