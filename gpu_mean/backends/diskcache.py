@@ -29,6 +29,8 @@ import time
 import warnings
 from pathlib import Path
 
+from .._version import __version__
+
 ENV = "GPU_MEAN_CACHE_DIR"
 OFF = "off"
 FORMAT = 1
@@ -123,7 +125,6 @@ def make_key(api: str, source: str, options, **identity) -> str:
     """The key of one program: the API, the full source's hash, the build options in order, what
     identifies the device and its compiler (``identity``: names, driver and platform versions), the
     gpu_mean version and the entry format. Canonical JSON, so equal inputs give equal text."""
-    from .. import __version__
     return json.dumps({
         "api": api, "source_sha256": hashlib.sha256(source.encode()).hexdigest(), "options": list(options),
         "identity": {k: str(v) for k, v in identity.items()}, "gpu_mean": __version__, "format": FORMAT,
