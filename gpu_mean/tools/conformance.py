@@ -13,6 +13,7 @@ import zlib
 
 import numpy as np
 
+from ..backends import diskcache
 from ..descriptors import tables
 from ..descriptors.tensor import TensorDesc
 from ..descriptors.types import DataType, Feature
@@ -20,7 +21,7 @@ from ..errors import DeviceRemovedError, DmlError, InvalidArgumentError
 from . import oracle
 from .cases import OPERATORS, TABLES, Case
 from .negative import negative_cases
-from .progress import Progress, progress_bar
+from .progress import Progress, compile_notice, progress_bar
 
 REFERENCE = "exact oracle (gpu_mean.tools.oracle: rational arithmetic rounded once; not the CPU device)"
 
@@ -96,9 +97,9 @@ def run_case(dev, case: Case, bar=None) -> tuple[bool, int | None, str]:
     seed = zlib.crc32(case.name.encode() + str(case.shape).encode())
     try:
         desc = case.desc()
-        if bar:
-            bar.label(f"compiling kernels: {what}")
-        cop = dev.compile_operator(dev.create_operator(desc))
+        # labelled only while a kernel is really compiled (not loaded from the disk cache)
+        with diskcache.on_compile(lambda _: bar.label(f"compiling kernels: {what}") if bar else None):
+            cop = dev.compile_operator(dev.create_operator(desc))
         if bar:
             bar.label(f"running: {what}")
         bufs, xs = [], []
@@ -253,10 +254,9 @@ def main(device=None, feature_level=None, quick=False, json_path=None, ops=None,
     dev = backends.create_device(device, feature_level)
     print(f"conformance: {dev.name}, feature level {dev.feature_level.label}{' (quick)' if quick else ''}; "
           f"reference: the exact oracle")
-    if dev.info.backend != "cpu":
-        print("conformance: kernels are compiled as each case first needs them (seconds on a first run; "
-              "cached on disk afterwards)", flush=True)
-    with progress_bar(count(dev, quick, ops, dtypes)) as bar:
+    with progress_bar(count(dev, quick, ops, dtypes)) as bar, \
+            compile_notice(print, "conformance: compiling kernels as cases first need them (seconds on a first "
+                                  f"run; {diskcache.describe()})", bar):
         rep = run_suite(dev, quick, ops, dtypes, bar)
     for line in format_report(rep):
         print(line)
