@@ -8,14 +8,20 @@ Why these formulas are correctly rounded:
 * FLOAT16 via float32: 24 >= 2*11 + 2 bits, so rounding to float32 then to float16 is innocuous
   for + and halving (Figueroa's double-rounding bound).
 * Integer mean: 64-bit sum, truncation toward zero (every peer's integer ReduceMean rounding).
+* The extension types (``wide.py`` holds their arithmetic): BFLOAT16 through the FLOAT32 formula and
+  one rounding (24 >= 2*8 + 2); FLOAT64 with the FLOAT32 formula's argument at 53 bits; INT64/UINT64
+  halves added without overflow; reductions and the n-ary mean of FLOAT64 in double-double, of
+  INT64/UINT64 in 128 bits.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..descriptors.types import DataType
+from . import wide
 
 F16, F32, F64 = np.float16, np.float32, np.float64
+D = DataType
 
 
 def trunc_div(s: np.ndarray, n: int) -> np.ndarray:
@@ -26,23 +32,40 @@ def trunc_div(s: np.ndarray, n: int) -> np.ndarray:
     return np.where(s < 0, -q, q)
 
 
+def _float_mean2(a: np.ndarray, b: np.ndarray, half) -> np.ndarray:
+    """fl(a + b) * 0.5, or a*0.5 + b*0.5 where the sum overflows (the module's argument)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = a + b
+        r = s * half
+        ovf = np.isinf(s) & np.isfinite(a) & np.isfinite(b)
+        if np.any(ovf):
+            r = np.where(ovf, a * half + b * half, r)
+    return r
+
+
 def mean2(a: np.ndarray, b: np.ndarray, dt: DataType) -> np.ndarray:
     if dt == DataType.FLOAT32:
-        with np.errstate(over="ignore", invalid="ignore"):
-            s = a + b
-            r = s * F32(0.5)
-            ovf = np.isinf(s) & np.isfinite(a) & np.isfinite(b)
-            if np.any(ovf):
-                r = np.where(ovf, a * F32(0.5) + b * F32(0.5), r)
-        return r.astype(F32, copy=False)
+        return _float_mean2(a, b, F32(0.5)).astype(F32, copy=False)
+    if dt == DataType.FLOAT64:
+        return _float_mean2(a, b, F64(0.5)).astype(F64, copy=False)
     if dt == DataType.FLOAT16:
         with np.errstate(over="ignore", invalid="ignore"):
             return ((a.astype(F32) + b.astype(F32)) * F32(0.5)).astype(F16)
+    if dt == DataType.BFLOAT16:
+        # bfloat16's range is float32's, so the float32 sum can overflow: the float32 formula, rounded once
+        return wide.f32_to_bf16(_float_mean2(a.astype(F32), b.astype(F32), F32(0.5)))
     if dt == DataType.INT32:
         s = a.astype(np.int64) + b.astype(np.int64)
         return ((s + (s < 0)) >> 1).astype(np.int32)
     if dt == DataType.UINT32:
         return ((a.astype(np.uint64) + b.astype(np.uint64)) >> np.uint64(1)).astype(np.uint32)
+    if dt in (DataType.INT64, DataType.UINT64):
+        # floor((a + b) / 2) without forming a + b; then toward zero where the sum is odd and negative
+        one = a.dtype.type(1)
+        f = (a >> one) + (b >> one) + (a & b & one)
+        if dt == DataType.INT64:
+            f = f + ((f < 0) & ((a ^ b) & one).astype(bool))
+        return f
     raise TypeError(f"mean of {dt.name}")
 
 
@@ -67,6 +90,9 @@ def identity(x: np.ndarray, dt: DataType, scale_bias: tuple | None) -> np.ndarra
 
 def nary_mean(xs: list, dt: DataType) -> np.ndarray:
     n = len(xs)
+    if dt in _EXT_WIDE:
+        full = np.broadcast_arrays(*xs)
+        return _mean0(np.stack([f.reshape(-1) for f in full]), dt).reshape(full[0].shape)
     if dt in (DataType.INT32, DataType.UINT32):
         acc_t = np.int64 if dt == DataType.INT32 else np.uint64
         s = xs[0].astype(acc_t)
@@ -77,6 +103,8 @@ def nary_mean(xs: list, dt: DataType) -> np.ndarray:
         s = xs[0].astype(F64)
         for x in xs[1:]:
             s = s + x.astype(F64)
+        if dt == DataType.BFLOAT16:
+            return wide.f64_to_bf16(s / F64(n))
         return (s / F64(n)).astype(dt.numpy_dtype)
 
 
@@ -85,16 +113,53 @@ def reduce_mean(x: np.ndarray, axes: tuple, dt: DataType) -> np.ndarray:
     n = 1
     for a in axes:
         n *= x.shape[a]
+    if dt in _EXT_WIDE:
+        return _mean0(_rows0(x, axes), dt).reshape(_kept(x.shape, axes))
     if dt in (DataType.INT32, DataType.UINT32):
         acc_t = np.int64 if dt == DataType.INT32 else np.uint64
         s = np.sum(x, axis=axes, dtype=acc_t, keepdims=True)
         return trunc_div(s, n).astype(dt.numpy_dtype)
     with np.errstate(over="ignore", invalid="ignore"):
         s = np.sum(x, axis=axes, dtype=F64, keepdims=True)
+        if dt == DataType.BFLOAT16:
+            return wide.f64_to_bf16(s / F64(n))
         return (s / F64(n)).astype(dt.numpy_dtype)
 
 
-def reduce_sum(x: np.ndarray, axes: tuple, out_dt: DataType) -> np.ndarray:
-    """The gm.ext wide sum: FLOAT64, INT64 or UINT64 totals, keeping the rank."""
+def reduce_sum(x: np.ndarray, axes: tuple, out_dt: DataType, in_dt: DataType | None = None) -> tuple:
+    """The gm.ext wide sum, keeping the rank: (total,) in FLOAT64, INT64 or UINT64, or for FLOAT64,
+    INT64 and UINT64 inputs the 128-bit total as (high word, low word)."""
+    if in_dt in _EXT_WIDE:
+        rows, shape = _rows0(x, axes), _kept(x.shape, axes)
+        if in_dt == DataType.FLOAT64:
+            hi, lo = wide.f64_sum0(rows)
+        else:
+            hi, lo = wide.words128(*wide.int_sum0(rows))
+        return hi.reshape(shape), lo.reshape(shape)
     with np.errstate(over="ignore", invalid="ignore"):
-        return np.sum(x, axis=axes, dtype=out_dt.numpy_dtype, keepdims=True)
+        return (np.sum(x, axis=axes, dtype=out_dt.numpy_dtype, keepdims=True),)
+
+
+# FLOAT64, INT64 and UINT64: sums of two words (wide.py)
+_EXT_WIDE = (DataType.FLOAT64, DataType.INT64, DataType.UINT64)
+
+
+def _rows0(x: np.ndarray, axes: tuple) -> np.ndarray:
+    """``x`` as (reduced elements, outputs): the reduced axes first, in order, then the kept ones."""
+    keep = [d for d in range(x.ndim) if d not in axes]
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    return np.transpose(x, list(axes) + keep).reshape(n, -1)
+
+
+def _kept(shape, axes) -> tuple:
+    return tuple(1 if d in axes else s for d, s in enumerate(shape))
+
+
+def _mean0(rows: np.ndarray, dt: DataType) -> np.ndarray:
+    """The mean over axis 0 of FLOAT64 (double-double), INT64 or UINT64 (128-bit) values."""
+    n = rows.shape[0]
+    if dt == DataType.FLOAT64:
+        return wide.f64_mean0(rows)
+    return wide.trunc_div128(*wide.int_sum0(rows), n)
