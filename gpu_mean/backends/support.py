@@ -41,6 +41,6 @@ def not_built(backend: str, op: KernelOp, dt: DataType) -> str | None:
     """Why ``backend`` cannot compute ``op`` over ``dt`` (None when it can)."""
     if computes(backend, op, dt):
         return None
-    where = [b for b in KERNEL_TYPES if computes(b, op, dt)]
+    where = " or ".join(repr(b) for b in KERNEL_TYPES if computes(b, op, dt))
     return (f"the {OP_WORDS[op]} kernel for {dt.name} is not built yet on the {API_NAMES.get(backend, backend)} "
-            f"backend (gpu_mean issue 21){'; device ' + ' or '.join(map(repr, where)) + ' computes it' if where else ''}")
+            f"backend (gpu_mean issue 21)" + (f"; device {where} computes it" if where else ""))

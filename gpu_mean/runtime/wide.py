@@ -89,10 +89,10 @@ def dd_sum0(x: np.ndarray):
             hi, lo = two_sum(hi[0::2], hi[1::2])
         else:
             hi, lo = dd_add(hi[0::2], lo[0::2], hi[1::2], lo[1::2])
-    h, l = hi[0].copy(), (lo[0] if lo is not None else np.zeros_like(hi[0]))
+    h, tail = hi[0].copy(), (lo[0] if lo is not None else np.zeros_like(hi[0]))
     if side is not None:
-        h, l = dd_add(h, l, *side)
-    return h, l
+        h, tail = dd_add(h, tail, *side)
+    return h, tail
 
 
 def _split26(q):
@@ -101,19 +101,19 @@ def _split26(q):
     return qh, q - qh
 
 
-def dd_div(h, l, n: int):
-    """(h + l) / n rounded once to FLOAT64 (n a positive integer below 2^53): q = h / n, then the
-    remainder h + l - q * n, exact through Dekker's product (q split by bits, n by its value)."""
+def dd_div(h, tail, n: int):
+    """(h + tail) / n rounded once to FLOAT64 (n a positive integer below 2^53): q = h / n, then the
+    remainder h + tail - q * n, exact through Dekker's product (q split by bits, n by its value)."""
     n = int(n)
     if n == 1:
-        return h + l
+        return h + tail
     with np.errstate(over="ignore", invalid="ignore"):
         q = h / F64(n)
         nh, nl = F64(n - n % (1 << 26)), F64(n % (1 << 26))
         qh, ql = _split26(q)
         p = q * F64(n)
         pe = ((qh * nh - p) + qh * nl + ql * nh) + ql * nl
-        r = (((h - p) - pe) + l) / F64(n)
+        r = (((h - p) - pe) + tail) / F64(n)
         return np.where(r == 0, q, q + r)   # r == 0 keeps q's sign (the mean of -0.0s is -0.0)
 
 
@@ -128,7 +128,7 @@ def _dd_total0(x: np.ndarray):
     total past DBL_MAX with finite inputs is recomputed scaled by 2^-64 (``scaled`` marks those
     columns, whose (hi, lo) are returned scaled); inputs with an inf or NaN give NaN or the one
     infinity present (lo 0)."""
-    h, l = dd_sum0(x)
+    h, tail = dd_sum0(x)
     scaled = None
     zero = h == 0
     if np.any(zero):
@@ -140,22 +140,22 @@ def _dd_total0(x: np.ndarray):
         finite_in = np.all(np.isfinite(xs), axis=0)
         over = cols[finite_in]
         if over.size:
-            h[over], l[over] = dd_sum0(x[:, over] * SCALE_DOWN)
+            h[over], tail[over] = dd_sum0(x[:, over] * SCALE_DOWN)
             scaled = over
         nf, xs = cols[~finite_in], xs[:, ~finite_in]
         if nf.size:
             h[nf] = nonfinite_sum_value(np.any(np.isnan(xs), axis=0), np.any(xs == np.inf, axis=0),
                                         np.any(xs == -np.inf, axis=0))
-            l[nf] = 0
-    return h, l, scaled
+            tail[nf] = 0
+    return h, tail, scaled
 
 
 def f64_mean0(x: np.ndarray) -> np.ndarray:
     """The FLOAT64 mean over axis 0 of a 2-D array: double-double sum, one division, one rounding,
     no overflow."""
     with np.errstate(over="ignore", invalid="ignore"):
-        h, l, scaled = _dd_total0(x)
-        out = dd_div(h, l, x.shape[0])
+        h, tail, scaled = _dd_total0(x)
+        out = dd_div(h, tail, x.shape[0])
         if scaled is not None:     # the quotient of a scaled total is a mean <= the largest input: exact to scale back
             out[scaled] *= SCALE_UP
     return out
@@ -165,12 +165,12 @@ def f64_sum0(x: np.ndarray):
     """The FLOAT64 total over axis 0 of a 2-D array as a normalized double-double (hi, lo); lo is 0
     where hi is not finite (an inf or NaN input, or a total past DBL_MAX)."""
     with np.errstate(over="ignore", invalid="ignore"):
-        h, l, scaled = _dd_total0(x)
+        h, tail, scaled = _dd_total0(x)
         if scaled is not None:
             h[scaled] *= SCALE_UP
-            l[scaled] *= SCALE_UP
-        l = np.where(np.isfinite(h), l, F64(0))
-    return h, l
+            tail[scaled] *= SCALE_UP
+        tail = np.where(np.isfinite(h), tail, F64(0))
+    return h, tail
 
 
 # -- 128-bit integers -------------------------------------------------------------------------------
