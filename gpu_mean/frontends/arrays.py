@@ -106,8 +106,12 @@ def data_type_of(dtype, what: str, allowed=None, type_list: str = "") -> DataTyp
     opset's type constraint, spelled ``type_list`` in the error)."""
     dt = _DATA_TYPES.get(dtype)      # a dict lookup: DataType.from_numpy walks every type
     if dt not in SUPPORTED:
+        hint = ""
+        if np.dtype(dtype).kind in "iub" and np.dtype(dtype).itemsize < 4:
+            # narrow integers widen exactly (bool as 0 and 1)
+            hint = f"; convert with x.astype(np.{'uint32' if np.dtype(dtype).kind in 'ub' else 'int32'})"
         raise UnsupportedTypeError(f"{what}: data type {np.dtype(dtype)} is not supported; the mean operators take "
-                                   f"{_SUPPORTED_NAMES}")
+                                   f"{_SUPPORTED_NAMES}{hint}")
     if allowed is not None and dt not in allowed:
         raise UnsupportedTypeError(f"{what}: data type {np.dtype(dtype)} is not in {what}'s type constraint T "
                                    f"({type_list})")
