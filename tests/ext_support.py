@@ -16,9 +16,10 @@ EXT_TYPES = sorted(EXTENSION_TYPES, key=lambda d: d.name)
 MEAN, NARY, REDUCE, SUM = KernelOp.MEAN, KernelOp.NARY_MEAN, KernelOp.REDUCE_MEAN, KernelOp.REDUCE_SUM
 
 
-def refusal(device, op, dt) -> str | None:
-    """None when ``device`` must compute ``op`` over ``dt``; else a pattern its refusal must match."""
-    if dt == D.FLOAT64 and not device.info.fp64:
+def refusal(device, op, dt, also=()) -> str | None:
+    """None when ``device`` must compute ``op`` over ``dt`` (with tensors of the types ``also`` beside
+    it, a wide sum's FLOAT64 output); else a pattern its refusal must match."""
+    if D.FLOAT64 in (dt, *also) and not device.info.fp64:
         return "cl_khr_fp64" if device.info.backend == "opencl" else "fp64"
     if not support.computes(device.info.backend, op, dt):
         return (f"{dt.name}, which {device.info.id} .* does not support: the .* kernel for {dt.name} is not built "
@@ -26,10 +27,10 @@ def refusal(device, op, dt) -> str | None:
     return None
 
 
-def run_or_refused(device, op, dt, fn):
+def run_or_refused(device, op, dt, fn, also=()):
     """``fn()``'s result where the device computes ``op`` over ``dt``; else None, after checking that
     ``fn()`` raises the refusal (an UnsupportedTypeError, which is a TypeError, naming the device)."""
-    pattern = refusal(device, op, dt)
+    pattern = refusal(device, op, dt, also)
     if pattern is None:
         return fn()
     with pytest.raises(gm.UnsupportedTypeError, match=pattern) as e:

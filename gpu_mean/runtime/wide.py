@@ -42,13 +42,15 @@ def f32_to_bf16(x) -> np.ndarray:
 
 def f64_to_bf16(q) -> np.ndarray:
     """FLOAT64 -> BFLOAT16 rounded once to nearest even (through FLOAT32 rounded to odd)."""
-    q = np.asarray(q, F64)
+    q = np.ascontiguousarray(q, F64)
     with np.errstate(over="ignore", invalid="ignore"):
         f = q.astype(F32)
-        away = np.abs(f.astype(F64)) > np.abs(q)          # also a finite q past FLT_MAX, rounded to inf
-        f = np.where(away, np.nextafter(f, F32(0)), f)     # now truncated toward zero
-        inexact = f.astype(F64) != q                       # NaN too: the sticky bit keeps it a NaN
-    bits = np.ascontiguousarray(f).view(np.uint32) | inexact.astype(np.uint32)
+        back = f.astype(F64)
+        # rounded away from zero (a finite q past FLT_MAX too, to inf): one step back in the magnitude
+        # bits truncates it (inf - 1 is FLT_MAX); then the sticky bit where inexact (a NaN stays a NaN)
+        away = np.abs(back) > np.abs(q)
+        bits = f.view(np.uint32) - away.view(np.uint8).astype(np.uint32)
+        bits |= (back != q).view(np.uint8).astype(np.uint32)
     return f32_to_bf16(bits.view(F32))
 
 
@@ -150,12 +152,28 @@ def _dd_total0(x: np.ndarray):
     return h, tail, scaled
 
 
+def f64_nary_mean(xs: list) -> np.ndarray:
+    """The FLOAT64 mean of same-shaped 1-D arrays: each added to a double-double (Dekker's
+    double-double + double: relative error below 2 * 2^-106), one division, one rounding; the rare
+    elements the running sum cannot give (a zero's sign, an overflow, an inf or NaN) as ``f64_mean0``."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        h, t = xs[0].astype(F64), np.zeros(xs[0].shape, F64)
+        for x in xs[1:]:
+            s, e = two_sum(h, x)
+            h, t = _fast_two_sum(s, e + t)
+        out = dd_div(h, t, len(xs))
+        odd = (h == 0) | ~np.isfinite(h)
+        if np.any(odd):
+            out[odd] = f64_mean0(np.stack([x[odd] for x in xs]))
+    return out
+
+
 def f64_mean0(x: np.ndarray) -> np.ndarray:
     """The FLOAT64 mean over axis 0 of a 2-D array: double-double sum, one division, one rounding,
     no overflow."""
     with np.errstate(over="ignore", invalid="ignore"):
         h, tail, scaled = _dd_total0(x)
-        out = dd_div(h, tail, x.shape[0])
+        out = np.where(np.isfinite(h), dd_div(h, tail, x.shape[0]), h)   # an inf or NaN total is the mean
         if scaled is not None:     # the quotient of a scaled total is a mean <= the largest input: exact to scale back
             out[scaled] *= SCALE_UP
     return out
@@ -199,7 +217,8 @@ def trunc_div128(a, b, n: int):
         ml = np.where(borrow, U64(1 << 32) - b, b)
     else:
         neg, mh, ml = None, a, b
-    q1, r1 = mh // n, mh % n
+    q1 = mh // n
+    r1 = mh - q1 * n         # a product is cheaper than numpy's uint64 remainder
     q = (q1 << U64(32)) + ((r1 << U64(32)) | ml) // n
     if neg is None:
         return q
