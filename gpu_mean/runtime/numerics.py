@@ -44,6 +44,12 @@ def _float_mean2(a: np.ndarray, b: np.ndarray, half) -> np.ndarray:
 
 
 def mean2(a: np.ndarray, b: np.ndarray, dt: DataType) -> np.ndarray:
+    if dt in (DataType.BFLOAT16, DataType.FLOAT64, DataType.INT64, DataType.UINT64):
+        return _blocks(lambda x, y: _mean2(x, y, dt), [a, b], dt.numpy_dtype)
+    return _mean2(a, b, dt)
+
+
+def _mean2(a: np.ndarray, b: np.ndarray, dt: DataType) -> np.ndarray:
     if dt == DataType.FLOAT32:
         return _float_mean2(a, b, F32(0.5)).astype(F32, copy=False)
     if dt == DataType.FLOAT64:
@@ -90,16 +96,12 @@ def identity(x: np.ndarray, dt: DataType, scale_bias: tuple | None) -> np.ndarra
 
 def nary_mean(xs: list, dt: DataType) -> np.ndarray:
     n = len(xs)
-    if dt in _EXT_WIDE:
-        full = [f.reshape(-1) for f in np.broadcast_arrays(*xs)]
-        out = np.empty(full[0].shape, dt.numpy_dtype)
-        for i in range(0, out.size, BLOCK):
-            part = [f[i:i + BLOCK] for f in full]
-            if dt == DataType.FLOAT64:
-                out[i:i + BLOCK] = wide.f64_nary_mean(part)
-            else:
-                out[i:i + BLOCK] = wide.trunc_div128(*wide.int_sum0(np.stack(part)), n)
-        return out.reshape(np.broadcast_shapes(*(x.shape for x in xs)))
+    if dt == DataType.FLOAT64:
+        return _blocks(lambda *part: wide.f64_nary_mean(list(part)), xs, dt.numpy_dtype)
+    if dt in (DataType.INT64, DataType.UINT64):
+        return _blocks(lambda *part: wide.trunc_div128(*wide.int_sum0(np.stack(part)), n), xs, dt.numpy_dtype)
+    if dt == DataType.BFLOAT16:
+        return _blocks(lambda *part: wide.f64_to_bf16(_f64_sum(part) / F64(n)), xs, dt.numpy_dtype)
     if dt in (DataType.INT32, DataType.UINT32):
         acc_t = np.int64 if dt == DataType.INT32 else np.uint64
         s = xs[0].astype(acc_t)
@@ -110,9 +112,16 @@ def nary_mean(xs: list, dt: DataType) -> np.ndarray:
         s = xs[0].astype(F64)
         for x in xs[1:]:
             s = s + x.astype(F64)
-        if dt == DataType.BFLOAT16:
-            return wide.f64_to_bf16(s / F64(n))
         return (s / F64(n)).astype(dt.numpy_dtype)
+
+
+def _f64_sum(xs) -> np.ndarray:
+    """The FLOAT64 sum of the inputs in order (a bfloat16 sum of at most 64 inputs cannot overflow it)."""
+    with np.errstate(invalid="ignore"):     # inf + -inf is NaN, as it must be
+        s = xs[0].astype(F64)
+        for x in xs[1:]:
+            s = s + x.astype(F64)
+    return s
 
 
 def reduce_mean(x: np.ndarray, axes: tuple, dt: DataType) -> np.ndarray:
@@ -149,9 +158,21 @@ def reduce_sum(x: np.ndarray, axes: tuple, out_dt: DataType, in_dt: DataType | N
 
 # FLOAT64, INT64 and UINT64: sums of two words (wide.py)
 _EXT_WIDE = (DataType.FLOAT64, DataType.INT64, DataType.UINT64)
-# elements per block of the two-word arithmetic: its dozen temporaries stay in the cache (measured on
-# the 2-core CI VM, the n-ary FLOAT64 mean of 3 x 2 MiB: 29 ms unblocked)
-BLOCK = 1 << 15
+# Elements per block of the extension types' arithmetic: its dozen temporaries stay in the cache and
+# in memory the allocator reuses (whole-tensor temporaries are fresh mappings, each page faulted in).
+# Measured with tools/bench_ext_cpu.py on the 2-core CI VM: see docs/results/2026-11-24-ext-cpu.md.
+BLOCK = 1 << 16
+
+
+def _blocks(fn, xs: list, dtype) -> np.ndarray:
+    """``fn`` applied element-wise to the broadcast inputs ``xs``, a block of BLOCK flat elements at a
+    time (inputs that are not one dense run of the result's shape are copied dense once)."""
+    shape = np.broadcast_shapes(*(x.shape for x in xs))
+    flat = [np.broadcast_to(x, shape).reshape(-1) for x in xs]
+    out = np.empty(flat[0].size, dtype)
+    for i in range(0, out.size, BLOCK):
+        out[i:i + BLOCK] = fn(*(f[i:i + BLOCK] for f in flat))
+    return out.reshape(shape)
 
 
 def _rows0(x: np.ndarray, axes: tuple) -> np.ndarray:
@@ -172,7 +193,7 @@ def _mean0(rows: np.ndarray, dt: DataType) -> np.ndarray:
     of outputs."""
     n, m = rows.shape
     out = np.empty(m, dt.numpy_dtype)
-    step = max(1, BLOCK // n)
+    step = max(1, 4 * BLOCK // n)     # the pairwise levels are many small calls: larger blocks
     for j in range(0, m, step):
         part = rows[:, j:j + step]
         if dt == DataType.FLOAT64:

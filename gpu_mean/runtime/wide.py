@@ -210,11 +210,14 @@ def trunc_div128(a, b, n: int):
     of ``a`` (INT64: its magnitude may be 2^63, which is INT64_MIN)."""
     n = U64(n)
     if a.dtype == np.int64:
-        neg = a < 0
-        na = (-a).astype(U64)    # a > -2^63: its magnitude fits
-        borrow = neg & (b != 0)
-        mh = np.where(neg, na - borrow.astype(U64), a.astype(U64))
-        ml = np.where(borrow, U64(1 << 32) - b, b)
+        # negative totals by their magnitude: -(a * 2^32 + b) = (-a - [b > 0]) * 2^32 + (2^32 - b) mod 2^32.
+        # Selections are bit blends (x ^ ((x ^ y) & mask)): numpy's where on 64-bit values of random
+        # sign runs 6x slower (docs/results/2026-11-24-ext-cpu.md)
+        neg = (a >> I64(63)).view(U64)                   # all ones where the total is negative
+        borrow = neg & (U64(0) - (b != 0).view(np.uint8).astype(U64))
+        au = a.view(U64)
+        mh = au ^ ((au ^ (U64(0) - au - (borrow & U64(1)))) & neg)   # a > -2^63: its magnitude fits
+        ml = b ^ ((b ^ ((U64(1 << 32) - b) & M32)) & borrow)
     else:
         neg, mh, ml = None, a, b
     q1 = mh // n
@@ -222,7 +225,7 @@ def trunc_div128(a, b, n: int):
     q = (q1 << U64(32)) + ((r1 << U64(32)) | ml) // n
     if neg is None:
         return q
-    return np.where(neg, ~q + U64(1), q).view(I64)
+    return (q ^ ((q ^ (U64(0) - q)) & neg)).view(I64)
 
 
 def words128(a, b):
