@@ -352,3 +352,21 @@ def test_plan_names_the_accumulators():
     assert planning.compute_type(planning.KernelOp.MEAN, D.INT64) == D.INT64
     plan = planning.plan_operator(gm.ext.ReduceMeanDesc(T(D.INT64, (4, 1000)), T(D.INT64, (4, 1)), (1,)))
     assert plan.acc_bytes == 16 and plan.temporary_size(8) == 8 * 4 * 16
+
+
+def test_cuda_backend_refuses_the_new_types_from_the_same_table():
+    """The CUDA backend (no GPU here: its object without a context; create_operator compiles nothing)."""
+    from gpu_mean.backends import cuda
+    from gpu_mean.runtime.device import DeviceInfo
+    be = object.__new__(cuda.CudaBackend)
+    be.info = DeviceInfo("cuda", 0, "stand-in GPU", "NVIDIA", "GPU", 1 << 30, True, True)
+    be.unavailable, be.native_errors = None, ()
+    dev = gm.Device(be)
+    for dt in EXT_TYPES:
+        t = T(dt, (4,))
+        pattern = refusal(dev, MEAN, dt)
+        assert pattern and "CUDA backend" in pattern
+        with pytest.raises(gm.UnsupportedTypeError, match=pattern):
+            dev.create_operator(gm.ext.MeanDesc(t, t, t))
+    f = T(D.FLOAT32, (4,))
+    dev.create_operator(gm.ElementWiseMeanDesc(f, f, f))
