@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 import sys
-import threading
 import warnings
 from dataclasses import dataclass
 
@@ -38,7 +37,8 @@ from ..descriptors.tables import WIDE_SUM_LOW_TYPE, WIDE_SUM_TYPE
 from ..descriptors.tensor import TensorDesc, packed_strides
 from ..descriptors.types import is_bfloat16
 from ..errors import InvalidArgumentError
-from ..frontends.functional import data_type_of, get_device, merge_dims
+from ..frontends.arrays import Call, data_type_of, get_device
+from ..frontends.functional import merge_dims
 from ..runtime import wide
 from ..runtime.numerics import trunc_div
 from ..runtime.objects import Buffer
@@ -53,30 +53,14 @@ class PartialSum:
     cupy: bool = False    # the chunks were CuPy arrays: the mean goes back to the GPU even after a host detour
 
 
-# compiled operators of this process, keyed by (device, descriptor): compiled once per worker and shape
-_compiled: dict = {}
+# this worker process's launches made (one per chunk signature and device) and chunks launched
 stats = {"compiled": 0, "launched": 0, "cpu_fallback": 0}
-# a worker with several threads shares one device per process; its queue and this cache are not
-# meant for concurrent use, so device work is serialized here (one thread per GPU worker is Dask-CUDA's
-# own default anyway)
-device_lock = threading.Lock()
 
 
 def cupy_module(x):
     """CuPy when ``x`` is a CuPy array, else None (CuPy is never imported here for numpy chunks)."""
     cp = sys.modules.get("cupy")
     return cp if cp is not None and isinstance(x, cp.ndarray) else None
-
-
-def _compiled_op(dev, desc):
-    key = (dev, desc)
-    cop = _compiled.get(key)
-    if cop is None:
-        if len(_compiled) >= 256:
-            _compiled.clear()
-        cop = _compiled[key] = dev.compile_operator(dev.create_operator(desc))
-        stats["compiled"] += 1
-    return cop
 
 
 def _sum_device(device, wide, cp):
@@ -96,39 +80,63 @@ def _sum_device(device, wide, cp):
     return dev
 
 
-def run_sum(block, axes, device) -> tuple:
+def run_sum(block, axes, device):
     """The wide total of one chunk over ``axes``, reduced axes kept as size 1, on the chunk's side
-    (numpy in, numpy out; CuPy in, CuPy out on the CUDA device): (total,) or, for FLOAT64, INT64 and
-    UINT64 chunks, (high word, low word)."""
+    (numpy in, numpy out; CuPy in, CuPy out on the CUDA device); for FLOAT64, INT64 and UINT64 chunks
+    the 128-bit total as a tuple (high word, low word).
+
+    The chunk takes the path of ``gm.reduce_mean`` (``frontends/arrays.py: Call``): viewed in place
+    with its strides (a numpy chunk on a device that works in host memory is bound where it lies, a
+    CuPy chunk on its GPU, ordered against the caller's stream), otherwise copied through the
+    device's pooled buffers; the launch is cached per chunk signature and device. A two-word total
+    has two output tensors, which that path (one result per call) does not bind: it launches
+    directly (``_run_two_words``)."""
     dt = data_type_of(block.dtype, "ReduceMean")
-    wide_t, low_t = WIDE_SUM_TYPE[dt], WIDE_SUM_LOW_TYPE.get(dt)
-    out_types = (wide_t,) if low_t is None else (wide_t, low_t)
+    wide = WIDE_SUM_TYPE[dt]
     cp = cupy_module(block)
     out_shape = tuple(1 if d in axes else s for d, s in enumerate(block.shape))
-    xp = cp or np
+    low = WIDE_SUM_LOW_TYPE.get(dt)
     if block.size == 0 or math.prod(out_shape) == 0:
-        # nothing to sum: no launch, as gm.reduce_mean
-        return tuple(xp.zeros(out_shape, t.numpy_dtype) for t in out_types)
+        zeros = (cp or np).zeros(out_shape, wide.numpy_dtype)   # nothing to sum: no launch, as gm.reduce_mean
+        return zeros if low is None else (zeros, (cp or np).zeros(out_shape, low.numpy_dtype))
+    if low is not None:
+        return _run_two_words(block, axes, _sum_device(device, wide, cp), dt, (wide, low), out_shape, cp)
+    call = Call([block], _sum_device(device, wide, cp), "ReduceMean")
+    op = call.ops[0]
+
+    def make():
+        stats["compiled"] += 1
+        sizes, strides, red = merge_dims(op.shape, op.strides, axes)
+        in_desc = TensorDesc(dt, sizes, strides, guaranteed_base_offset_alignment=call.alignment(op))
+        out_desc = TensorDesc(wide, tuple(1 if d in red else s for d, s in enumerate(sizes)))
+        return ReduceSumDesc(in_desc, out_desc, red), out_shape
+    stats["launched"] += 1
+    return call.run(("reduce_sum", call.signature, axes), make)
+
+
+_two_word_ops: dict = {}   # this process's compiled two-word sums, by (device, descriptor)
+
+
+def _run_two_words(block, axes, dev, dt, out_types, out_shape, cp) -> tuple:
+    """A chunk's 128-bit total on ``dev``: the block packed (a host chunk copied into device buffers, a
+    CuPy chunk on its GPU), one ReduceSumDesc with two outputs, the words read back."""
     sizes, _, red = merge_dims(block.shape, packed_strides(block.shape), axes)
     in_desc = TensorDesc(dt, sizes)
     out_descs = [TensorDesc(t, tuple(1 if d in red else s for d, s in enumerate(sizes))) for t in out_types]
-    with device_lock:
-        dev = _sum_device(device, wide_t, cp)
-        cop = _compiled_op(dev, ReduceSumDesc(in_desc, out_descs[0], red, *out_descs[1:]))
-        stats["launched"] += 1
-        return _launch(dev, cop, block, cp, in_desc, out_descs, out_shape)
-
-
-def _launch(dev, cop, block, cp, in_desc, out_descs, out_shape) -> tuple:
+    key = (dev, ReduceSumDesc(in_desc, out_descs[0], red, out_descs[1]))
+    cop = _two_word_ops.get(key)
+    if cop is None:
+        if len(_two_word_ops) >= 64:
+            _two_word_ops.clear()
+        cop = _two_word_ops[key] = dev.compile_operator(dev.create_operator(key[1]))
+        stats["compiled"] += 1
+    stats["launched"] += 1
     if cp is not None:
         with cp.cuda.Device(dev.info.index):
             arr = cp.ascontiguousarray(block)
             outs = [cp.empty(math.prod(out_shape), t.numpy_dtype) for t in out_descs]
-        # a bound range is the tensor's total size, rounded up to 4 bytes (odd FLOAT16 counts), as gm.mean binds
         inp = Buffer(dev, arr.data, max(in_desc.total_size_in_bytes, arr.nbytes), arr.nbytes)
-        # the copy above and the caller's writes to the block are on the current stream; our kernels
-        # run on the device's own stream (execute() waits for them on the host before returning)
-        dev.backend.arrays.before()
+        dev.backend.arrays.before([arr])
         cop.execute(inputs=[inp], outputs=[Buffer(dev, o.data, o.nbytes) for o in outs])
         return tuple(o.reshape(out_shape) for o in outs)
     inp = dev.create_buffer(max(in_desc.total_size_in_bytes, 4))
@@ -144,8 +152,9 @@ def chunk_sum(block, axis=None, keepdims=True, device=None, computing_meta=False
         return block
     axes = tuple(axis) if axis is not None else tuple(range(block.ndim))
     count = math.prod(block.shape[a] for a in axes)
-    words = run_sum(block, axes, device)
-    return PartialSum(words[0], words[1] if len(words) > 1 else None, count, cupy_module(block) is not None)
+    total = run_sum(block, axes, device)
+    hi, lo = total if isinstance(total, tuple) else (total, None)
+    return PartialSum(hi, lo, count, cupy_module(block) is not None)
 
 
 def _flatten(parts):
