@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 
+from ..descriptors.types import DataType
 from ..errors import KernelBuildError
 from ..runtime import planning
 from ..runtime.device import DeviceInfo
@@ -190,7 +191,8 @@ class OpenCLBackend(Backend):
         self.ctx = ctx or cl.Context([device])
         self.queue = cl.CommandQueue(self.ctx)
         ext = device.extensions.split()
-        self.fp64 = allow_fp64 and "cl_khr_fp64" in ext
+        self.has_khr_fp64 = "cl_khr_fp64" in ext
+        self.fp64 = allow_fp64 and self.has_khr_fp64
         self.gpu_paths = gpu_paths
         self.checked = checked
         self.is_cpu = bool(device.type & cl.device_type.CPU) and not gpu_paths
@@ -272,6 +274,13 @@ class OpenCLBackend(Backend):
 
     def is_out_of_memory(self, exc):
         return isinstance(exc, self.cl.MemoryError) or getattr(exc, "code", None) in self._oom_codes
+
+    def storage_refusal(self, dt):
+        if dt == DataType.FLOAT64 and not self.fp64:
+            if self.has_khr_fp64:
+                return "cl_khr_fp64 (OpenCL's double precision) is switched off on this backend (allow_fp64=False)"
+            return "the device lacks cl_khr_fp64, OpenCL's double-precision extension"
+        return None
 
     # -- programs
     def program(self, filename: str, macros: dict):
