@@ -84,7 +84,10 @@ def parse_device(spec: str | None) -> tuple[str, int]:
         raise InvalidArgumentError(f"create_device: bad device index in {spec!r}") from e
 
 
-def create_device(spec: str | None = None, feature_level=None) -> Device:
-    """``"cpu" | "opencl" | "opencl:N" | "cuda" | "cuda:N" | "auto"`` (default: $GPU_MEAN_DEVICE or auto)."""
+def create_device(spec: str | None = None, feature_level=None, max_alloc_bytes: int | None = None) -> Device:
+    """``"cpu" | "opencl" | "opencl:N" | "cuda" | "cuda:N" | "auto"`` (default: $GPU_MEAN_DEVICE or auto).
+
+    ``max_alloc_bytes`` lowers the largest single buffer the Device allocates below the hardware's
+    own limit (``Device.max_alloc_bytes``); gm.mean and gm.reduce_mean split arrays past it."""
     kind, index = parse_device(spec)
-    return Device(find_backend(kind, index), feature_level)
+    return Device(find_backend(kind, index), feature_level, max_alloc_bytes)

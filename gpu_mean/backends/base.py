@@ -25,6 +25,10 @@ class Backend:
     info = None
     native_errors: tuple = ()
     unavailable: str | None = None    # why this device cannot be used, once known
+    # the largest single allocation the device takes, and the name it goes by in messages; None: no
+    # limit below the device's memory (split calls: docs/design.md, "arrays larger than one allocation")
+    max_alloc: int | None = None
+    max_alloc_name: str = ""
 
     def open(self) -> str | None:
         """Make what the device needs before its first use (a CUDA context and stream): None when it
@@ -57,6 +61,15 @@ class Backend:
 
     def is_out_of_memory(self, exc: Exception) -> bool:
         return False
+
+    def free_memory(self) -> int | None:
+        """Bytes of device memory free for new allocations now, where the device can tell (CUDA);
+        None elsewhere."""
+        return None
+
+    def release_cached(self) -> None:
+        """Give back memory the native layer keeps for reuse after the library freed it (CuPy's
+        memory pool); nothing where freeing already gives it back."""
 
     # A backend that can record a command list's launches once and replay them (CUDA graphs) sets
     # supports_graphs and implements capture(record) -> handle, where record() enqueues the launches,

@@ -139,6 +139,9 @@ class OpenCLBackend(Backend):
         self.is_cpu = bool(device.type & cl.device_type.CPU) and not gpu_paths
         self.host_backed = self.is_cpu and bool(device.host_unified_memory)
         self.compute_units = device.max_compute_units
+        # enforced on every buffer, those over host memory (USE_HOST_PTR) included (PoCL 3.1, checked)
+        self.max_alloc = int(device.max_mem_alloc_size)
+        self.max_alloc_name = "CL_DEVICE_MAX_MEM_ALLOC_SIZE"
         self.max_param_bytes = device.max_parameter_size
         # the width the GPU-shaped geometry is computed for (gpu_geometry: multiprocessors)
         self.gpu_sms = GPUPATHS_SMS if gpu_paths else self.compute_units

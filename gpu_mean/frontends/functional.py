@@ -13,11 +13,14 @@ import math
 
 import numpy as np
 
-from ..descriptors.ext import MAX_NARY_INPUTS, IntegerReduceMeanDesc, NaryMeanDesc
+from ..descriptors.ext import MAX_NARY_INPUTS, IntegerReduceMeanDesc, NaryMeanDesc, ReduceSumDesc
 from ..descriptors.operators import ElementWiseIdentityDesc, ElementWiseMeanDesc, ReduceDesc
+from ..descriptors.tables import WIDE_SUM_TYPE
 from ..descriptors.tensor import TensorDesc, packed_strides
 from ..descriptors.types import DataType, ReduceFunction
 from ..errors import InvalidArgumentError, UnsupportedError
+from ..runtime.device import Device
+from . import pool, split
 from .arrays import (  # noqa: F401  (public names)
     CPU_IN_PLACE_MIN_BYTES,
     SUPPORTED,
@@ -26,6 +29,7 @@ from .arrays import (  # noqa: F401  (public names)
     data_type_of,
     get_device,
 )
+from .arrays import _default as _default_devices
 
 # -- Mean ---------------------------------------------------------------------------------------
 
@@ -82,21 +86,31 @@ def mean_op(arrays, device, broadcast: bool = True, what: str = "Mean"):
     except ValueError as e:
         raise InvalidArgumentError(f"{what}: input shapes {shapes} do not broadcast (ONNX multidirectional "
                                    "broadcasting)") from e
-    if math.prod(out_shape) == 0:
+    count = math.prod(out_shape)
+    if count == 0:
         return call.empty_result(out_shape)
     if len(out_shape) > 8:
         raise UnsupportedError(f"{what}: rank {len(out_shape)} exceeds DirectML's 8 dimensions")
+    if call.mode == "split" or split.too_big(call, count, count * ops[0].dtype.itemsize):
+        return split.run_mean(call, out_shape, mean_desc)
+    return call.run(("mean", call.signature), lambda: mean_desc(call, ops, out_shape))
 
-    def make():
-        dt = data_type_of(ops[0].dtype, what)
-        descs = [broadcast_desc(dt, o.shape, out_shape, o.strides, call.alignment(o)) for o in ops]
+
+def mean_desc(call: Call, ops, out_shape, layout=None):
+    """(descriptor, result shape) of one mean launch: IDENTITY, ELEMENT_WISE_MEAN or the n-ary mean
+    over ``ops`` broadcast to ``out_shape``. ``layout``: (element strides, alignment) of the view a
+    piece of a split call writes, else a packed result."""
+    dt = data_type_of(ops[0].dtype, call.what)
+    descs = [broadcast_desc(dt, o.shape, out_shape, o.strides, call.alignment(o)) for o in ops]
+    if layout is None:
         out_desc = TensorDesc(dt, tuple(out_shape) or (1,))
-        if len(ops) == 1:
-            return ElementWiseIdentityDesc(descs[0], out_desc), out_shape
-        if len(ops) == 2:
-            return ElementWiseMeanDesc(descs[0], descs[1], out_desc), out_shape
-        return NaryMeanDesc(tuple(descs), out_desc), out_shape
-    return call.run(("mean", call.signature), make)
+    else:
+        out_desc = TensorDesc(dt, tuple(out_shape), layout[0], guaranteed_base_offset_alignment=layout[1])
+    if len(ops) == 1:
+        return ElementWiseIdentityDesc(descs[0], out_desc), out_shape
+    if len(ops) == 2:
+        return ElementWiseMeanDesc(descs[0], descs[1], out_desc), out_shape
+    return NaryMeanDesc(tuple(descs), out_desc), out_shape
 
 
 # -- ReduceMean ---------------------------------------------------------------------------------
@@ -139,21 +153,31 @@ def axes_list(axes, what: str) -> tuple:
 def merge_dims(shape, strides, axes):
     """Drop size-1 dims and merge neighbours of the same kind (both reduced or both kept) whose
     strides let one index walk both: stride[d] == stride[d+1] * size[d+1]."""
-    sizes, st, red = [], [], []
+    return merge_dims_out(shape, strides, axes)[:3]
+
+
+def merge_dims_out(shape, strides, axes, out_strides=None):
+    """``merge_dims`` and the output's strides over the merged dims: kept neighbours merge only
+    where the output's strides let one index walk both too (``out_strides``: the output's element
+    strides over the input's dims; None: a packed output, which always merges)."""
+    sizes, st, red, ost = [], [], [], []
     for d, (n, s) in enumerate(zip(shape, strides)):
         if n == 1:
             continue
         r = d in axes
-        if sizes and red[-1] == r and st[-1] == s * n:
+        o = 0 if out_strides is None or r else out_strides[d]
+        if sizes and red[-1] == r and st[-1] == s * n and ost[-1] == o * n:
             sizes[-1] *= n
             st[-1] = s
+            ost[-1] = o
         else:
             sizes.append(n)
             st.append(s)
             red.append(r)
+            ost.append(o)
     if not sizes:
-        return (1,), (1,), ()
-    return tuple(sizes), tuple(st), tuple(i for i, r in enumerate(red) if r)
+        return (1,), (1,), (), (1,)
+    return tuple(sizes), tuple(st), tuple(i for i, r in enumerate(red) if r), tuple(ost)
 
 
 def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool = False, device=None, axis=None):
@@ -203,14 +227,66 @@ def reduce_mean_op(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bo
     if n_out == 0 or any(shape[d] == 0 for d in axes):
         return call.empty_result(out_shape, (np.nan if dt.is_float else 0) if n_out else None)
 
+    if call.mode == "split" or split.too_big(call, math.prod(shape), 0) or split.too_big(call, n_out, n_out * op.dtype.itemsize):
+        return split.run_reduce(call, axes, out_shape, reduce_desc)
+
     def make():
-        sizes, strides, red_axes = merge_dims(shape, op.strides, axes)
-        if len(sizes) > 8:
-            raise UnsupportedError(f"{what}: after merging neighbouring axes the tensor still has rank "
-                                   f"{len(sizes)}; DirectML takes at most 8 dimensions")
-        in_desc = TensorDesc(dt, sizes, strides, guaranteed_base_offset_alignment=call.alignment(op))
-        out_desc = TensorDesc(dt, tuple(1 if d in red_axes else s for d, s in enumerate(sizes)))
-        if dt.is_float:
-            return ReduceDesc(ReduceFunction.AVERAGE, in_desc, out_desc, red_axes), out_shape
-        return IntegerReduceMeanDesc(in_desc, out_desc, red_axes), out_shape
+        return reduce_desc(call, op, axes)[0], out_shape
     return call.run(("reduce", call.signature, axes, keepdims), make)
+
+
+def reduce_desc(call: Call, op, axes, layout=None, wide: bool = False):
+    """(descriptor, result shape with reduced axes kept as 1) of one reduction over ``op``: REDUCE
+    AVERAGE for floats, the exact integer mean for integers, or with ``wide`` the wide partial sums
+    (gm.ext.ReduceSumDesc). ``layout``: as for ``mean_desc``, over ``op``'s dims (1 where reduced)."""
+    what = call.what
+    dt = data_type_of(op.dtype, what)
+    shape = op.shape
+    out_strides = None
+    if layout is not None:
+        out_strides = tuple(0 if d in axes else s for d, s in enumerate(layout[0]))
+    sizes, strides, red_axes, merged_out = merge_dims_out(shape, op.strides, axes, out_strides)
+    if len(sizes) > 8:
+        raise UnsupportedError(f"{what}: after merging neighbouring axes the tensor still has rank "
+                               f"{len(sizes)}; DirectML takes at most 8 dimensions")
+    in_desc = TensorDesc(dt, sizes, strides, guaranteed_base_offset_alignment=call.alignment(op))
+    out_dt = WIDE_SUM_TYPE[dt] if wide else dt
+    out_sizes = tuple(1 if d in red_axes else s for d, s in enumerate(sizes))
+    if layout is None:
+        out_desc = TensorDesc(out_dt, out_sizes)
+    else:
+        out_desc = TensorDesc(out_dt, out_sizes, tuple(0 if n == 1 else s for n, s in zip(out_sizes, merged_out)),
+                              guaranteed_base_offset_alignment=layout[1])
+    keep = tuple(1 if d in axes else s for d, s in enumerate(shape))
+    if wide:
+        return ReduceSumDesc(in_desc, out_desc, red_axes), keep
+    if dt.is_float:
+        return ReduceDesc(ReduceFunction.AVERAGE, in_desc, out_desc, red_axes), keep
+    return IntegerReduceMeanDesc(in_desc, out_desc, red_axes), keep
+
+
+# -- memory -------------------------------------------------------------------------------------
+
+def free_memory(device=None) -> int:
+    """Give back the device memory gm.mean and gm.reduce_mean keep between calls: the buffers and
+    compiled launches they pool, and what the native layer keeps after that (CuPy's memory pool).
+    ``device``: a Device or a device string (``"opencl:0"``); None (default): every device. Returns
+    the bytes the pools gave back. The next call allocates and compiles again as needed."""
+    if device is None:
+        return pool.release()
+    if isinstance(device, Device):
+        dev = device
+    else:
+        dev = _default_devices.get(device)
+        if dev is None:
+            return 0       # no call has used that device yet: nothing is held
+    return pool.release([pool.existing_cache(dev)])
+
+
+def memory_pool(device=None) -> pool.BufferPool:
+    """The pool of device buffers gm.mean and gm.reduce_mean keep for ``device`` (default: the
+    default device), with CuPy's MemoryPool methods: ``used_bytes()`` (held by cached launches),
+    ``free_bytes()``, ``total_bytes()``, ``get_limit()``, ``set_limit(nbytes)`` and
+    ``free_all_blocks()``. It holds at most its limit between calls (default: an eighth of the
+    device's memory, at most 1 GiB)."""
+    return pool.device_cache(get_device(device)).pool

@@ -56,7 +56,15 @@ class Executor:
     # -- memory
     def allocate(self, size: int) -> Buffer:
         self.check_alive()
-        return Buffer(self.device, self.guard(f"allocating {size} bytes", self.backend.alloc, size), size)
+        try:
+            native = self.guard(f"allocating {size} bytes", self.backend.alloc, size)
+        except OutOfMemoryError as e:
+            # say what the device reports, beside what was asked
+            free = self.backend.free_memory()
+            free = f", {free} bytes of it free" if free is not None else ""
+            raise OutOfMemoryError(f"{e.args[0]}; {self.device.name} reports {self.device.info.global_memory} "
+                                   f"bytes of memory{free}") from e.__cause__
+        return Buffer(self.device, native, size)
 
     def write(self, native, offset: int, raw) -> None:
         self.check_alive()

@@ -98,3 +98,27 @@ def reduce_sum(x: np.ndarray, axes: tuple, out_dt: DataType) -> np.ndarray:
     """The gm.ext wide sum: FLOAT64, INT64 or UINT64 totals, keeping the rank."""
     with np.errstate(over="ignore", invalid="ignore"):
         return np.sum(x, axis=axes, dtype=out_dt.numpy_dtype, keepdims=True)
+
+
+def two_sum(a: np.ndarray, b: np.ndarray):
+    """(s, e) with s + e == a + b exactly and s = fl(a + b) (Knuth's TwoSum), for finite a and b;
+    no branch, so it vectorizes. Partial sums of split calls add in double-double with it."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def add_exact(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a + b of INT64 / UINT64 totals, exact: in 64 bits while no element wraps, else as Python
+    integers (an object array)."""
+    if a.dtype != object and b.dtype != object:
+        s = a + b
+        if a.dtype == np.uint64:
+            wrapped = s < a
+        else:
+            # both operands' signs differ from the sum's; INT64_MIN itself has no 64-bit magnitude
+            # for the truncating division that follows
+            wrapped = (((a ^ s) & (b ^ s)) < 0) | (s == np.iinfo(np.int64).min)
+        if not bool(np.any(wrapped)):
+            return s
+    return np.asarray(a).astype(object) + np.asarray(b).astype(object)
