@@ -100,6 +100,8 @@ class Operand:
     def piece(self, index: tuple) -> Operand:
         """The operand over a box of its own dimensions (``index``: one slice per dimension), a view
         without a copy; element strides stay those of the whole (0 where a piece has size 1)."""
+        if not index:
+            return self     # a scalar: every piece reads all of it
         arr = self.array[index]
         shape = tuple(int(n) for n in arr.shape)
         strides = tuple(0 if n == 1 else s for n, s in zip(shape, self.strides))
@@ -203,9 +205,7 @@ class Call:
         c.ops = ops
         c.kind = ops[0].kind
         c.limit = parent.limit
-        c.mode = c._mode(dest)
-        if c.mode == "split":
-            raise AssertionError("a piece of a split call must fit")     # split.plan_chunks made it fit
+        c.mode = c._mode(dest, piece=True)
         c.signature = tuple((o.kind, o.dtype.str, o.shape, o.strides, c.alignment(o)) for o in ops)
         return c
 
@@ -228,19 +228,20 @@ class Call:
             strides = interop.element_strides(shape, arr.strides, dtype.itemsize)
         return Operand(kind, arr, shape, dtype, strides)
 
-    def _mode(self, dest=None) -> str:
+    def _mode(self, dest=None, piece: bool = False) -> str:
         bridge = self.bridge
         span = sum(o.span_bytes for o in self.ops)
-        if self.kind == "host" and not bridge.host_memory and span >= FREE_CHECK_BYTES:
-            free = self.dev.backend.free_memory()
-            if free is not None:
-                # a copy of every operand and the result in device memory at once, with room to spare
-                share = free // (2 * (len(self.ops) + 1))
-                self.limit = share if self.limit is None else min(self.limit, share)
-        limit = self.limit
-        for o in self.ops:
-            if o.span_elements > MAX_ELEMENTS or (limit is not None and o.span_bytes > limit):
-                return "split"
+        if not piece:       # a piece was cut to fit (split.plan_chunks)
+            if self.kind == "host" and not bridge.host_memory and span >= FREE_CHECK_BYTES:
+                free = self.dev.backend.free_memory()
+                if free is not None:
+                    # a copy of every operand and of the result in device memory at once, with room to spare
+                    share = free // (2 * (len(self.ops) + 1))
+                    self.limit = share if self.limit is None else min(self.limit, share)
+            limit = self.limit
+            for o in self.ops:
+                if o.span_elements > MAX_ELEMENTS or (limit is not None and o.span_bytes > limit):
+                    return "split"
         if self.kind != "host":
             return "device"
         if not bridge.host_memory:

@@ -227,7 +227,8 @@ def reduce_mean_op(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bo
     if n_out == 0 or any(shape[d] == 0 for d in axes):
         return call.empty_result(out_shape, (np.nan if dt.is_float else 0) if n_out else None)
 
-    if call.mode == "split" or split.too_big(call, math.prod(shape), 0) or split.too_big(call, n_out, n_out * op.dtype.itemsize):
+    if (call.mode == "split" or split.too_big(call, math.prod(shape), 0)
+            or split.too_big(call, n_out, n_out * op.dtype.itemsize)):
         return split.run_reduce(call, axes, out_shape, reduce_desc)
 
     def make():

@@ -176,7 +176,7 @@ def run_reduce(call: Call, axes: tuple, out_shape, make_desc):
         return hand_back(res.reshape(out_shape), call.rule)
 
     wide = WIDE_SUM_TYPE[dt]
-    chunks = plan_chunks(shape, [(op.strides, dtype.itemsize), (out_strides, wide.element_size)], call.limit)
+    chunks = plan_chunks(shape, [(op.strides, dtype.itemsize), (out_strides, int(wide.element_size))], call.limit)
     # a device without fp64 cannot write FLOAT64 partials: the CPU device sums its pieces
     sum_dev = get_device("cpu") if dt.is_float and not call.dev.info.fp64 else None
     totals = Totals(out_keep, np.dtype(wide.numpy_dtype))
