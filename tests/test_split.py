@@ -7,10 +7,10 @@ from __future__ import annotations
 import weakref
 
 import numpy as np
+import oracle
 import pytest
 
 import gpu_mean as gm
-import oracle
 from gpu_mean.frontends import arrays, split
 
 SMALL = 64 << 10      # pieces below the in-place threshold: copied through pooled buffers
@@ -134,6 +134,16 @@ def test_reduce_sign_of_zero_and_specials(device):
     got = gm.reduce_mean(y, [0], device=lowered(device, SMALL))
     np.testing.assert_array_equal(got, gm.reduce_mean(y, [0], device=device))
     assert got[0, 7] == np.inf and np.isnan(got[0, 9]) and np.isnan(got[0, 11])
+
+
+def test_partial_sums_add_exactly_across_pieces(device, pieces):
+    """Totals that cancel across pieces: 2^60 + 1 - 2^60 is 1 in exact arithmetic and 0 in plain
+    float64 addition; the split call's double-double addition keeps the 1 (one launch may not)."""
+    x = np.zeros((9000, 8), np.float32)
+    x[0], x[4500], x[8999] = 2.0**60, 1.0, -(2.0**60)
+    got = gm.reduce_mean(x, [0], keepdims=False, device=lowered(device, SMALL))
+    np.testing.assert_array_equal(got, np.full(8, np.float32(1 / 9000)))
+    assert len(pieces) >= 3
 
 
 # --- element-wise means --------------------------------------------------------------------------
