@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import weakref
 
 import numpy as np
 import pytest
@@ -153,3 +154,20 @@ def test_out_of_memory_names_bytes_asked_and_the_devices_memory(monkeypatch):
     with pytest.raises(gm.OutOfMemoryError, match=f"allocating 4096 bytes.*reports {be.info.global_memory} bytes"):
         dev.create_buffer(4096)
     assert dev.get_device_removed_reason() is None
+
+
+def _owner(a):
+    while isinstance(getattr(a, "base", None), np.ndarray):
+        a = a.base
+    return a
+
+
+def test_calls_keep_no_reference_to_the_callers_arrays(device):
+    """Once a call returns, nothing of the library holds the caller's arrays or the result it handed
+    back (a kernel's cached arguments would keep arrays bound in place alive, and their memory)."""
+    x = np.ones((512, 1024), np.float32)      # 2 MiB: bound in place where the device works in host memory
+    outs = [gm.mean(x, x, device=device), gm.reduce_mean(x, [0], device=device), gm.reduce_mean(x, device=device)]
+    refs = [weakref.ref(_owner(a)) for a in outs + [x]]
+    del x, outs
+    gc.collect()
+    assert [r() for r in refs] == [None] * len(refs)

@@ -15,6 +15,11 @@ class Program:
         """Enqueue the work. ``inputs``/``outputs`` are (native buffer, byte offset) pairs."""
         raise NotImplementedError
 
+    def forget_bindings(self) -> None:
+        """Drop any reference kept to the buffers of the last run (a program that skips setting
+        unchanged arguments keeps them), so that memory bound for one call (a caller's array bound
+        in place) is not held after it."""
+
 
 class Backend:
     """A device's verbs over a plan. Subclasses set ``info`` (a DeviceInfo) and ``native_errors``:

@@ -101,6 +101,11 @@ class KernelArgs:
         self.kernel.set_arg(i, value if dtype is None else dtype(value))
         self.last[i] = key
 
+    def forget_buffers(self) -> None:
+        """Forget the buffers set (scalars stay): the next run sets them again, and nothing here
+        keeps a buffer (or the host array under it) alive."""
+        self.last = {i: v for i, v in self.last.items() if isinstance(v, int)}
+
 
 _MISSING = object()
 
@@ -302,6 +307,11 @@ class ClElementwiseProgram(Program):
             entry[2] = key
         self.be.enqueue(a.kernel, launch.global_size, launch.local_size, self.traffic)
 
+    def forget_bindings(self):
+        for entry in self.launches.values():
+            entry[1].forget_buffers()
+            entry[2] = None
+
 
 # --- reductions ------------------------------------------------------------------------------
 
@@ -351,6 +361,11 @@ class ClReduceProgram(Program):
             f.set(4, ob)
             f.set(5, ooff, u64)
             be.enqueue(f.kernel, v.finalize.global_size, v.finalize.local_size, 0)
+
+    def forget_bindings(self):
+        self.args.forget_buffers()
+        if self.fin_args is not None:
+            self.fin_args.forget_buffers()
 
 
 def _set_fixed(args: KernelArgs, values, bindings: tuple) -> None:

@@ -259,6 +259,7 @@ class Launch:
             # the list read the table when it ran: let go of the caller's memory until the next call
             self.table.bind_inputs([])
             self.table.bind_outputs([])
+            self.cop.program.forget_bindings()
 
     def release(self) -> None:
         """Hand the buffers back to the pool (the caller holds ``lock``); a thread that took this
