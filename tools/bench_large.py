@@ -60,6 +60,10 @@ def child(gib: float, device: str, rounds: int) -> dict:
     dev = gm.create_device(device)
     x = np.empty((int(gib * 2**30) // 4096, 1024), np.float32)
     x[...] = 0.5
+    # memory this process has never touched costs a first-touch page fault (seconds per GiB on a VM
+    # whose memory the hypervisor hands out lazily): touch a result's worth once, for both contenders
+    warm = np.ones_like(x)
+    del warm
     gc.collect()
     out = {"gib": gib, "device": dev.name, "max_alloc": getattr(dev, "max_alloc_bytes", None),
            "global_memory": dev.info.global_memory, "rss_before": rss(), "calls": {}}
