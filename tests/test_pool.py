@@ -171,3 +171,49 @@ def test_calls_keep_no_reference_to_the_callers_arrays(device):
     del x, outs
     gc.collect()
     assert [r() for r in refs] == [None] * len(refs)
+
+
+def test_host_arrays_copied_into_device_memory_are_cut_to_the_free_memory(monkeypatch):
+    """Where host arrays are copied into device memory (CUDA), an operand is cut so that a copy of
+    each one and of the result take at most half the free memory the backend reports."""
+    class Scarce(CpuBackend):
+        def free_memory(self):
+            return 64 << 20
+
+    be = Scarce()
+    monkeypatch.setattr(be.arrays, "host_memory", False)      # as a discrete GPU: copies, never in place
+    dev = gm.Device(be)
+    x = np.ones((64, 1 << 18), np.float32)                    # 64 MiB: past a third of 64 MiB / 2
+    call = arrays.Call([x], dev, "t")
+    assert call.mode == "split" and call.limit == (64 << 20) // 4
+    np.testing.assert_array_equal(gm.reduce_mean(x, [0], keepdims=False, device=dev), np.ones(1 << 18))
+    assert arrays.Call([x[:4]], dev, "t").mode == "host"       # small calls ask nothing
+
+
+def test_cuda_reports_free_memory_and_gives_back_cupys_cached_blocks():
+    import types
+
+    from gpu_mean.backends import cuda
+    log = []
+
+    class Pool:
+        def free_bytes(self):
+            return 100
+
+        def free_all_blocks(self):
+            log.append("free_all_blocks")
+
+    class Dev:
+        def __enter__(self):
+            log.append("enter")
+
+        def __exit__(self, *a):
+            log.append("exit")
+
+    be = object.__new__(cuda.CudaBackend)
+    be.dev = Dev()
+    runtime = types.SimpleNamespace(memGetInfo=lambda: (5000, 9000))
+    be.cp = types.SimpleNamespace(get_default_memory_pool=Pool, cuda=types.SimpleNamespace(runtime=runtime))
+    assert be.free_memory() == 5100
+    be.release_cached()
+    assert log == ["enter", "exit", "enter", "free_all_blocks", "exit"]

@@ -4,6 +4,7 @@ small arrays. Every result is compared bit for bit with the same call on the uns
 the exact oracle; each test checks that the call was really cut."""
 from __future__ import annotations
 
+import os
 import weakref
 
 import numpy as np
@@ -297,3 +298,43 @@ def test_plan_chunks_past_dml_element_limit():
 def test_plan_chunks_refuses_a_limit_below_one_element():
     with pytest.raises(gm.InvalidArgumentError, match="one element"):
         split.plan_chunks((4,), [((1,), 8)], 4)
+
+
+# --- what README says of PoCL's figures ------------------------------------------------------------
+
+def pocl():
+    from gpu_mean import backends
+    found, reason = backends._discover("opencl")
+    for be in found:
+        if "Portable Computing Language" in be.info.platform and be.info.device_type == "CPU":
+            return be
+    pytest.skip(f"no PoCL CPU device: {reason or 'another OpenCL platform'}")
+
+
+def test_pocl_largest_buffer_is_a_quarter_of_its_memory_rounded_up_to_a_power_of_two():
+    be = pocl()
+    quarter = be.cl_device.global_mem_size // 4
+    assert be.max_alloc == max(1 << (quarter - 1).bit_length(), 128 << 20)
+    assert gm.Device(be).max_alloc_bytes == be.max_alloc
+
+
+def test_pocl_counts_buffers_over_numpy_memory_against_its_largest_buffer():
+    be = pocl()
+    cl = be.cl
+    host = np.zeros(be.max_alloc + 4096, np.uint8)      # never touched: no resident memory
+    with pytest.raises(cl.Error, match="INVALID_BUFFER_SIZE"):
+        cl.Buffer(be.ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.USE_HOST_PTR, hostbuf=host)
+    assert be.arrays.host_in_place(host, False) is None  # so the calls never ask it: they cut the array
+
+
+def test_pocl_memory_limit_caps_the_figures():
+    import subprocess
+    import sys
+    be = pocl()
+    if be.cl_device.global_mem_size <= 7 << 30:
+        pytest.skip("PoCL reports 7 GiB or less here: POCL_MEMORY_LIMIT=7 would change nothing")
+    code = ("import pyopencl as cl; d = [d for p in cl.get_platforms() for d in p.get_devices() "
+            "if 'Portable' in p.name][0]; print(d.global_mem_size, d.max_mem_alloc_size)")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "POCL_MEMORY_LIMIT": "7"},
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert [int(v) for v in out] == [7 << 30, 2 << 30]
