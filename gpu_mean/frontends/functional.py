@@ -61,6 +61,8 @@ def mean(*arrays, device=None):
 
     One input is copied, two run DML ELEMENT_WISE_MEAN, three or more the one-pass
     ``gm.ext.NaryMeanDesc`` (every input read once, one rounding). Integers truncate toward zero.
+    Arrays past the device's largest buffer (``Device.max_alloc_bytes``) or DirectML's 2^32 - 1
+    elements run piece by piece, each piece written into its place in the result (``split.py``).
     """
     return mean_op(arrays, device)
 
@@ -196,7 +198,9 @@ def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool 
 
     Floats run DML REDUCE AVERAGE (wide accumulation, within 1 ulp); integers
     ``gm.ext.IntegerReduceMeanDesc`` (exact, truncation toward zero). A reduction over a zero-size
-    dimension gives NaN (floats) or 0 (integers) without launching a kernel.
+    dimension gives NaN (floats) or 0 (integers) without launching a kernel. An ``x`` past the
+    device's largest buffer or DirectML's 2^32 - 1 elements runs in pieces; where a reduced axis is
+    cut, the pieces' wide partial sums are added exactly and divided once (``split.py``).
     """
     if axis is not None:
         if axes is not None:

@@ -60,7 +60,9 @@ class DeviceInfo:
 
 class Device:
     """A device at a feature level: every operator created on it is validated against that level.
-    Thread-safe: several threads may create objects on it and execute compiled operators at once."""
+    ``max_alloc_bytes`` lowers the largest buffer it allocates below the hardware's own limit
+    (``Device.max_alloc_bytes`` / ``max_alloc_name``: the limit in force and its name). Thread-safe:
+    several threads may create objects on it and execute compiled operators at once."""
 
     def __init__(self, backend, feature_level: FeatureLevel | None = None, max_alloc_bytes: int | None = None):
         self.backend = backend
