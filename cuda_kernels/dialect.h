@@ -54,11 +54,14 @@ GM_INLINE float gm_half_to_float(ushort h) { return __half2float(__ushort_as_hal
 GM_INLINE ushort gm_float_to_half(float x) { return __half_as_ushort(__float2half_rn(x)); }
 GM_INLINE ushort gm_double_to_half(double x) { return __half_as_ushort(__double2half(x)); }
 
-// -- OpenCL's relational built-ins on scalars (vector forms are CPU-shaped kernels' business)
+// -- OpenCL's relational built-ins on scalars (vector forms are CPU-shaped kernels' business), mul_hi, atomics
 #define select(a, b, c) ((c) ? (b) : (a))
 #define isless(a, b) ((a) < (b))
 #define isgreaterequal(a, b) ((a) >= (b))
 GM_INLINE uint mul_hi(uint a, uint b) { return __umulhi(a, b); }
+// 32-bit atomics on global memory (the checked build's status word, opencl_kernels/common.h)
+GM_INLINE int atomic_cmpxchg(volatile int* p, int cmp, int val) { return atomicCAS((int*)p, cmp, val); }
+GM_INLINE int atomic_inc(volatile int* p) { return atomicAdd((int*)p, 1); }
 #ifndef INFINITY
 #define INFINITY __int_as_float(0x7f800000)
 #endif

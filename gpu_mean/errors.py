@@ -52,3 +52,14 @@ class OutOfMemoryError(DmlError, MemoryError):
 
 class KernelBuildError(DmlError):
     """A kernel failed to compile; the message holds the whole build log."""
+
+
+class KernelBoundsError(DmlError):
+    """A kernel of a checked device (``opencl:0-checked``) accessed an element outside the bounds of
+    one of its arguments: a bug in a kernel or in its launch, caught before it touched memory. The
+    device keeps working. ``kernel``, ``argument``, ``index``, ``width`` (elements from ``index``) and
+    ``bounds`` ([lo, hi) in elements) say which access."""
+
+    def __init__(self, message: str, *, kernel: str, argument: str, index: int, width: int, bounds: tuple):
+        super().__init__(message)
+        self.kernel, self.argument, self.index, self.width, self.bounds = kernel, argument, index, width, bounds

@@ -17,13 +17,19 @@
 //   IDX, ST      index and stride types of gm_dims (uint when every offset fits: IDX32, magic division)
 //   inputs (a seam each API fills its own way): GM_INPUT_PARAMS (the parameter list, after a comma),
 //     GM_INPUTS_BIND (a statement that makes ``ins``), GM_INPUTS_PARAM (the type of ``ins`` in helper
-//     functions), GM_IN(ins, k) (input k's first element), GM_LAST_IN (NIN - 1 as one number)
+//     functions), GM_IN_BASE(ins, k) and GM_IN_OFF(ins, k) (input k's buffer start and its binding's
+//     element offset; or the binding's first element and 0), GM_LAST_IN (NIN - 1 as one number)
 //   GPU shape: TS storage scalar (ushort for FLOAT16: the bits), VEC = 16 / sizeof(TS),
 //     TO_CT(x), FROM_CT(x), FROM_ACC(x): storage <-> compute (round to nearest even)
 //   CPU shape: T (half for FLOAT16), VW lanes, CTV / ACCV vector types, TO_ACCV(v), LOADV(p), STOREV(v, p),
 //     LOAD1(p), STORE1(s, p), UNROLL, RUN, RUN_ROWS, PREFETCH (bytes ahead), PF_LINE, FOREACH_INPUT(X)
 // Contraction is off (opencl_kernels/dialect.h; CUDA: --fmad=false), so that x*scale+bias rounds
 // twice, as the CPU device does.
+// Every global access goes through GM_AT (opencl_kernels/common.h): argument k < NIN is input k,
+// indexed from GM_IN_BASE(ins, k) (GM_INPUT_AT: the offset GM_IN_OFF(ins, k) included); argument NIN
+// is the output, indexed from the output buffer's start (out_off included).
+#define GM_INPUT_AT(type, k, i, w) GM_AT(k, type, GM_IN_BASE(ins, k), GM_IN_OFF(ins, k) + (i), w)
+#define GM_IN(ins, k) (GM_IN_BASE(ins, k) + GM_IN_OFF(ins, k))
 
 // ---- the arithmetic, for a scalar or an OpenCL vector of type V ----------------------------------
 // MEAN: floats round once: fl(a+b)*0.5 is exact scaling unless the sum overflows, and then both
@@ -70,7 +76,12 @@ GM_STATIC_ASSERT(sizeof(gm_dims) == DIMS_BYTES, gm_dims_differs_from_the_host_la
 // ---- GPU-shaped kernels ------------------------------------------------------------------------
 
 typedef struct __attribute__((aligned(16))) { TS v[VEC]; } gm_vec;   // one 16-byte access
+#if GM_CHECKED     // the input seam's structs: buffer starts and offsets apart (a checked build)
+typedef struct { ulong p[NIN]; ulong off[NIN]; } gm_inputs;                     // CUDA, by value
+typedef struct { __global const TS* p[NIN]; ulong off[NIN]; } gm_cl_inputs;     // OpenCL, private
+#else
 typedef struct { ulong p[NIN]; } gm_inputs;     // CUDA's input seam: the pointers by value
+#endif
 typedef struct { TS v[1]; } gm_one;
 
 GM_INLINE IDX gm_idiv(IDX n, __constant const gm_dims* s, int d) {
@@ -110,39 +121,40 @@ GM_INLINE IDX gm_offset(__constant const gm_dims* s, int k, const IDX* idx, int 
     for (int j = 0; j < W; ++j) { acc[j] = 0; cmp[j] = 0; } \
     _Pragma("unroll 4") \
     for (int k = 0; k < NIN; ++k) { \
-        VT x = *(__global const VT*)(GM_IN(ins, k) + gm_offset(s, k, idx, last) + e); \
+        VT x = *(__global const VT*)GM_INPUT_AT(const TS, k, gm_offset(s, k, idx, last) + e, W); \
         for (int j = 0; j < W; ++j) GM_ACC_ADD(acc[j], cmp[j], (ACC_T)TO_CT(x.v[j]), ACC_T); \
     } \
     VT r; \
     for (int j = 0; j < W; ++j) r.v[j] = FROM_ACC(GM_ACC_RESULT(acc[j], cmp[j], ACC_T)); \
-    *(__global VT*)(out + o) = r;
+    *(__global VT*)GM_AT(NIN, TS, out, o, W) = r;
 #else
 #if NIN > 1     // MEAN, ADD: the second operand is the last input
-#define GM_LOAD_SECOND(VT) VT b = *(__global const VT*)(GM_IN(ins, GM_LAST_IN) + gm_offset(s, GM_LAST_IN, idx, last) + e);
+#define GM_LOAD_SECOND(VT, W) \
+    VT b = *(__global const VT*)GM_INPUT_AT(const TS, GM_LAST_IN, gm_offset(s, GM_LAST_IN, idx, last) + e, W);
 #define GM_SECOND(j, x) TO_CT(b.v[j])
 #else           // IDENTITY: one operand
-#define GM_LOAD_SECOND(VT)
+#define GM_LOAD_SECOND(VT, W)
 #define GM_SECOND(j, x) (x)
 #endif
 #define GM_APPLY_BODY(VT, W) \
-    VT a = *(__global const VT*)(GM_IN(ins, 0) + gm_offset(s, 0, idx, last) + e); \
-    GM_LOAD_SECOND(VT) \
+    VT a = *(__global const VT*)GM_INPUT_AT(const TS, 0, gm_offset(s, 0, idx, last) + e, W); \
+    GM_LOAD_SECOND(VT, W) \
     VT r; \
     for (int j = 0; j < W; ++j) { \
         CT x_ = TO_CT(a.v[j]); \
         r.v[j] = FROM_CT(GM_COMBINE(x_, GM_SECOND(j, x_), CT)); \
     } \
-    *(__global VT*)(out + o) = r;
+    *(__global VT*)GM_AT(NIN, TS, out, o, W) = r;
 #endif
 
 GM_INLINE void gm_apply_vec(GM_INPUTS_PARAM ins, __constant const gm_dims* s, const IDX* idx, int last, ulong e,
-                            __global TS* out, ulong out_off, float scale, float bias) {
+                            __global TS* out, ulong out_off, float scale, float bias GM_CHK_P) {
     const ulong o = out_off + gm_offset(s, NIN, idx, last) + e;
     GM_APPLY_BODY(gm_vec, VEC)
 }
 
 GM_INLINE void gm_apply_one(GM_INPUTS_PARAM ins, __constant const gm_dims* s, const IDX* idx, int last, ulong e,
-                            __global TS* out, ulong out_off, float scale, float bias) {
+                            __global TS* out, ulong out_off, float scale, float bias GM_CHK_P) {
     const ulong o = out_off + gm_offset(s, NIN, idx, last) + e;
     GM_APPLY_BODY(gm_one, 1)
 }
@@ -150,37 +162,37 @@ GM_INLINE void gm_apply_one(GM_INPUTS_PARAM ins, __constant const gm_dims* s, co
 // Every operand dense: work-item t moves elements [w*i, w*i + w) for i = t, t + step, ...; w = VEC
 // needs every pointer 16-byte aligned (the host checks). The last n % w elements go one by one.
 GM_INLINE void gm_contig(GM_INPUTS_PARAM ins, int w, __global TS* out, ulong out_off, ulong n, float scale,
-                         float bias) {
+                         float bias GM_CHK_P) {
     const ulong nv = n / w, step = get_global_size(0), t = get_global_id(0);
     for (ulong i = t; i < nv; i += step) {
-        if (w == VEC) gm_apply_vec(ins, 0, 0, 0, i * VEC, out, out_off, scale, bias);
-        else gm_apply_one(ins, 0, 0, 0, i, out, out_off, scale, bias);
+        if (w == VEC) gm_apply_vec(ins, 0, 0, 0, i * VEC, out, out_off, scale, bias GM_CHK_A);
+        else gm_apply_one(ins, 0, 0, 0, i, out, out_off, scale, bias GM_CHK_A);
     }
-    for (ulong i = nv * w + t; i < n; i += step) gm_apply_one(ins, 0, 0, 0, i, out, out_off, scale, bias);
+    for (ulong i = nv * w + t; i < n; i += step) gm_apply_one(ins, 0, 0, 0, i, out, out_off, scale, bias GM_CHK_A);
 }
 
 __kernel void gm_ew_contig_vec(__global TS* restrict out, ulong out_off, ulong n, float scale,
-                               float bias GM_INPUT_PARAMS) {
+                               float bias GM_INPUT_PARAMS GM_CHK_P) {
     GM_INPUTS_BIND
-    gm_contig(ins, VEC, out, out_off, n, scale, bias);
+    gm_contig(ins, VEC, out, out_off, n, scale, bias GM_CHK_A);
 }
 
 __kernel void gm_ew_contig_scalar(__global TS* restrict out, ulong out_off, ulong n, float scale,
-                                  float bias GM_INPUT_PARAMS) {
+                                  float bias GM_INPUT_PARAMS GM_CHK_P) {
     GM_INPUTS_BIND
-    gm_contig(ins, 1, out, out_off, n, scale, bias);
+    gm_contig(ins, 1, out, out_off, n, scale, bias GM_CHK_A);
 }
 
 // General strides: one element per work-item, grid-stride.
 __kernel void gm_ew_strided(__global TS* restrict out, ulong out_off, ulong n, GM_META_ARG(gm_dims, s),
-                            float scale, float bias GM_INPUT_PARAMS) {
+                            float scale, float bias GM_INPUT_PARAMS GM_CHK_P) {
     GM_META_BIND(gm_dims, s)
     GM_INPUTS_BIND
     const IDX step = (IDX)get_global_size(0);
     for (IDX i = (IDX)get_global_id(0); i < (IDX)n; i += step) {
         IDX idx[NDIM];
         gm_unflatten(i, s, idx, NDIM);
-        gm_apply_one(ins, s, idx, NDIM, 0, out, out_off, scale, bias);
+        gm_apply_one(ins, s, idx, NDIM, 0, out, out_off, scale, bias GM_CHK_A);
     }
 }
 
@@ -189,7 +201,7 @@ __kernel void gm_ew_strided(__global TS* restrict out, ulong out_off, ulong n, G
 // 16-byte aligned and every outer stride a multiple of VEC), y walks rows; a row's start costs
 // NDIM-2 divisions once per row, not per element.
 GM_INLINE void gm_rows(GM_INPUTS_PARAM ins, int w, __global TS* out, ulong out_off, ulong n_rows,
-                       __constant const gm_dims* s, float scale, float bias) {
+                       __constant const gm_dims* s, float scale, float bias GM_CHK_P) {
     const IDX inner = s->size[NDIM - 1], nfull = inner / w;
     const IDX pieces = nfull + inner % w;   // full vectors, then the tail one by one
     const IDX xstep = (IDX)get_global_size(0), ystep = (IDX)get_global_size(1);
@@ -197,37 +209,40 @@ GM_INLINE void gm_rows(GM_INPUTS_PARAM ins, int w, __global TS* out, ulong out_o
         IDX idx[NDIM];
         gm_unflatten(row, s, idx, NDIM - 1);
         for (IDX v = (IDX)get_global_id(0); v < pieces; v += xstep) {
-            if (v < nfull && w == VEC) gm_apply_vec(ins, s, idx, NDIM - 1, (ulong)v * VEC, out, out_off, scale, bias);
-            else gm_apply_one(ins, s, idx, NDIM - 1, v < nfull ? v : nfull * w + (v - nfull), out, out_off, scale,
-                              bias);
+            if (v < nfull && w == VEC) {
+                gm_apply_vec(ins, s, idx, NDIM - 1, (ulong)v * VEC, out, out_off, scale, bias GM_CHK_A);
+            } else {
+                gm_apply_one(ins, s, idx, NDIM - 1, v < nfull ? v : nfull * w + (v - nfull), out, out_off, scale,
+                             bias GM_CHK_A);
+            }
         }
     }
 }
 
 __kernel void gm_ew_rows_vec(__global TS* restrict out, ulong out_off, ulong n_rows, GM_META_ARG(gm_dims, s),
-                             float scale, float bias GM_INPUT_PARAMS) {
+                             float scale, float bias GM_INPUT_PARAMS GM_CHK_P) {
     GM_META_BIND(gm_dims, s)
     GM_INPUTS_BIND
-    gm_rows(ins, VEC, out, out_off, n_rows, s, scale, bias);
+    gm_rows(ins, VEC, out, out_off, n_rows, s, scale, bias GM_CHK_A);
 }
 
 __kernel void gm_ew_rows_scalar(__global TS* restrict out, ulong out_off, ulong n_rows, GM_META_ARG(gm_dims, s),
-                                float scale, float bias GM_INPUT_PARAMS) {
+                                float scale, float bias GM_INPUT_PARAMS GM_CHK_P) {
     GM_META_BIND(gm_dims, s)
     GM_INPUTS_BIND
-    gm_rows(ins, 1, out, out_off, n_rows, s, scale, bias);
+    gm_rows(ins, 1, out, out_off, n_rows, s, scale, bias GM_CHK_A);
 }
 
 #else
 // ---- CPU-shaped kernels (OpenCL CPU devices) -----------------------------------------------------
 
 #if OP == 4
-#define GM_ADD_INPUT(k) { ACCV x_ = TO_ACCV(LOADV_AT(GM_IN(ins, k), k)); GM_ACC_ADD(acc, comp, x_, ACCV) }
+#define GM_ADD_INPUT(k) { ACCV x_ = TO_ACCV(LOADV_AT(k)); GM_ACC_ADD(acc, comp, x_, ACCV) }
 #define GM_COMPUTE(res) { ACCV acc = (ACCV)(0); ACCV comp = (ACCV)(0); FOREACH_INPUT(GM_ADD_INPUT) \
     res = GM_ACC_RESULT(acc, comp, ACCV); }
 #define RESV ACCV
 #else
-#define GM_COMPUTE(res) { CTV a_ = LOADV_AT(GM_IN(ins, 0), 0), b_ = LOADV_AT(GM_IN(ins, GM_LAST_IN), GM_LAST_IN); \
+#define GM_COMPUTE(res) { CTV a_ = LOADV_AT(0), b_ = LOADV_AT(GM_LAST_IN); \
     res = GM_COMBINE(a_, b_, CTV); }
 #define RESV CTV
 #endif
@@ -242,7 +257,8 @@ __kernel void gm_ew_rows_scalar(__global TS* restrict out, ulong out_off, ulong 
 #endif
 
 // Every operand is one dense run: work-item g owns elements [VW*UNROLL*g, VW*UNROLL*(g+1)).
-__kernel void gm_ew_contig_serial(__global T* out, ulong out_off, ulong n, float scale, float bias GM_INPUT_PARAMS) {
+__kernel void gm_ew_contig_serial(__global T* out, ulong out_off, ulong n, float scale,
+                                  float bias GM_INPUT_PARAMS GM_CHK_P) {
     GM_INPUTS_BIND
     ulong first = (ulong)get_global_id(0) * VW * UNROLL;
     if (first + VW * UNROLL <= n) {
@@ -251,18 +267,18 @@ __kernel void gm_ew_contig_serial(__global T* out, ulong out_off, ulong n, float
 #define GM_PF_POS(k) base
             GM_PREFETCH_INPUTS(base)
 #undef GM_PF_POS
-#define LOADV_AT(p, k) LOADV((p) + base)
+#define LOADV_AT(k) LOADV(GM_INPUT_AT(const T, k, base, VW))
             RESV r;
             GM_COMPUTE(r)
-            STOREV(r, out + out_off + base);
+            STOREV(r, GM_AT(NIN, T, out, out_off + base, VW));
 #undef LOADV_AT
         }
     } else {
         for (ulong i = first; i < n; ++i) {
-#define LOADV_AT(p, k) ((CTV)(LOAD1((p) + i)))
+#define LOADV_AT(k) ((CTV)(LOAD1(GM_INPUT_AT(const T, k, i, 1))))
             RESV r;
             GM_COMPUTE(r)
-            STORE1(r.s0, out + out_off + i);
+            STORE1(r.s0, GM_AT(NIN, T, out, out_off + i, 1));
 #undef LOADV_AT
         }
     }
@@ -292,17 +308,17 @@ GM_INLINE long gm_run_start(__constant const gm_dims* m, long g, long run, long*
 
 // General strides: work-item g owns a run of up to RUN elements along the innermost dimension.
 __kernel void gm_ew_strided_serial(__global T* out, ulong out_off, ulong n_runs, __constant const gm_dims* m,
-                                   float scale, float bias GM_INPUT_PARAMS) {
+                                   float scale, float bias GM_INPUT_PARAMS GM_CHK_P) {
     GM_INPUTS_BIND
     ulong g = get_global_id(0);
     if (g >= n_runs) return;
     long pos[NIN + 1], i0;
     long iend = gm_run_start(m, (long)g, RUN, pos, &i0);
     for (long i = i0; i < iend; ++i) {
-#define LOADV_AT(p, k) ((CTV)(LOAD1((p) + pos[k] + i * (long)m->stride[k][NDIM - 1])))
+#define LOADV_AT(k) ((CTV)(LOAD1(GM_INPUT_AT(const T, k, pos[k] + i * (long)m->stride[k][NDIM - 1], 1))))
         RESV r;
         GM_COMPUTE(r)
-        STORE1(r.s0, out + out_off + pos[NIN] + i * (long)m->stride[NIN][NDIM - 1]);
+        STORE1(r.s0, GM_AT(NIN, T, out, (long)out_off + pos[NIN] + i * (long)m->stride[NIN][NDIM - 1], 1));
 #undef LOADV_AT
     }
 }
@@ -310,7 +326,7 @@ __kernel void gm_ew_strided_serial(__global T* out, ulong out_off, ulong n_runs,
 // Every operand's innermost dimension is dense (broadcast and padded layouts usually are): work-item
 // g owns a run of RUN_ROWS elements of one row, moved with VW-wide vector loads.
 __kernel void gm_ew_rows_serial(__global T* out, ulong out_off, ulong n_runs, __constant const gm_dims* m,
-                                float scale, float bias GM_INPUT_PARAMS) {
+                                float scale, float bias GM_INPUT_PARAMS GM_CHK_P) {
     GM_INPUTS_BIND
     ulong g = get_global_id(0);
     if (g >= n_runs) return;
@@ -321,17 +337,17 @@ __kernel void gm_ew_rows_serial(__global T* out, ulong out_off, ulong n_runs, __
 #define GM_PF_POS(k) (pos[k] + i)
         GM_PREFETCH_INPUTS(i)
 #undef GM_PF_POS
-#define LOADV_AT(p, k) LOADV((p) + pos[k] + i)
+#define LOADV_AT(k) LOADV(GM_INPUT_AT(const T, k, pos[k] + i, VW))
         RESV r;
         GM_COMPUTE(r)
-        STOREV(r, out + out_off + pos[NIN] + i);
+        STOREV(r, GM_AT(NIN, T, out, (long)out_off + pos[NIN] + i, VW));
 #undef LOADV_AT
     }
     for (; i < iend; ++i) {
-#define LOADV_AT(p, k) ((CTV)(LOAD1((p) + pos[k] + i)))
+#define LOADV_AT(k) ((CTV)(LOAD1(GM_INPUT_AT(const T, k, pos[k] + i, 1))))
         RESV r;
         GM_COMPUTE(r)
-        STORE1(r.s0, out + out_off + pos[NIN] + i);
+        STORE1(r.s0, GM_AT(NIN, T, out, (long)out_off + pos[NIN] + i, 1));
 #undef LOADV_AT
     }
 }

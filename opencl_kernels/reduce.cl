@@ -16,18 +16,27 @@
 //   T, OUT_T, ACC    storage, output and accumulator types (ACC: double for floats, a float with a
 //                    Neumaier compensation term on a device without fp64, long / ulong for integers)
 //   COMPENSATED      1 when ACC is the compensated float
-//   LOAD1(p, i)      element i of p as ACC;  STORE_RESULT(t, n, p, i)  t / n rounded once into p[i]
+//   LOAD1(p)         the element at p as ACC;  STORE_RESULT(t, n, p)  t / n rounded once into *p
 //                    (REDUCE_SUM: t itself)
 //   KN, RN, KNA, RNA ranks of the coalesced kept and reduced groups (KNA, RNA: at least 1)
 //   META_BYTES       sizeof(gm_rmeta) on the host (checked below, in both languages)
 //   GPU shape: WG (row kernel's work-group size), WARP_ROWS (a 32-wide slice per output),
 //              ROW_MULTI (interleaved axes with a dense innermost run), COL_Y (col kernel's local
 //              size in y; x is 32), FIN_WG (finalize work-group size); all multiples of 32
-//   CPU shape: ACC8, LOAD8(p, i), COLS, HALF_BLOCKS, TO_ACC8(v), PREFETCH (see those kernels)
-// Every global access is written as (buffer, element index), so that a checked build can test the
-// index against the binding's extent. Partials (the temporary resource) are gm_acc [chunk][output].
+//   CPU shape: ACC8, LOAD8(p), COLS, HALF_BLOCKS, TO_ACC8(v), PREFETCH (see those kernels)
+// Every global access goes through GM_AT (opencl_kernels/common.h) as (argument, element index), so
+// that the checked build tests it against the binding's extent: the arguments are the input, the
+// output and the partials (the temporary resource: gm_acc [chunk][output]), numbered below.
 
 // ---- shared by both shapes -----------------------------------------------------------------
+
+#define GM_A_IN 0
+#define GM_A_OUT 1
+#define GM_A_PART 2
+// w elements of the input from element i (i counts from the input buffer's start)
+#define GM_IN1(i) LOAD1(GM_AT(GM_A_IN, const T, in, i, 1))
+#define GM_IN8(i) LOAD8(GM_AT(GM_A_IN, const T, in, i, 8))
+#define GM_PART(i) (*GM_AT(GM_A_PART, gm_acc, part, i, 1))
 
 #if COMPENSATED
 typedef struct { ACC s; ACC c; } gm_acc;
@@ -85,21 +94,23 @@ GM_INLINE long gm_run_offset(__constant const gm_rmeta* m, long r) {
 }
 
 // Divide once, round once, store output element i (an element index into out).
-GM_INLINE void gm_store(gm_acc a, ulong n, __global OUT_T* out, long i) {
-    STORE_RESULT(GM_ACC_TOTAL(a), n, out, i);
+GM_INLINE void gm_store(gm_acc a, ulong n, __global OUT_T* out, long i GM_CHK_P) {
+    STORE_RESULT(GM_ACC_TOTAL(a), n, GM_AT(GM_A_OUT, OUT_T, out, i, 1));
 }
 
 // Output k's sum over chunk ``chunk``: its partial slot when the reduction is split, else its result.
 GM_INLINE void gm_emit(gm_acc a, ulong n, __global OUT_T* out, ulong out_off, __global gm_acc* part,
-                       ulong part_off, int use_part, __constant const gm_rmeta* m, long k, long chunk, long n_out) {
-    if (use_part) part[part_off + chunk * n_out + k] = a;
-    else gm_store(a, n, out, (long)out_off + gm_keep_offset(m, k, 2));
+                       ulong part_off, int use_part, __constant const gm_rmeta* m, long k, long chunk, long n_out
+                       GM_CHK_P) {
+    if (use_part) GM_PART((long)part_off + chunk * n_out + k) = a;
+    else gm_store(a, n, out, (long)out_off + gm_keep_offset(m, k, 2) GM_CHK_A);
 }
 
 // The sum of elements [j, end) of the reduced index space of one output (input offset base), walked
 // with a carried multi-index: the general class (broadcast or padded inputs, interleaved axes),
 // in either shape.
-GM_INLINE gm_acc gm_general_sum(__global const T* in, long base, __constant const gm_rmeta* m, long j, long end) {
+GM_INLINE gm_acc gm_general_sum(__global const T* in, long base, __constant const gm_rmeta* m, long j, long end
+                                GM_CHK_P) {
     gm_acc s;
     GM_ACC_ZERO(s);
 #if RN > 0
@@ -113,7 +124,7 @@ GM_INLINE gm_acc gm_general_sum(__global const T* in, long base, __constant cons
         off += idx[d] * m->red_in[d];
     }
     for (; j < end; ++j) {
-        GM_ACC_ADD(s, LOAD1(in, base + off));
+        GM_ACC_ADD(s, GM_IN1(base + off));
 #pragma unroll
         for (int d = RN - 1; d >= 0; --d) {
             off += m->red_in[d];
@@ -123,7 +134,7 @@ GM_INLINE gm_acc gm_general_sum(__global const T* in, long base, __constant cons
         }
     }
 #else
-    if (j < end) GM_ACC_ADD(s, LOAD1(in, base));
+    if (j < end) GM_ACC_ADD(s, GM_IN1(base));
 #endif
     return s;
 }
@@ -182,17 +193,17 @@ GM_INLINE gm_acc gm_group_sum(gm_acc v, LOCAL_PTR gm_acc* scratch, int lid, int 
 
 // This work-item's share of the dense run in[base + i0, base + i1): elements lane, lane + width, ...
 // with four accumulators, so that four loads are in flight.
-GM_INLINE gm_acc gm_run_sum(__global const T* in, long base, long i0, long i1, int lane, int width) {
+GM_INLINE gm_acc gm_run_sum(__global const T* in, long base, long i0, long i1, int lane, int width GM_CHK_P) {
     gm_acc s0, s1, s2, s3;
     GM_ACC_ZERO(s0); GM_ACC_ZERO(s1); GM_ACC_ZERO(s2); GM_ACC_ZERO(s3);
     long i = i0 + lane;
     for (; i + 3 * width < i1; i += 4 * width) {
-        GM_ACC_ADD(s0, LOAD1(in, base + i));
-        GM_ACC_ADD(s1, LOAD1(in, base + i + width));
-        GM_ACC_ADD(s2, LOAD1(in, base + i + 2 * width));
-        GM_ACC_ADD(s3, LOAD1(in, base + i + 3 * width));
+        GM_ACC_ADD(s0, GM_IN1(base + i));
+        GM_ACC_ADD(s1, GM_IN1(base + i + width));
+        GM_ACC_ADD(s2, GM_IN1(base + i + 2 * width));
+        GM_ACC_ADD(s3, GM_IN1(base + i + 3 * width));
     }
-    for (; i < i1; i += width) GM_ACC_ADD(s0, LOAD1(in, base + i));
+    for (; i < i1; i += width) GM_ACC_ADD(s0, GM_IN1(base + i));
     GM_ACC_MERGE(s0, s1); GM_ACC_MERGE(s2, s3); GM_ACC_MERGE(s0, s2);
     return s0;
 }
@@ -205,7 +216,7 @@ GM_INLINE gm_acc gm_run_sum(__global const T* in, long base, long i0, long i1, i
 __kernel void gm_reduce_row(__global const T* restrict in, ulong in_off, __global OUT_T* restrict out,
                             ulong out_off, __global gm_acc* restrict part, ulong part_off, int use_part,
                             GM_META_ARG(gm_rmeta, m), long n_out, long len, long clen, long n_chunks, ulong n,
-                            long runs) {
+                            long runs GM_CHK_P) {
     GM_META_BIND(gm_rmeta, m)
     __local gm_acc scratch[WG];
     const int lid = (int)get_local_id(0);
@@ -224,11 +235,11 @@ __kernel void gm_reduce_row(__global const T* restrict in, ulong in_off, __globa
                 const long base = (long)in_off + gm_keep_offset(m, k, 1);
 #if ROW_MULTI
                 for (long r = chunk * clen, r1 = min(runs, r + clen); r < r1; ++r) {
-                    gm_acc t = gm_run_sum(in, base + gm_run_offset(m, r), 0, len, lane, width);
+                    gm_acc t = gm_run_sum(in, base + gm_run_offset(m, r), 0, len, lane, width GM_CHK_A);
                     GM_ACC_MERGE(s, t);
                 }
 #else
-                s = gm_run_sum(in, base, chunk * clen, min(len, chunk * clen + clen), lane, width);
+                s = gm_run_sum(in, base, chunk * clen, min(len, chunk * clen + clen), lane, width GM_CHK_A);
 #endif
             }
 #if WARP_ROWS
@@ -236,7 +247,7 @@ __kernel void gm_reduce_row(__global const T* restrict in, ulong in_off, __globa
 #else
             s = gm_group_sum(s, scratch, lid, WG / 32);
 #endif
-            if (lane == 0 && k < n_out) gm_emit(s, n, out, out_off, part, part_off, use_part, m, k, chunk, n_out);
+            if (lane == 0 && k < n_out) gm_emit(s, n, out, out_off, part, part_off, use_part, m, k, chunk, n_out GM_CHK_A);
         }
     }
 }
@@ -247,7 +258,7 @@ __kernel void gm_reduce_row(__global const T* restrict in, ulong in_off, __globa
 __kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __global OUT_T* restrict out,
                             ulong out_off, __global gm_acc* restrict part, ulong part_off, int use_part,
                             GM_META_ARG(gm_rmeta, m), long n_out, long len, long clen, long n_chunks, ulong n,
-                            long inner, long rs, long n_outer) {
+                            long inner, long rs, long n_outer GM_CHK_P) {
     GM_META_BIND(gm_rmeta, m)
     __local gm_acc tile[COL_Y][33];
     const int lx = (int)get_local_id(0), ly = (int)get_local_id(1);
@@ -264,10 +275,10 @@ __kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __globa
                     gm_acc s1;
                     GM_ACC_ZERO(s1);
                     for (; r + COL_Y < end; r += 2 * COL_Y) {
-                        GM_ACC_ADD(s, LOAD1(in, base + r * rs));
-                        GM_ACC_ADD(s1, LOAD1(in, base + (r + COL_Y) * rs));
+                        GM_ACC_ADD(s, GM_IN1(base + r * rs));
+                        GM_ACC_ADD(s1, GM_IN1(base + (r + COL_Y) * rs));
                     }
-                    if (r < end) GM_ACC_ADD(s, LOAD1(in, base + r * rs));
+                    if (r < end) GM_ACC_ADD(s, GM_IN1(base + r * rs));
                     GM_ACC_MERGE(s, s1);
                 }
                 tile[ly][lx] = s;
@@ -275,7 +286,7 @@ __kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __globa
                 if (ly == 0 && col < inner) {
                     gm_acc t = tile[0][lx];
                     for (int y = 1; y < COL_Y; ++y) GM_ACC_MERGE(t, tile[y][lx]);
-                    gm_emit(t, n, out, out_off, part, part_off, use_part, m, o * inner + col, chunk, n_out);
+                    gm_emit(t, n, out, out_off, part, part_off, use_part, m, o * inner + col, chunk, n_out GM_CHK_A);
                 }
                 barrier(CLK_LOCAL_MEM_FENCE);   // the tile is rewritten by the next column block
             }
@@ -288,14 +299,14 @@ __kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __globa
 __kernel void gm_reduce_general(__global const T* restrict in, ulong in_off, __global OUT_T* restrict out,
                                 ulong out_off, __global gm_acc* restrict part, ulong part_off, int use_part,
                                 GM_META_ARG(gm_rmeta, m), long n_out, long len, long clen, long n_chunks,
-                                ulong n) {
+                                ulong n GM_CHK_P) {
     GM_META_BIND(gm_rmeta, m)
     const long step = (long)get_global_size(0);
     for (long chunk = (long)get_group_id(1); chunk < n_chunks; chunk += (long)get_num_groups(1)) {
         for (long k = (long)get_global_id(0); k < n_out; k += step) {
             const long j = chunk * clen;
-            gm_acc s = gm_general_sum(in, (long)in_off + gm_keep_offset(m, k, 1), m, j, min(len, j + clen));
-            gm_emit(s, n, out, out_off, part, part_off, use_part, m, k, chunk, n_out);
+            gm_acc s = gm_general_sum(in, (long)in_off + gm_keep_offset(m, k, 1), m, j, min(len, j + clen) GM_CHK_A);
+            gm_emit(s, n, out, out_off, part, part_off, use_part, m, k, chunk, n_out GM_CHK_A);
         }
     }
 }
@@ -303,7 +314,8 @@ __kernel void gm_reduce_general(__global const T* restrict in, ulong in_off, __g
 // Second pass of a split reduction: a work-group per output; work-item t merges chunks t, t + FIN_WG,
 // ... in order, then the group's tree adds those: a fixed order whatever the timing (deterministic).
 __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong part_off, long n_chunks, long n_out,
-                                 __global OUT_T* restrict out, ulong out_off, GM_META_ARG(gm_rmeta, m), ulong n) {
+                                 __global OUT_T* restrict out, ulong out_off, GM_META_ARG(gm_rmeta, m), ulong n
+                                 GM_CHK_P) {
     GM_META_BIND(gm_rmeta, m)
     __local gm_acc scratch[FIN_WG];
     const int lid = (int)get_local_id(0);
@@ -311,11 +323,11 @@ __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong par
         gm_acc s;
         GM_ACC_ZERO(s);
         for (long c = lid; c < n_chunks; c += FIN_WG) {
-            gm_acc b = part[part_off + c * n_out + k];
+            gm_acc b = GM_PART((long)part_off + c * n_out + k);
             GM_ACC_MERGE(s, b);
         }
         s = gm_group_sum(s, scratch, lid, FIN_WG / 32);
-        if (lid == 0) gm_store(s, n, out, (long)out_off + gm_keep_offset(m, k, 2));
+        if (lid == 0) gm_store(s, n, out, (long)out_off + gm_keep_offset(m, k, 2) GM_CHK_A);
     }
 }
 
@@ -341,15 +353,15 @@ __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong par
 
 // one output already located: its element o of out, or its partial slot pi of part (use_part)
 GM_INLINE void gm_emit_at(gm_acc a, ulong n, __global OUT_T* out, long o, __global gm_acc* part, long pi,
-                          int use_part) {
-    if (use_part) part[pi] = a;
-    else gm_store(a, n, out, o);
+                          int use_part GM_CHK_P) {
+    if (use_part) GM_PART(pi) = a;
+    else gm_store(a, n, out, o GM_CHK_A);
 }
 
 // Row class: work-item (k, chunk) sums [chunk*clen, +clen) of row k.
 __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
                                    __global gm_acc* part, ulong part_off, int use_part,
-                                   __constant const gm_rmeta* m, long n_out, long len, long clen, ulong n) {
+                                   __constant const gm_rmeta* m, long n_out, long len, long clen, ulong n GM_CHK_P) {
     long k = get_global_id(0), chunk = get_global_id(1);
     if (k >= n_out) return;
     long b = (long)in_off + gm_keep_offset(m, k, 1);
@@ -369,7 +381,7 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
     // 2^-21 relative, far inside a half ulp), then the block joins the wide accumulator. The
     // conversions, not the memory, bounded this loop at one half per wide add (0.66x copy -> 0.8x).
     for (; i + 64 <= end; i += 64) {
-        __global const T* p = in + b + i;
+        __global const T* p = GM_AT(GM_A_IN, const T, in, b + i, 64);
         GM_PREFETCH(p, 0, PREFETCH); GM_PREFETCH(p, 32, PREFETCH);
         float8 h0 = (vload_half8(0, p) + vload_half8(0, p + 8)) + (vload_half8(0, p + 16) + vload_half8(0, p + 24));
         float8 h1 = (vload_half8(0, p + 32) + vload_half8(0, p + 40)) + (vload_half8(0, p + 48) + vload_half8(0, p + 56));
@@ -379,10 +391,10 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
 #endif
     for (; i + 32 <= end; i += 32) {
         GM_PREFETCH(in, b + i, PREFETCH); GM_PREFETCH(in, b + i + 16, PREFETCH);
-        ACC8 x0 = LOAD8(in, b + i), x1 = LOAD8(in, b + i + 8), x2 = LOAD8(in, b + i + 16), x3 = LOAD8(in, b + i + 24);
+        ACC8 x0 = GM_IN8(b + i), x1 = GM_IN8(b + i + 8), x2 = GM_IN8(b + i + 16), x3 = GM_IN8(b + i + 24);
         ACC8_ADD(s8, c8, x0); ACC8_ADD(s8b, c8b, x1); ACC8_ADD(s8c, c8c, x2); ACC8_ADD(s8d, c8d, x3);
     }
-    for (; i + 8 <= end; i += 8) { ACC8 x8 = LOAD8(in, b + i); ACC8_ADD(s8, c8, x8); }
+    for (; i + 8 <= end; i += 8) { ACC8 x8 = GM_IN8(b + i); ACC8_ADD(s8, c8, x8); }
     ACC8_ADD(s8, c8, s8b); ACC8_ADD(s8c, c8c, s8d); ACC8_ADD(s8, c8, s8c);
     c8 += c8b + c8c + c8d;
     gm_acc a;
@@ -393,8 +405,8 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
 #endif
     GM_ACC_ADD(a, t8.s0); GM_ACC_ADD(a, t8.s1); GM_ACC_ADD(a, t8.s2); GM_ACC_ADD(a, t8.s3);
     GM_ACC_ADD(a, t8.s4); GM_ACC_ADD(a, t8.s5); GM_ACC_ADD(a, t8.s6); GM_ACC_ADD(a, t8.s7);
-    for (; i < end; ++i) GM_ACC_ADD(a, LOAD1(in, b + i));
-    gm_emit(a, n, out, out_off, part, part_off, use_part, m, k, chunk, n_out);
+    for (; i < end; ++i) GM_ACC_ADD(a, GM_IN1(b + i));
+    gm_emit(a, n, out, out_off, part, part_off, use_part, m, k, chunk, n_out GM_CHK_A);
 }
 
 // Column class: work-item (column block, outer index, chunk) sums COLS adjacent columns over a chunk
@@ -402,7 +414,7 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
 __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
                                    __global gm_acc* part, ulong part_off, int use_part,
                                    __constant const gm_rmeta* m, long n_out, long len, long clen, ulong n,
-                                   long inner, long rs) {
+                                   long inner, long rs GM_CHK_P) {
     long cb = get_global_id(0), o = get_global_id(1), chunk = get_global_id(2);
     long c0 = cb * COLS;
     if (c0 >= inner) return;
@@ -436,14 +448,14 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
                     GM_PREFETCH(in, f + 2 * rs, 0); GM_PREFETCH(in, f + 3 * rs, 0);
                 }
 #endif
-                s[v] += (LOAD8(in, q + 8 * v) + LOAD8(in, q + rs + 8 * v)) +
-                        (LOAD8(in, q + 2 * rs + 8 * v) + LOAD8(in, q + 3 * rs + 8 * v));
+                s[v] += (GM_IN8(q + 8 * v) + GM_IN8(q + rs + 8 * v)) +
+                        (GM_IN8(q + 2 * rs + 8 * v) + GM_IN8(q + 3 * rs + 8 * v));
             }
         }
 #endif
         for (; r < rend; ++r) {
             long q = b + r * rs;
-            for (int v = 0; v < COLS / 8; ++v) { ACC8 x8 = LOAD8(in, q + 8 * v); ACC8_ADD(s[v], GM_C(v), x8); }
+            for (int v = 0; v < COLS / 8; ++v) { ACC8 x8 = GM_IN8(q + 8 * v); ACC8_ADD(s[v], GM_C(v), x8); }
         }
         for (int v = 0; v < COLS / 8; ++v) {
             ACC ss[8];
@@ -458,15 +470,15 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
 #if COMPENSATED
                 a.c = cc[j];
 #endif
-                gm_emit_at(a, n, out, ob + 8 * v + j, part, pb + 8 * v + j, use_part);
+                gm_emit_at(a, n, out, ob + 8 * v + j, part, pb + 8 * v + j, use_part GM_CHK_A);
             }
         }
     } else {
         for (long col = c0; col < inner; ++col) {
             gm_acc a;
             GM_ACC_ZERO(a);
-            for (long rr = r; rr < rend; ++rr) GM_ACC_ADD(a, LOAD1(in, b + (col - c0) + rr * rs));
-            gm_emit_at(a, n, out, ob + (col - c0), part, pb + (col - c0), use_part);
+            for (long rr = r; rr < rend; ++rr) GM_ACC_ADD(a, GM_IN1(b + (col - c0) + rr * rs));
+            gm_emit_at(a, n, out, ob + (col - c0), part, pb + (col - c0), use_part GM_CHK_A);
         }
     }
 }
@@ -475,23 +487,24 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
 // multi-index.
 __kernel void gm_reduce_general_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
                                        __global gm_acc* part, ulong part_off, int use_part,
-                                       __constant const gm_rmeta* m, long n_out, long len, long clen, ulong n) {
+                                       __constant const gm_rmeta* m, long n_out, long len, long clen, ulong n
+                                       GM_CHK_P) {
     long k = get_global_id(0), chunk = get_global_id(1);
     if (k >= n_out) return;
     long j = chunk * clen;
-    gm_acc a = gm_general_sum(in, (long)in_off + gm_keep_offset(m, k, 1), m, j, min(len, j + clen));
-    gm_emit(a, n, out, out_off, part, part_off, use_part, m, k, chunk, n_out);
+    gm_acc a = gm_general_sum(in, (long)in_off + gm_keep_offset(m, k, 1), m, j, min(len, j + clen) GM_CHK_A);
+    gm_emit(a, n, out, out_off, part, part_off, use_part, m, k, chunk, n_out GM_CHK_A);
 }
 
 // Second pass: a work-item per output combines its chunk partials in chunk order (deterministic).
 __kernel void gm_reduce_finalize_serial(__global const gm_acc* part, ulong part_off, long n_chunks, long n_out,
                                         __global OUT_T* out, ulong out_off, __constant const gm_rmeta* m,
-                                        ulong n) {
+                                        ulong n GM_CHK_P) {
     long k = get_global_id(0);
     if (k >= n_out) return;
-    gm_acc a = part[part_off + k];
-    for (long c = 1; c < n_chunks; ++c) { gm_acc b = part[part_off + c * n_out + k]; GM_ACC_MERGE(a, b); }
-    gm_store(a, n, out, (long)out_off + gm_keep_offset(m, k, 2));
+    gm_acc a = GM_PART((long)part_off + k);
+    for (long c = 1; c < n_chunks; ++c) { gm_acc b = GM_PART((long)part_off + c * n_out + k); GM_ACC_MERGE(a, b); }
+    gm_store(a, n, out, (long)out_off + gm_keep_offset(m, k, 2) GM_CHK_A);
 }
 
 #endif  // GM_CPU_SHAPE

@@ -17,9 +17,14 @@ from gpu_mean import backends
 # runs the kernel variants and launch geometry an OpenCL GPU gets (4-wide vectors, short blocks, no
 # prefetch, many reduction chunks) on the device present, so that a machine without a GPU tests them.
 ALL_DEVICE_IDS = ["cpu", "opencl:0", "opencl:0-nofp64", "opencl:0-gpupaths", "cuda:0"]
+# The bounds-checked kernel builds (gpu_mean/backends/checked.py) of both kernel shapes: by default
+# only the tests that ask for them (``device_or_checked``, ``checked_device``: the fuzzer, the
+# conformance pass, the planted out-of-bounds kernels) run on them; naming one in
+# GPU_MEAN_TEST_DEVICES runs the whole suite on it.
+CHECKED_DEVICE_IDS = ["opencl:0-checked", "opencl:0-gpupaths-checked"]
 
 
-DEVICE_ID = re.compile(r"cpu|opencl:\d+(-nofp64|-gpupaths)?|cuda:\d+")
+DEVICE_ID = re.compile(r"cpu|opencl:\d+(-nofp64|-gpupaths)?(-checked)?|cuda:\d+(-checked)?")
 
 
 def _wanted():
@@ -39,12 +44,18 @@ def pytest_configure(config):
     if bad or not _wanted():
         raise pytest.UsageError(
             f"GPU_MEAN_TEST_DEVICES={env!r}: unknown device {', '.join(map(repr, bad)) or '(none given)'}; "
-            f"give a comma-separated list from {', '.join(ALL_DEVICE_IDS)} (another index N as opencl:N, cuda:N)")
+            f"give a comma-separated list from {', '.join(ALL_DEVICE_IDS + CHECKED_DEVICE_IDS)} (another index N as "
+            "opencl:N, cuda:N)")
 
 
-def _device_params():
+def _checked_wanted():
+    """The checked devices the tests that ask for them add (none when GPU_MEAN_TEST_DEVICES names the set)."""
+    return [] if os.environ.get("GPU_MEAN_TEST_DEVICES") else CHECKED_DEVICE_IDS
+
+
+def _device_params(specs):
     params = []
-    for spec in _wanted():
+    for spec in specs:
         kind = spec.split(":")[0]
         found, reason = backends._discover(kind)
         index = int(spec.split(":")[1].split("-")[0]) if ":" in spec else 0
@@ -58,22 +69,41 @@ def _device_params():
 _devices: dict = {}
 
 
-@pytest.fixture(params=_device_params())
-def device(request):
-    """A fresh-state device (one per spec per session; a removed device is replaced)."""
-    spec = request.param
+def _get(spec: str):
     dev = _devices.get(spec)
     if dev is None or dev.get_device_removed_reason() is not None:
         dev = _devices[spec] = make_device(spec)
     return dev
 
 
+@pytest.fixture(params=_device_params(_wanted()))
+def device(request):
+    """A fresh-state device (one per spec per session; a removed device is replaced)."""
+    return _get(request.param)
+
+
+@pytest.fixture(params=_device_params(_wanted() + _checked_wanted()))
+def device_or_checked(request):
+    """Every device of ``device``, and the bounds-checked builds (the fuzzer, the conformance pass)."""
+    return _get(request.param)
+
+
+_CHECKED = [d for d in _wanted() + _checked_wanted() if d.endswith("-checked")]
+
+
+@pytest.fixture(params=_device_params(_CHECKED) or [pytest.param(
+    None, id="no-checked-device", marks=pytest.mark.skip(reason="GPU_MEAN_TEST_DEVICES names no checked device"))])
+def checked_device(request):
+    """The bounds-checked devices only (the planted out-of-bounds kernels)."""
+    return _get(request.param)
+
+
 def make_device(spec: str):
-    if spec.endswith(("-nofp64", "-gpupaths")):
+    if spec.startswith("opencl:") and spec.endswith(("-nofp64", "-gpupaths", "-checked")):
         from gpu_mean.backends import opencl
         index = int(spec.split(":")[1].split("-")[0])
-        return gm.Device(opencl.make_backend(index, allow_fp64=not spec.endswith("-nofp64"),
-                                             gpu_paths=spec.endswith("-gpupaths")))
+        return gm.Device(opencl.make_backend(index, allow_fp64="-nofp64" not in spec,
+                                             gpu_paths="-gpupaths" in spec, checked=spec.endswith("-checked")))
     return gm.create_device(spec)
 
 

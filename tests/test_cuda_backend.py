@@ -5,151 +5,27 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-import threading
 import types
 import weakref
 
 import numpy as np
 import pytest
+from fake_cupy import (
+    CudaDriverError,
+    CudaRuntimeError,
+    DevPtr,
+    FakeEvent,
+    FakeStream,
+    PoolOutOfMemory,
+    fake_backend,
+)
+from fake_cupy import inside as _inside
 
 import gpu_mean as gm
 from gpu_mean import backends, cli
 from gpu_mean.backends import cuda, cuda_compile
-from gpu_mean.backends.kernels import ProgramCache
 from gpu_mean.errors import KernelBuildError, UnsupportedError
 from gpu_mean.tools import demo
-
-
-class CudaRuntimeError(RuntimeError):
-    pass
-
-
-class CudaDriverError(RuntimeError):
-    pass
-
-
-class PoolOutOfMemory(MemoryError):
-    pass
-
-
-class FakeDevice:
-    """A GPU context: records which device is current."""
-
-    def __init__(self, log, index):
-        self.log, self.index = log, index
-
-    def __enter__(self):
-        self.log.append(("enter", self.index))
-
-    def __exit__(self, *exc):
-        self.log.append(("exit", self.index))
-
-
-class FakeStream:
-    """A CUDA stream; ``with`` makes it CuPy's current stream (a stack in ``current``)."""
-
-    def __init__(self, log, current=None):
-        self.log, self.current = log, current if current is not None else []
-        self.ptr = id(self)
-
-    def __enter__(self):
-        self.current.append(self)
-
-    def __exit__(self, *exc):
-        self.current.pop()
-
-    def record(self, event=None):
-        # CuPy's Stream.record: with no event given, a new one (timing on) for every call
-        event = event or FakeEvent()
-        event.record(self)
-        return event
-
-    def wait_event(self, event):
-        self.log.append(("wait", self, event.recorded_on))
-
-    def synchronize(self):
-        self.log.append(("sync", self))
-
-    def begin_capture(self):
-        self.log.append(("begin_capture", self))
-
-    def end_capture(self):
-        raise CudaRuntimeError("cudaErrorStreamCaptureInvalidated: operation failed due to a previous error")
-
-
-class DevPtr:
-    """Device memory: a bytearray; copies run at once and record their stream and host address."""
-
-    def __init__(self, mem, off, log):
-        self.mem, self.off, self.log = mem, off, log
-
-    def __add__(self, n):
-        return DevPtr(self.mem, self.off + int(n), self.log)
-
-    def copy_from_host_async(self, src, n, stream):
-        self.log.append(("h2d", src, n, stream))
-        ctypes.memmove((ctypes.c_char * n).from_buffer(self.mem, self.off), src, n)
-
-    def copy_to_host_async(self, dst, n, stream):
-        self.log.append(("d2h", dst, n, stream))
-        ctypes.memmove(dst, (ctypes.c_char * n).from_buffer(self.mem, self.off), n)
-
-
-class FakeEvent:
-    made = []       # the keyword arguments of every event made
-
-    def __init__(self, **kwargs):
-        FakeEvent.made.append(kwargs)
-        self.recorded_on = None
-
-    def record(self, stream=None):
-        self.recorded_on = stream
-
-    def synchronize(self):
-        pass
-
-
-def fake_backend(log, index=1):
-    be = object.__new__(cuda.CudaBackend)
-    pinned = []
-
-    def alloc_pinned_memory(n):
-        buf = bytearray(n)
-        pinned.append(buf)
-        return buf
-
-    class Module:
-        def load(self, image):
-            log.append(("load", image))
-
-        def get_function(self, name):
-            log.append(("get_function", name))
-            return name
-
-    be.cp = types.SimpleNamespace(cuda=types.SimpleNamespace(
-        alloc_pinned_memory=alloc_pinned_memory, Event=FakeEvent, function=types.SimpleNamespace(Module=Module),
-        memory=types.SimpleNamespace(OutOfMemoryError=PoolOutOfMemory)))
-    be.index, be.cc, be.sms, be.driver_major = index, 90, 132, 13
-    be.dev = FakeDevice(log, index)
-    be.stream = FakeStream(log)
-    be.native_errors = (CudaRuntimeError, CudaDriverError, PoolOutOfMemory)
-    be.info = types.SimpleNamespace(name="fake GPU")
-    be._modules, be._stage, be.pinned = ProgramCache(), None, pinned
-    be._order_lock, be._order_event, be.unavailable = threading.Lock(), None, None
-    return be
-
-
-def _inside(log, event):
-    """Whether ``event`` happened with a device context entered."""
-    depth = 0
-    for e in log:
-        if e[0] == "enter":
-            depth += 1
-        elif e[0] == "exit":
-            depth -= 1
-        elif e == event:
-            return depth > 0
-    raise AssertionError(f"{event} did not happen")
 
 
 def test_kernels_compile_and_load_on_the_backends_gpu(monkeypatch):
@@ -182,6 +58,11 @@ def test_nvrtc_errors_are_build_errors(monkeypatch):
         be.function("reduce.cl", {}, "gm_reduce_row")
 
 
+def _pinned_addresses(be):
+    base = ctypes.addressof(ctypes.c_char.from_buffer(be.pinned[0]))
+    return [base + i * cuda.STAGE_CHUNK for i in range(cuda.STAGE_SLOTS)]
+
+
 def test_big_copies_go_through_pinned_staging_on_the_backend_stream():
     log = []
     be = fake_backend(log)
@@ -193,24 +74,40 @@ def test_big_copies_go_through_pinned_staging_on_the_backend_stream():
     assert bytes(dev[64:]) == data.tobytes()
     copies = [e for e in log if e[0] == "h2d"]
     assert len(copies) == 3 and all(c[3] is be.stream for c in copies)
-    stage = [ctypes.addressof(ctypes.c_char.from_buffer(be.pinned[0], i * cuda.STAGE_CHUNK)) for i in (0, 1)]
-    assert [c[1] for c in copies] == [stage[0], stage[1], stage[0]]      # pinned halves, alternating
+    stage = _pinned_addresses(be)
+    assert [c[1] for c in copies] == [stage[0], stage[1], stage[0]]      # pinned slots, taking turns
+    # the write does not wait for its DMA: only the refill of slot 0 waits for slot 0's first DMA
+    assert [e for e in log if e[0] in ("sync", "event sync")] == [("event sync", be.stream)]
     log.clear()
     out = be.read(DevPtr(dev, 0, log), 64, n)
     assert np.array_equal(out, data) and len(be.pinned) == 1
     assert FakeEvent.made == [{"disable_timing": True}] * 2    # ordering only: made once, without timing
-    assert all(e[3] is be.stream for e in log if e[0] == "d2h") and ("sync", be.stream) in log
+    assert all(e[3] is be.stream for e in log if e[0] == "d2h")
+    kinds = [e[0] for e in log if e[0] in ("d2h", "event sync")]
+    assert kinds[-1] == "event sync" and kinds.count("d2h") == 3   # it returns after waiting for its last DMA
 
 
-def test_small_copies_skip_staging_and_use_the_backend_stream():
+def test_small_copies_are_staged_too_and_never_wait_on_the_write():
+    """A small copy also goes through a pinned slot: the caller's bytes are read before write
+    returns (a DMA straight from pageable memory may be synchronous, and one from pinned caller
+    memory would read it after write returned), and the slots keep taking turns, so that two
+    inputs in a row never wait for each other."""
     log = []
     be = fake_backend(log)
     dev = bytearray(256)
-    be.write(DevPtr(dev, 0, log), 0, np.arange(100, dtype=np.uint8))
+    a, b = np.arange(100, dtype=np.uint8), np.arange(100, 200, dtype=np.uint8)
+    be.write(DevPtr(dev, 0, log), 0, a)
+    be.write(DevPtr(dev, 0, log), 128, b)
+    stage = _pinned_addresses(be)
+    assert [(e[1], e[2]) for e in log if e[0] == "h2d"] == [(stage[0], 100), (stage[1], 100)]
+    assert not [e for e in log if e[0] in ("sync", "event sync")]      # no host wait in either write
+    a[:] = 0                                                            # the caller may reuse its memory
     assert np.array_equal(be.read(DevPtr(dev, 0, log), 0, 100), np.arange(100, dtype=np.uint8))
-    assert not be.pinned
+    assert len(be.pinned) == 1
     assert all(e[3] is be.stream for e in log if e[0] in ("h2d", "d2h"))
-    assert _inside(log, ("sync", be.stream))
+    assert _inside(log, ("event sync", be.stream))
+    assert np.array_equal(be.read(DevPtr(dev, 0, log), 0, 0), np.empty(0, np.uint8))
+    assert log[-2:] == [("sync", be.stream), ("exit", 1)]               # nothing to read: still a wait
 
 
 def test_a_failed_capture_raises_the_original_error():
@@ -362,7 +259,7 @@ def test_the_backend_allocates_under_its_own_stream_so_the_callers_stream_never_
         buf = be.alloc(1024)
         ours = buf.ptr
         assert pool.allocs[-1] == (ours, be.stream)
-        be._staging()
+        be.staging.slot()
         assert pool.allocs[-1] == ("pinned", be.stream)
         del buf                                 # the library releases its buffer ...
         theirs = pool.malloc(1024)              # ... the caller's next allocation on its stream

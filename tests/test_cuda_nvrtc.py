@@ -155,3 +155,21 @@ def test_reduce_kernels_have_no_local_memory(rtc):
         if name.startswith("red_"):
             for k in kernels:
                 assert ".local" not in _entry(out.ptx, k), f"{name} {k} uses local memory"
+
+
+def test_every_checked_variant_compiles(rtc):
+    """The bounds-checked build (GM_CHECKED; opencl:0-checked runs it on PoCL) of every variant compiles
+    for CUDA too: the status buffer last, inputs as buffer starts and offsets, the shuffles off."""
+    variants = program_variants(checked=True)
+
+    def one(v):
+        name, fname, macros, kernels = v
+        out = cuda_compile.build(fname, macros, CC)
+        return name, kernels, out
+
+    with ThreadPoolExecutor(2) as ex:
+        for name, kernels, out in ex.map(one, variants):
+            for k in kernels:
+                assert f".entry {k}(" in out.ptx, f"{name}: {k} missing from the PTX"
+            assert "atom.global.cas" in out.ptx or "atom.cas" in out.ptx, f"{name}: no status word CAS"
+            assert "shfl" not in out.ptx, f"{name}: a checked build keeps the warp shuffle off"

@@ -94,19 +94,40 @@ class FakeFn:
         self.calls.append((self.name, grid, block, args, stream))
 
 
+class FakeMem:
+    def __init__(self, ptr, nbytes):
+        self.ptr, self.data = ptr, np.zeros(nbytes, np.uint8)
+
+
 class FakeBackend:
     sms = 132
     cc = 90
 
-    def __init__(self):
+    def __init__(self, checked: bool = False):
         self.calls, self.requests = [], []
         self.dev = contextlib.nullcontext()
         self.stream = object()
+        self.checked = checked
+        self.info = gm.DeviceInfo("cuda", 0, "fake", "NVIDIA", "GPU", 0, True, True, variant="checked")
+        self.log = []       # the order of launches and status buffer traffic (a checked backend)
 
     def function(self, filename, macros, name):
-        assert name in signatures(), name
+        assert name in signatures(self.checked), name
         self.requests.append((filename, macros, name))
         return FakeFn(name, self.calls, self.stream)
+
+    # the verbs a checked program's status buffer uses
+    def alloc(self, nbytes):
+        return FakeMem(1 << 40, nbytes)
+
+    def write(self, mem, offset, data):
+        self.log.append("arm")
+        raw = np.asarray(data).view(np.uint8).ravel()
+        mem.data[offset:offset + raw.size] = raw
+
+    def read(self, mem, offset, nbytes):
+        self.log.append(f"read after {self.calls[-1][0]}")
+        return mem.data[offset:offset + nbytes].copy()
 
 
 def make_program(be, plan):
@@ -114,11 +135,11 @@ def make_program(be, plan):
     return cls(be, plan)
 
 
-def program_variants():
+def program_variants(checked: bool = False):
     """[(id, filename, macros, kernel names)] for every case, as the programs request them."""
     out = []
     for name, plan in all_plans():
-        be = FakeBackend()
+        be = FakeBackend(checked)
         make_program(be, plan)
         fname, macros, _ = be.requests[0]
         assert all(r[0] == fname and r[1] == macros for r in be.requests)
@@ -148,9 +169,11 @@ def test_every_class_of_program_is_covered():
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
-def test_kernels_compile_with_nvcc_too(tmp_path):
+@pytest.mark.parametrize("checked", [False, True], ids=["plain", "checked"])
+def test_kernels_compile_with_nvcc_too(tmp_path, checked):
     # NVRTC is what runs (tests/test_cuda_nvrtc.py, which needs libnvrtc); nvcc, which CI always has,
-    # compiles every variant with the backend's own option list, and its PTX must not flush either
+    # compiles every variant (and its bounds-checked build) with the backend's own option list, and its
+    # PTX must not flush either
 
     def one(v):
         name, fname, macros, _ = v
@@ -161,7 +184,7 @@ def test_kernels_compile_with_nvcc_too(tmp_path):
         return name, r.returncode, r.stderr, src.with_suffix(".ptx")
 
     with ThreadPoolExecutor(2) as ex:
-        for name, rc, err, ptx in ex.map(one, program_variants()):
+        for name, rc, err, ptx in ex.map(one, program_variants(checked)):
             assert rc == 0, f"{name}:\n{err}"
             assert not f32_ftz_lines(ptx.read_text()), f"{name}: .ftz on float32 arithmetic"
 
@@ -206,16 +229,18 @@ def test_integer_add_wraps_through_unsigned():
 
 # --- the argument tuples the CUDA programs pass, checked against the kernels' signatures ---------
 
-def signatures():
+def signatures(checked: bool = False):
     """{kernel name: [parameter types]} of every kernel CUDA compiles: the GPU-shaped kernels of the
     portable files (the CPU-shaped *_serial kernels are OpenCL's only). The input seam
-    (GM_INPUT_PARAMS) is CUDA's by-value ``gm_inputs``, the metadata argument its struct."""
+    (GM_INPUT_PARAMS) is CUDA's by-value ``gm_inputs``, the metadata argument its struct; a checked
+    build's kernels take the status buffer last (GM_CHK_P)."""
     sigs = {}
     for fname in ("elementwise.cl", "reduce.cl"):
         for m in re.finditer(r"__kernel void (\w+)\(((?:[^()]|\([^()]*\))*)\)", kernel_source("opencl_kernels", fname)):
             if m.group(1).endswith("_serial"):
                 continue
             text = m.group(2).replace("GM_INPUT_PARAMS", ", gm_inputs ins")
+            text = text.replace("GM_CHK_P", ", long* gm_chk" if checked else "")
             params = [" ".join(p.replace("restrict", "").replace("__global", "").replace("const ", "").split())
                       for p in re.split(r",(?![^()]*\))", text)]
             sigs[m.group(1)] = [re.sub(r"GM_META_ARG\((\w+), \w+\)", r"\1 meta", p).rsplit(" ", 1)[0]
@@ -229,14 +254,15 @@ _STRUCTS = {"gm_inputs": ("p",), "gm_dims": ("size", "magic", "shift", "stride")
             "gm_rmeta": ("keep_shape", "keep_in", "keep_out", "red_shape", "red_in")}
 
 
-def check_args(kernel: str, args):
-    sig = signatures()[kernel]
+def check_args(kernel: str, args, checked: bool = False):
+    sig = signatures(checked)[kernel]
     assert len(args) == len(sig), f"{kernel}: {len(args)} arguments for {len(sig)} parameters"
     for i, (ctype, arg) in enumerate(zip(sig, args)):
         if ctype.endswith("*"):
             assert isinstance(arg, np.uint64), f"{kernel} arg {i} ({ctype}): {type(arg).__name__}"
         elif ctype in _STRUCTS:
-            assert isinstance(arg, np.ndarray) and arg.shape == (1,) and arg.dtype.names == _STRUCTS[ctype], \
+            fields = ("p", "off") if checked and ctype == "gm_inputs" else _STRUCTS[ctype]
+            assert isinstance(arg, np.ndarray) and arg.shape == (1,) and arg.dtype.names == fields, \
                 f"{kernel} arg {i}: the by-value struct {ctype}"
         else:
             assert type(arg) is _SCALARS[ctype], f"{kernel} arg {i} ({ctype}): {type(arg).__name__}"
@@ -267,3 +293,41 @@ def test_arguments_match_the_kernels_and_launch_on_the_backend_stream(name, plan
         assert ("gm_reduce_finalize" in names) == bool(prog.temporary_size)
     elif name.endswith("contig"):
         assert names == ["gm_ew_contig_vec", "gm_ew_contig_scalar"]
+
+
+@pytest.mark.parametrize("name,plan", list(all_plans()), ids=[n for n, _ in all_plans()])
+def test_checked_programs_pass_the_status_buffer_and_read_it_after_every_launch(name, plan):
+    be = FakeBackend(checked=True)
+    prog = make_program(be, plan)
+    assert all(m["GM_CHECKED"] == 1 for _, m, _ in be.requests)
+    tmp = (Mem(1 << 20), 256) if prog.temporary_size else None
+    n_in = plan.n_inputs if isinstance(plan, planning.ElementwisePlan) else 1
+    prog.run([(Mem(4096), 16)] * n_in, [(Mem(8192), 32)], tmp)
+    kernels = [c[0] for c in be.calls]
+    assert be.log == ["arm"] + [f"read after {k}" for k in kernels]
+    for kname, _, _, args, _ in be.calls:
+        check_args(kname, args, checked=True)
+        assert int(args[-1]) == 1 << 40     # the status buffer, last
+    if isinstance(plan, planning.ElementwisePlan):    # buffer starts and element offsets apart
+        ins = be.calls[0][3][-2]
+        assert ins.dtype.names == ("p", "off") and list(ins["p"][0]) == [4096] * n_in
+        assert list(ins["off"][0]) == [16 // int(plan.dtype.element_size)] * n_in
+
+
+def test_a_checked_program_raises_the_recorded_violation():
+    plan = planning.plan_operator(reduce_desc(*RED_CASES[0]))
+    be = FakeBackend(checked=True)
+    prog = make_program(be, plan)
+    real_read = be.read
+
+    def read(mem, offset, nbytes):     # the kernel recorded: argument 1 (the output), index 64
+        rec = np.zeros(8, np.int64)
+        rec[:6] = (1 | 3 << 32, 1, 64, 1, 0, 64)
+        mem.data[:64] = rec.view(np.uint8)
+        return real_read(mem, offset, nbytes)
+    be.read = read
+    with pytest.raises(gm.KernelBoundsError, match=r"gm_reduce_\w+ accessed output element 64 outside its bounds "
+                                                   r"\[0, 64\).*3 out-of-bounds") as e:
+        prog.run([(Mem(4096), 0)], [(Mem(8192), 0)], (Mem(1 << 20), 0) if prog.temporary_size else None)
+    assert e.value.argument == "output" and e.value.index == 64 and e.value.bounds == (0, 64)
+    assert len(be.calls) == 1     # nothing launched after the violation

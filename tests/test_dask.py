@@ -29,6 +29,8 @@ import gpu_mean as gm  # noqa: E402
 from gpu_mean import backends  # noqa: E402
 from gpu_mean import dask as gmd  # noqa: E402
 from gpu_mean.dask import partials  # noqa: E402
+from gpu_mean.frontends import arrays, pool  # noqa: E402
+from gpu_mean.runtime.objects import Buffer  # noqa: E402
 
 SHAPE = (5, 4, 3, 6)
 ALL_AXES = [c for r in range(5) for c in itertools.combinations(range(4), r)]   # 16 combinations
@@ -155,9 +157,8 @@ def test_zero_size_and_empty_axes_follow_gm_reduce_mean(client):
 
 def test_device_none_is_the_workers_own_and_compiled_once_per_shape(client):
     """device=None resolves on each worker ($GPU_MEAN_DEVICE=cpu in the workers' environment); 48 equal
-    chunks compile one operator per worker that ran any, and launch once per chunk."""
+    chunks (a shape no other test uses) make one launch per worker that ran any, and launch once per chunk."""
     def reset():
-        partials._compiled.clear()
         partials.stats.update(compiled=0, launched=0)
     client.run(reset)
     x = np.random.default_rng(5).random((48, 3, 10)).astype(np.float32)
@@ -185,6 +186,54 @@ def test_cupy_chunks_stay_cupy_on_the_cuda_device(client):
     for lazy, got, want in zip(lazies, client.compute(lazies, sync=True), wants):
         assert isinstance(lazy._meta, cp.ndarray) and isinstance(got, cp.ndarray)
         check_close(cp.asnumpy(got), want)
+
+
+@pytest.mark.parametrize("layout", ["packed", "strided"])
+def test_chunks_are_used_in_place_or_through_reused_pooled_buffers(device, monkeypatch, layout):
+    """A chunk takes gm.reduce_mean's path: where the device works in host memory a numpy chunk of
+    128 KiB or more is bound where it lies (no Buffer.write: no copy), elsewhere its bytes are copied
+    once into pooled buffers, which the next chunks of its shape reuse; a strided chunk is described
+    by its strides, never repacked."""
+    made, writes = [], []
+
+    class Spy(arrays.Call):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            made.append(self)
+
+    write = Buffer.write
+    monkeypatch.setattr(partials, "Call", Spy)
+    monkeypatch.setattr(Buffer, "write", lambda b, a, offset=0: (writes.append(a.nbytes), write(b, a, offset))[1])
+    rng = np.random.default_rng(8)
+    bases = [rng.random((256, 512), dtype=np.float32) for _ in range(3)]
+    chunks = [b[:, ::2] if layout == "strided" else b[:, :256].copy() for b in bases]
+    allocations = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)    # a device without fp64 sums on the CPU device
+        for c in chunks:
+            p = partials.chunk_sum(c, (1,), device=device)
+            np.testing.assert_allclose(p.hi, c.sum(axis=1, keepdims=True, dtype=np.float64), rtol=1e-12)
+            allocations.append(pool.device_cache(made[-1].dev).pool.allocations)
+    assert allocations[0] == allocations[-1]          # the first chunk's launch serves the others
+    call = made[0]
+    assert all(o.strides == ((512, 2) if layout == "strided" else (256, 1)) for c in made for o in c.ops)
+    if call.bridge.host_memory:
+        assert {c.mode for c in made} <= {"device", "host in place"} and writes == []
+    else:
+        assert {c.mode for c in made} == {"host"} and writes == [c.ops[0].span_bytes for c in made]
+
+
+def test_threads_of_one_worker_share_its_device(device):
+    """Dask's threaded scheduler: four threads run chunks of one process on one device at once (no
+    lock of gpu_mean.dask's own; the functional path is thread-safe) and every total is exact."""
+    rng = np.random.default_rng(12)
+    x = rng.integers(-2**31, 2**31, (64, 40000), dtype=np.int64).astype(np.int32)   # 160 KiB chunks: in place
+    dx = da.from_array(x, chunks=(1, 40000))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        got = dask.compute(gmd.reduce_mean(dx, [1], device=device, split_every=4), scheduler="threads",
+                           num_workers=4)[0]
+    np.testing.assert_array_equal(got, gm.reduce_mean(x, [1], device="cpu"))
 
 
 def test_combining_past_64_bits_stays_exact():

@@ -15,7 +15,9 @@ Property: each generated case is either
 No other exception, and the device is never removed.
 
 CI runs a fixed, derandomized set of 1500 examples per device (profile ``fuzz-ci``; about 40 s for
-cpu and opencl:0 on PoCL with 2 cores, most of it OpenCL kernel builds). A longer run with fresh
+cpu and opencl:0 on PoCL with 2 cores, most of it OpenCL kernel builds), the bounds-checked builds of
+both kernel shapes included (opencl:0-checked, opencl:0-gpupaths-checked: any out-of-bounds access
+of a kernel raises KernelBoundsError, so the case fails). A longer run with fresh
 random examples (profile ``fuzz-long``):
 
     GPU_MEAN_FUZZ_EXAMPLES=20000 GPU_MEAN_TEST_DEVICES=cpu,opencl:0 python -m pytest -q tests/test_fuzz.py
@@ -212,7 +214,8 @@ def run_case(device, case: fuzz_cases.Case):
 
 @PROFILE
 @given(data=st.data())
-def test_fuzz_descriptors(device, data):
+def test_fuzz_descriptors(device_or_checked, data):
+    device = device_or_checked
     case = data.draw(fuzz_cases.cases(device.info.max_feature_level), label="case")
     outcome = run_case(device, case)
     event(f"{case.op}: {outcome}")   # pytest --hypothesis-show-statistics shows the mix

@@ -82,6 +82,9 @@ def test_torch_cpu_in_torch_cpu_out(device):
 
 
 def test_native_device_arrays_come_back_native_and_stay_on_the_device(device, monkeypatch):
+    if getattr(device.backend, "checked", False):
+        pytest.skip("a checked device waits for each launch and reads its status back, by design")
+
     def no_host_copy(*a, **k):
         raise AssertionError("a device array went through the host, or the host waited")
     a = BIG if device.info.backend == "cpu" else X      # the CPU device binds big host arrays in place

@@ -63,6 +63,8 @@ def test_numpy_in_place_on_host_memory_devices(device, monkeypatch):
     bridge = device.backend.arrays
     if bridge.kind != "opencl" or not bridge.host_memory:
         pytest.skip("an OpenCL device that works in host memory")
+    if getattr(device.backend, "checked", False):
+        pytest.skip("a checked device writes each launch's bounds and reads its status back, by design")
     views = (BIG, BIG.T, BIG[:, 1:])
     for x in views:                     # compiled once per signature (with its temporary buffer)
         gm.reduce_mean(x, [1], device=device)

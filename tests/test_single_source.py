@@ -1,6 +1,7 @@
 """One kernel source for both APIs: the text the OpenCL compiler receives for a GPU-shaped reduction
 and the text NVRTC receives for the same plan differ only in the dialect header between the
-variant's macros and the kernel file; the file itself, and so every rounding, overflow, chunking and
+variant's macros and the kernel file; the file itself (after opencl_kernels/common.h, also
+shared), and so every rounding, overflow, chunking and
 finalize step, is byte for byte the same. Needs an OpenCL device and NVRTC with the CUDA headers."""
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def test_nvrtc_and_opencl_receive_the_same_kernel_file(sources, case):
     cuda_compile.build("reduce.cl", macros, 90)
     (cl_src,) = [s for s in sources["opencl"] if "gm_reduce" in s]     # not discovery's probe kernel
     (cu_src,) = sources["cuda"]
-    body = kernel_source("opencl_kernels", "reduce.cl")
+    body = kernel_source("opencl_kernels", "common.h") + kernel_source("opencl_kernels", "reduce.cl")
     cl_dialect, cu_dialect = kernel_source("opencl_kernels", "dialect.h"), kernel_source("cuda_kernels", "dialect.h")
     assert cl_src == header(macros) + cl_dialect + body
     assert cu_src == header(macros) + cu_dialect + body

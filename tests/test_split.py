@@ -4,6 +4,7 @@ small arrays. Every result is compared bit for bit with the same call on the uns
 the exact oracle; each test checks that the call was really cut."""
 from __future__ import annotations
 
+import math
 import os
 import weakref
 
@@ -205,6 +206,21 @@ def test_frontends_split_too(device, pieces):
     assert len(pieces) > 3
 
 
+@pytest.mark.parametrize("axes", [(0,), (1,), (0, 1)])
+def test_a_dask_chunk_past_one_buffer_sums_in_pieces(device, pieces, axes):
+    pytest.importorskip("dask")
+    from gpu_mean.dask import partials
+    small = lowered(device, SMALL)
+    for x in (data("grid", (300, 1000), np.float32, 15), data("wide", (300, 1000), np.int32, 16)):
+        if x.dtype.kind == "f" and not device.info.fp64:
+            continue        # gpu_mean.dask sums float chunks on the CPU device there (test_dask)
+        p = partials.chunk_sum(x, axes, device=small)
+        want = x.sum(axis=axes, keepdims=True, dtype=np.float64 if x.dtype.kind == "f" else np.int64)
+        assert p.hi.dtype == want.dtype and p.count == math.prod(x.shape[a] for a in axes)
+        np.testing.assert_array_equal(p.hi, want)
+    assert len(pieces) > 4
+
+
 # --- device arrays -------------------------------------------------------------------------------
 
 def test_device_arrays_in_pieces(device, pieces):
@@ -338,3 +354,27 @@ def test_pocl_memory_limit_caps_the_figures():
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "POCL_MEMORY_LIMIT": "7"},
                          capture_output=True, text=True, check=True).stdout.split()
     assert [int(v) for v in out] == [7 << 30, 2 << 30]
+
+
+def test_host_arrays_in_pieces_on_a_stand_in_cuda_device(monkeypatch, pieces):
+    """The CUDA glue under split calls (tests/fake_cupy.py: no GPU; kernels do not compute): each
+    piece's bytes cross the bus once through the pinned staging, one launch per piece, and a cut
+    reduced axis reads each piece's partial sums back."""
+    from fake_cupy import fake_cuda_backend
+    log = []
+    be, state = fake_cuda_backend(monkeypatch, log)
+    dev = gm.Device(be, max_alloc_bytes=SMALL)
+    a = data("positive", (64, 1000), np.float32, 17)      # 256 KB: five pieces of at most 64 KiB
+
+    def count(kind):
+        return [e for e in log if e[0] == kind]
+    for call, uploaded in ((lambda: gm.mean(a, a, device=dev), 2 * a.nbytes),
+                           (lambda: gm.reduce_mean(a, [1], device=dev), a.nbytes),
+                           (lambda: gm.reduce_mean(a, [0], device=dev), a.nbytes)):
+        log.clear()
+        pieces.clear()
+        res = call()
+        assert type(res) is np.ndarray and len(pieces) >= 4
+        assert sum(e[2] for e in count("h2d")) == uploaded
+        assert len(count("launch")) + len(count("graph")) >= len(pieces)
+        assert len(count("d2h")) >= len(pieces)             # each piece's result or partial sums back

@@ -66,8 +66,8 @@ def test_fast_oracle_matches_the_rational_one():
         assert np.array_equal(oracle.mean_rows(x, dt).astype(np.float64), np.array(want))
 
 
-def test_conformance_quick(device):
-    rep = conformance.run_suite(device, quick=True)
+def test_conformance_quick(device_or_checked):
+    rep = conformance.run_suite(device_or_checked, quick=True)
     assert rep["summary"]["ok"] and rep["summary"]["passed"] > 50 and rep["summary"]["negative_passed"] >= 20
 
 

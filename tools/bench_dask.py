@@ -10,13 +10,26 @@
 2. Against dask.array.mean, on the 2-worker cluster and the same persisted --compare-mb array: time
    and the worst error in fp32 ulps against a math.fsum reference (a correctly rounded fp64 sum,
    divided once: within 2^-26 ulp of the exact fp32 mean), over axis 0 and over every axis.
+
+With ``--before TREE`` (another checkout, e.g. ``git archive <rev> gpu_mean opencl_kernels | tar -x
+-C TREE``) only a before/after comparison runs: its ``gpu_mean`` is imported as ``gpu_mean_before``
+here and in the workers, and on one 2-worker cluster, over one persisted --compare-mb array, rounds
+take turns between gpu_mean.dask before, after and Dask's own numpy reductions (each first in turn):
+``reduce_mean`` over axis 0 and over every axis against ``dask.array.mean``, and ``mean(a, b)`` of
+the array's two halves against ``dask.array.stack([a, b]).mean(axis=0)`` and ``(a + b) / 2`` (the
+element-wise results are persisted on the workers, not gathered).
+
+    python tools/bench_dask.py --before /tmp/before25 --device opencl --compare-mb 2048 --repeat 5
 """
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import platform
 import statistics
+import sys
+import tempfile
 import time
 
 import numpy as np
@@ -69,6 +82,87 @@ def worst_ulp(got, ref64) -> float:
     return float(np.max(np.abs(got - ref) / np.spacing(ref.astype(np.float32)).astype(np.float64)))
 
 
+def load_before(tree: str):
+    """``tree``'s gpu_mean as the package ``gpu_mean_before``, here and in worker processes started
+    after this (they inherit PYTHONPATH)."""
+    d = tempfile.mkdtemp()
+    os.symlink(os.path.join(os.path.abspath(tree), "gpu_mean"), os.path.join(d, "gpu_mean_before"))
+    sys.path.insert(0, d)
+    os.environ["PYTHONPATH"] = os.pathsep.join([d] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                                                      if p])
+    import gpu_mean_before.dask
+    return gpu_mean_before.dask
+
+
+def before_after(a) -> int:
+    """gpu_mean.dask before and after against Dask's numpy reductions, interleaved on one cluster."""
+    import dask.array as da
+    import distributed
+    from distributed import Client
+
+    from gpu_mean import dask as gmd
+    old = load_before(a.before)
+    with cluster(2, a.worker_mb, False) as c, Client(c) as client:
+        y = make_array(a.compare_mb, a.chunk_mb, 16, False).persist()
+        distributed.wait(y)
+        half = y.numblocks[0] // 2 * y.chunks[0][0]
+        xa, xb = y[:half], y[half:2 * half]
+        print(f"  {y.shape} float32 = {a.compare_mb} MiB in {y.numblocks[0]} chunks of {a.chunk_mb} MiB, persisted "
+              f"on 2 worker processes (1 thread each, memory limit {a.worker_mb} MiB); mean(a, b) over its two "
+              f"halves {xa.shape}; device {a.device!r}; best and median of {a.repeat} interleaved rounds")
+        cases = {}
+        for what, axes in (("axis 0", [0]), ("all axes", None)):
+            ax = None if axes is None else tuple(axes)
+            cases[f"reduce {what}"] = {
+                "before": old.reduce_mean(y, axes, keepdims=False, device=a.device),
+                "after": gmd.reduce_mean(y, axes, keepdims=False, device=a.device),
+                "dask.array.mean": da.mean(y, axis=ax),
+                "ref": da.mean(y, axis=ax, dtype=np.float64),
+            }
+        cases["mean(a, b)"] = {
+            "before": old.mean(xa, xb, device=a.device),
+            "after": gmd.mean(xa, xb, device=a.device),
+            "dask.array.mean": da.stack([xa, xb]).mean(axis=0),
+            "(a + b) / 2": (xa + xb) / 2,
+        }
+        refs = {}
+
+        def run(case, name, lazy):
+            if case.startswith("reduce"):
+                return client.compute(lazy, sync=True)
+            kept = client.persist(lazy)     # element-wise: computed where the chunks lie, then dropped
+            distributed.wait(kept)
+            del kept
+            return None
+
+        times = {(case, name): [] for case, runs in cases.items() for name in runs if name != "ref"}
+        for case, runs in cases.items():           # warm up: imports, compiles, pools
+            if "ref" in runs:
+                refs[case] = np.asarray(run(case, "ref", runs["ref"]))
+            for name, lazy in runs.items():
+                res = run(case, name, lazy) if name != "ref" else None
+                if res is not None:
+                    print(f"    {case:15s} {name:16s} worst error {worst_ulp(res, refs[case]):6.2f} fp32 ulp "
+                          "(against a float64 dask.array.mean)")
+        for r in range(a.repeat):
+            for case, runs in cases.items():
+                names = [n for n in runs if n != "ref"]
+                for name in names[r % len(names):] + names[:r % len(names)]:   # each goes first in turn
+                    t = time.perf_counter()
+                    run(case, name, runs[name])
+                    times[(case, name)].append(time.perf_counter() - t)
+        print(f"  {'':15s} {'':16s} {'best s':>8s} {'median s':>9s} {'GB/s':>6s} {'vs dask.array.mean':>19s}")
+        nbytes = y.nbytes
+        for case, runs in cases.items():
+            base = min(times[(case, "dask.array.mean")])
+            for name in runs:
+                if name != "ref":
+                    ts = times[(case, name)]
+                    print(f"  {case:15s} {name:16s} {min(ts):8.3f} {statistics.median(ts):9.3f} "
+                          f"{nbytes / min(ts) / 1e9:6.2f} {base / min(ts):18.2f}x")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu", help="gpu_mean device on every worker (default: cpu)")
@@ -78,6 +172,7 @@ def main() -> int:
     ap.add_argument("--chunk-mb", type=int, default=32)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--cuda", action="store_true", help="dask-cuda LocalCUDACluster and CuPy chunks")
+    ap.add_argument("--before", help="another checkout: compare its gpu_mean.dask with this one's, interleaved")
     a = ap.parse_args()
 
     import dask
@@ -90,6 +185,8 @@ def main() -> int:
     print(f"bench_dask: {platform.node()} {platform.machine()}, {platform.python_version()}, dask {dask.__version__}, "
           f"distributed {distributed.__version__}, device {a.device!r}, chunks {a.chunk_mb} MiB, min/median of "
           f"{a.repeat}")
+    if a.before:
+        return before_after(a)
     x = make_array(a.stream_mb, a.chunk_mb, 16, a.cuda)
     lazy = gmd.reduce_mean(x, [0], keepdims=False, device=a.device)
     t = {}

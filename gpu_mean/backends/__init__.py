@@ -68,8 +68,17 @@ def find_backend(kind: str, index: int):
     return be
 
 
-def parse_device(spec: str | None) -> tuple[str, int]:
+CHECKED = "-checked"     # a device string's suffix: the bounds-checked kernel build (backends/checked.py)
+
+
+def _spec(spec: str | None) -> tuple[str, bool]:
+    """The device string (default: $GPU_MEAN_DEVICE, else auto) without the checked suffix, and whether it had one."""
     spec = (spec or os.environ.get("GPU_MEAN_DEVICE") or "auto").strip().lower()
+    return (spec[:-len(CHECKED)], True) if spec.endswith(CHECKED) else (spec, False)
+
+
+def parse_device(spec: str | None) -> tuple[str, int]:
+    spec, _ = _spec(spec)
     if spec == "auto":   # the first device that can be used: a GPU that cannot is passed over
         for kind in BACKENDS:
             for i, be in enumerate(_discover(kind)[0]):
@@ -77,17 +86,34 @@ def parse_device(spec: str | None) -> tuple[str, int]:
                     return kind, i
     kind, _, idx = spec.partition(":")
     if kind not in BACKENDS:
-        raise InvalidArgumentError(f"create_device: unknown device {spec!r}; use auto, cpu, opencl[:N] or cuda[:N]")
+        raise InvalidArgumentError(f"create_device: unknown device {spec!r}; use auto, cpu, opencl[:N] or cuda[:N], "
+                                   f"with {CHECKED} for the bounds-checked kernels")
     try:
         return kind, int(idx) if idx else 0
     except ValueError as e:
         raise InvalidArgumentError(f"create_device: bad device index in {spec!r}") from e
 
 
-def create_device(spec: str | None = None, feature_level=None, max_alloc_bytes: int | None = None) -> Device:
-    """``"cpu" | "opencl" | "opencl:N" | "cuda" | "cuda:N" | "auto"`` (default: $GPU_MEAN_DEVICE or auto).
+_checked: dict = {}
 
+
+def create_device(spec: str | None = None, feature_level=None, *, checked: bool = False,
+                  max_alloc_bytes: int | None = None) -> Device:
+    """``"cpu" | "opencl" | "opencl:N" | "cuda" | "cuda:N" | "auto"`` (default: $GPU_MEAN_DEVICE or auto).
+    ``checked=True``, or the suffix ``-checked`` (``"opencl:0-checked"``), gives the device with every
+    kernel bounds-checked (gpu_mean/backends/checked.py): an out-of-bounds access raises
+    KernelBoundsError instead of touching memory. It is slow; use it to debug or to test kernels.
     ``max_alloc_bytes`` lowers the largest single buffer the Device allocates below the hardware's
     own limit (``Device.max_alloc_bytes``); gm.mean and gm.reduce_mean split arrays past it."""
+    checked = _spec(spec)[1] or checked
     kind, index = parse_device(spec)
-    return Device(find_backend(kind, index), feature_level, max_alloc_bytes)
+    be = find_backend(kind, index)
+    if checked:
+        if not hasattr(be, "checked_twin"):
+            raise UnsupportedError(f"create_device: {be.info.id} runs no kernels (numpy computes its results), so it "
+                                   "has no bounds-checked build; use opencl[:N]-checked or cuda[:N]-checked")
+        twin = _checked.get(be)
+        if twin is None:
+            twin = _checked[be] = be.checked_twin()
+        be = twin
+    return Device(be, feature_level, max_alloc_bytes)

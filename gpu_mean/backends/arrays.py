@@ -3,8 +3,9 @@
 Every backend has an ``ArrayBridge`` (``backend.arrays``), beside its alloc / copy / compile /
 launch verbs. The runtime and the frontends ask it, and never name CuPy, PyTorch or pyopencl:
 
-* ``view(x, what)``: a caller's device array as the backend's native array over the same memory
-  (no copy), after checking that it lives on this device; ``memory(arr, nbytes)`` the
+* ``view(x, what, where=None)``: a caller's device array as the backend's native array over the
+  same memory (no copy), after checking that it lives on this device (``where``: the CUDA ordinal
+  ``classify`` found, so that it is not looked up again); ``memory(arr, nbytes)`` the
   ``(native handle, byte offset, real bytes)`` a Buffer binds; ``alignment(arr)`` the
   GuaranteedBaseOffsetAlignment that offset allows.
 * ``empty(like, shape, dtype)`` / ``from_host(like, a)``: a result in the caller's library (and,
@@ -37,18 +38,20 @@ DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_OPENCL, DL_CUDA_MANAGED = 1, 2, 3, 4, 13
 
 def classify(x, index: int, what: str):
     """(kind, CUDA ordinal or None): "host", "cuda" or "opencl"; None when ``x`` is not an array
-    (a Python object or an array-like numpy would convert)."""
+    (a Python object or an array-like numpy would convert). The one place a call looks up the GPU
+    an array lives on: ``ArrayBridge.view`` is handed the ordinal found here."""
     if isinstance(x, (np.ndarray, np.generic)):
         return "host", None
     cla = sys.modules.get("pyopencl.array")
     if cla is not None and isinstance(x, cla.Array):
         return "opencl", None
     if hasattr(x, "__dlpack_device__") and hasattr(x, "__dlpack__"):
-        kind = int(x.__dlpack_device__()[0])
+        kind, where = x.__dlpack_device__()
+        kind = int(kind)
         if kind == DL_CPU:
             return "host", None
         if kind in (DL_CUDA, DL_CUDA_MANAGED):
-            return "cuda", cuda_device_of(x)
+            return "cuda", int(where)
         raise UnsupportedTypeError(f"{what}: input {index} ({type_name(x)}) lives on DLPack device type "
                                    f"{kind}; gpu_mean takes host (1), CUDA (2) and CUDA managed (13) memory")
     if hasattr(x, "__cuda_array_interface__"):
@@ -118,7 +121,7 @@ class ArrayBridge:
         """Whether ``x`` is an array ``view`` takes (for finding the device an array lives on)."""
         return isinstance(x, np.ndarray)
 
-    def view(self, x, what: str):
+    def view(self, x, what: str, where=None):
         if not isinstance(x, np.ndarray):
             raise InvalidArgumentError(f"{what}: the CPU device wraps numpy arrays, got {type_name(x)}")
         return x

@@ -5,8 +5,9 @@ Stream rules: the backend launches on its own non-blocking stream. Work on anoth
 ordered against it with events, never with a host synchronize (``before``: the backend stream
 waits for the caller's current stream; ``after``: the caller's current stream waits for ours), and
 an exported view names the backend's stream, as the CUDA Array Interface and DLPack ask of a
-producer. Host arrays cross the bus once each way, through the backend's pinned staging
-(``CudaBackend.write`` / ``read``).
+producer. Host arrays cross the bus once each way, through the backend's pinned staging slots
+(``cuda.py: PinnedStaging``): the copies are asynchronous on the backend's stream, and a call's
+one host wait is the read of its result.
 """
 from __future__ import annotations
 
@@ -33,11 +34,13 @@ class CudaArrays(ArrayBridge):
     def owns(self, x) -> bool:
         return cuda_device_of(x) == self.index
 
-    def view(self, x, what: str):
-        """A CuPy array over ``x``'s memory (no copy). A DLPack producer is asked for its capsule
+    def view(self, x, what: str, where=None):
+        """A CuPy array over ``x``'s memory (no copy). ``where``: the GPU ``x`` lives on, when the
+        caller has looked it up already (``classify``). A DLPack producer is asked for its capsule
         with the backend's stream current, so that it makes that stream wait on its own pending
         work (the DLPack rule); a CUDA Array Interface v3 ``stream`` is honoured by CuPy itself."""
-        where = cuda_device_of(x)
+        if where is None:
+            where = cuda_device_of(x)
         if where != self.index:
             raise InvalidArgumentError(f"{what}: the {type_name(x)} lives on cuda:{where} but the device is "
                                        f"{self.name}; move it with cupy.asarray under "

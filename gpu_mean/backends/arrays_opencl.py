@@ -40,7 +40,7 @@ class ClArrays(ArrayBridge):
     def owns(self, x) -> bool:
         return isinstance(x, self.cla.Array) and x.context == self.backend.ctx
 
-    def view(self, x, what: str):
+    def view(self, x, what: str, where=None):
         if not isinstance(x, self.cla.Array):
             raise InvalidArgumentError(f"{what}: {self.name} wraps pyopencl arrays, got {type_name(x)}")
         if x.context != self.backend.ctx:

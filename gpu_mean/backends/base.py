@@ -44,9 +44,13 @@ class Backend:
         raise NotImplementedError
 
     def write(self, native, offset: int, data: np.ndarray) -> None:
+        """Copy ``data`` (contiguous bytes) to ``native`` at ``offset``. Returns once ``data`` may be
+        changed or freed; the copy itself may still be in flight, ordered before every later command."""
         raise NotImplementedError
 
     def read(self, native, offset: int, nbytes: int) -> np.ndarray:
+        """``nbytes`` from ``native`` at ``offset`` after every earlier command, as a new uint8 array
+        the caller owns."""
         raise NotImplementedError
 
     def copy(self, src, src_offset: int, dst, dst_offset: int, nbytes: int) -> None:

@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import KernelBuildError, UnsupportedError
 from ..runtime import planning
 from ..runtime.device import DeviceInfo
-from . import cuda_compile, elementwise_kernels, reduce_kernels
+from . import checked, cuda_compile, elementwise_kernels, reduce_kernels
 from .base import Backend, Program
 from .kernels import ProgramCache
 from .typespell import cache_key
@@ -30,11 +30,10 @@ OOM_STATUS = ("cudaErrorMemoryAllocation", "CUDA_ERROR_OUT_OF_MEMORY")
 LOAD_STATUS = ("CUDA_ERROR_INVALID_PTX", "CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "CUDA_ERROR_NO_BINARY_FOR_GPU",
                "CUDA_ERROR_INVALID_IMAGE", "cudaErrorInvalidPtx", "cudaErrorUnsupportedPtxVersion",
                "cudaErrorNoKernelImageForDevice", "cudaErrorInvalidKernelImage")
-# host<->device copies from this size on go through pinned staging buffers (two halves, so filling
-# one overlaps the DMA of the other); below it the extra host copy costs more than it saves
-STAGE_MIN = 1 << 20
+# every host<->device copy goes through pinned staging slots of this size, taking turns, so that
+# filling one slot overlaps the DMA of the other
 STAGE_CHUNK = 8 << 20
-
+STAGE_SLOTS = 2
 
 def nvidia_driver() -> tuple[str, str] | None:
     """(driver version, CUDA version) as ``nvidia-smi`` reports them; None without a working one."""
@@ -97,9 +96,82 @@ def discover():
     return [CudaBackend(i, driver // 1000) for i in range(n)], None
 
 
-def stage_chunks(nbytes: int, chunk: int = STAGE_CHUNK) -> list[tuple[int, int, int]]:
-    """(offset, size, staging half) for each piece of a staged copy, halves alternating."""
-    return [(pos, min(chunk, nbytes - pos), i % 2) for i, pos in enumerate(range(0, nbytes, chunk))]
+def stage_chunks(nbytes: int, chunk: int = STAGE_CHUNK) -> list[tuple[int, int]]:
+    """(offset, size) of each piece of a staged copy."""
+    return [(pos, min(chunk, nbytes - pos)) for pos in range(0, nbytes, chunk)]
+
+
+class PinnedStaging:
+    """The backend's pinned host buffers, through which every host array crosses the bus, once
+    each way: the bytes are copied into a slot and DMA'd from it asynchronously on the backend's
+    stream (a DMA from pageable memory would be staged by the driver anyway, and may not be
+    asynchronous). Slots take turns and are reused for every copy: a slot is refilled only once
+    the event recorded after its last DMA has passed, so a write returns as soon as the caller's
+    bytes are staged, and the only host wait of a call is the read of its result. Allocated once,
+    on first use, from CuPy's pinned memory pool, under the backend's stream."""
+
+    def __init__(self, backend):
+        self.be = backend
+        self.slots = None
+        self.busy = [False] * STAGE_SLOTS     # a DMA of the slot may still be in flight
+        self.turn = 0
+
+    def slot(self):
+        """The next slot (uint8 host view, event), once the DMA that last used it is done."""
+        be = self.be
+        if self.slots is None:
+            with be.dev, be.stream:
+                self.mem = be.cp.cuda.alloc_pinned_memory(STAGE_SLOTS * STAGE_CHUNK)
+                host = np.frombuffer(self.mem, np.uint8, STAGE_SLOTS * STAGE_CHUNK)
+                # for ordering only: events without timing are cheaper to record and wait on
+                self.slots = [(host[i * STAGE_CHUNK:(i + 1) * STAGE_CHUNK], be.cp.cuda.Event(disable_timing=True))
+                              for i in range(STAGE_SLOTS)]
+        k = self.turn
+        self.turn = (k + 1) % STAGE_SLOTS
+        host, event = self.slots[k]
+        if self.busy[k]:
+            event.synchronize()
+        self.busy[k] = True      # the caller records ``event`` after the slot's next DMA
+        return host, event
+
+    def idle(self) -> None:
+        """Every DMA queued so far is done (the stream was waited for)."""
+        self.busy = [False] * STAGE_SLOTS
+
+    def upload(self, dst, src: np.ndarray) -> None:
+        """Enqueue the copy of ``src`` (contiguous bytes) to device memory ``dst``; returns once
+        ``src`` has been read, without waiting for the DMA."""
+        stream = self.be.stream
+        for pos, n in stage_chunks(src.nbytes):
+            host, event = self.slot()
+            host[:n] = src[pos:pos + n]
+            (dst + pos).copy_from_host_async(host.ctypes.data, n, stream)
+            event.record(stream)
+
+    def download(self, src, nbytes: int) -> np.ndarray:
+        """``nbytes`` from device memory ``src``, after every command queued before; each piece
+        drains into the result while the next one is in flight."""
+        stream = self.be.stream
+        out = np.empty(nbytes, np.uint8)
+        pending = None
+        for pos, n in stage_chunks(nbytes):
+            host, event = self.slot()
+            (src + pos).copy_to_host_async(host.ctypes.data, n, stream)
+            event.record(stream)
+            if pending:
+                self._drain(out, *pending)
+            pending = (host, event, pos, n)
+        if pending:
+            self._drain(out, *pending)
+        else:
+            stream.synchronize()     # nothing to read: still a read's wait for the work before it
+        self.idle()                  # the stream is in order: the last DMA done, every one is
+        return out
+
+    @staticmethod
+    def _drain(out, host, event, pos, n):
+        event.synchronize()
+        out[pos:pos + n] = host[:n]
 
 
 class CudaBackend(Backend):
@@ -119,7 +191,7 @@ class CudaBackend(Backend):
         self._open_lock = threading.Lock()
         self._order_lock, self._order_event = threading.Lock(), None
         self._modules = ProgramCache()
-        self._stage = None
+        self.staging = PinnedStaging(self)
         try:
             props = runtime.getDeviceProperties(index)
         except self.native_errors as e:
@@ -140,6 +212,16 @@ class CudaBackend(Backend):
             cuda_compile.nvrtc(driver_major).target(self.cc)
         except cuda_compile.NvrtcError as e:
             self._set_unavailable(str(e))
+
+    checked = False     # every kernel bounds-checked (checked_twin; gpu_mean/backends/checked.py)
+
+    def checked_twin(self) -> CudaBackend:
+        """This GPU with every kernel bounds-checked: a backend of its own (modules, stream). Each launch
+        is waited for and its status read back, so command lists are not captured as graphs."""
+        twin = CudaBackend(self.index, self.driver_major)
+        twin.checked, twin.supports_graphs = True, False
+        twin.info = dataclasses.replace(twin.info, variant="checked")
+        return twin
 
     def _set_unavailable(self, reason: str) -> None:
         self.unavailable = reason
@@ -186,53 +268,14 @@ class CudaBackend(Backend):
         with self.dev, self.stream:
             return self.cp.cuda.alloc(nbytes)
 
-    def _staging(self):
-        if self._stage is None:
-            with self.dev, self.stream:
-                mem = self.cp.cuda.alloc_pinned_memory(2 * STAGE_CHUNK)
-                host = np.frombuffer(mem, np.uint8, 2 * STAGE_CHUNK)
-                # for ordering only: events without timing are cheaper to record and wait on
-                self._stage = (mem, (host[:STAGE_CHUNK], host[STAGE_CHUNK:]),
-                               (self.cp.cuda.Event(disable_timing=True), self.cp.cuda.Event(disable_timing=True)))
-        return self._stage
-
     def write(self, native, offset, data):
-        src = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        # asynchronous on the backend's stream: the kernels that read the buffer are queued after it
         with self.dev:
-            if src.nbytes < STAGE_MIN:
-                (native + offset).copy_from_host_async(src.ctypes.data, src.nbytes, self.stream)
-            else:
-                _, halves, events = self._staging()
-                for pos, n, h in stage_chunks(src.nbytes):
-                    events[h].synchronize()     # the DMA that last read this half is done
-                    halves[h][:n] = src[pos:pos + n]
-                    (native + offset + pos).copy_from_host_async(halves[h].ctypes.data, n, self.stream)
-                    events[h].record(self.stream)
-            self.stream.synchronize()
+            self.staging.upload(native + offset, data.reshape(-1).view(np.uint8))
 
     def read(self, native, offset, nbytes):
-        out = np.empty(nbytes, np.uint8)
         with self.dev:
-            if nbytes < STAGE_MIN:
-                if nbytes:
-                    (native + offset).copy_to_host_async(out.ctypes.data, nbytes, self.stream)
-            else:
-                _, halves, events = self._staging()
-                pending = None
-                for pos, n, h in stage_chunks(nbytes):
-                    (native + offset + pos).copy_to_host_async(halves[h].ctypes.data, n, self.stream)
-                    events[h].record(self.stream)
-                    if pending:     # the previous piece drains to numpy while this one is in flight
-                        self._drain(out, halves, events, *pending)
-                    pending = (pos, n, h)
-                self._drain(out, halves, events, *pending)
-            self.stream.synchronize()
-        return out
-
-    @staticmethod
-    def _drain(out, halves, events, pos, n, h):
-        events[h].synchronize()
-        out[pos:pos + n] = halves[h][:n]
+            return self.staging.download(native + offset, nbytes)
 
     def copy(self, src, src_offset, dst, dst_offset, nbytes):
         with self.dev:
@@ -241,6 +284,7 @@ class CudaBackend(Backend):
     def finish(self):
         with self.dev:
             self.stream.synchronize()
+        self.staging.idle()
 
     # -- ordering against another stream of the same GPU, through one reused event without timing
     # (Stream.record() would make a new timing event per call); the lock keeps one thread's
@@ -335,9 +379,10 @@ class CudaElementwiseProgram(Program):
     def __init__(self, be: CudaBackend, plan: planning.ElementwisePlan):
         self.be = be
         self.plan = plan
-        v = self.variant = elementwise_kernels.gpu_variant(plan, api="cuda", sms=be.sms)
+        v = self.variant = elementwise_kernels.gpu_variant(plan, api="cuda", sms=be.sms, checked=be.checked)
         self.fns = {launch.kernel: be.function("elementwise.cl", v.macros, launch.kernel)
                     for launch in (v.scalar, v.vec) if launch is not None}
+        self.status = checked.StatusBuffer(be, plan.n_inputs + 1) if be.checked else None
         self.fixed = v.fixed_args(plan.scale, plan.bias, v.dims)
         self.itemsize = int(plan.dtype.element_size)
 
@@ -347,9 +392,19 @@ class CudaElementwiseProgram(Program):
         out, ooff = int(outputs[0][0].ptr), int(outputs[0][1])
         aligned = v.vec is not None and all(p % 16 == 0 for p in ptrs + [out + ooff])
         launch = v.vec if aligned else v.scalar
-        args = (np.uint64(out), np.uint64(ooff // isz)) + self.fixed + (elementwise_kernels.pack_inputs(ptrs),)
+        if self.status is None:
+            ins = elementwise_kernels.pack_inputs(ptrs)
+        else:   # buffer starts and element offsets apart, so that the checks see the offsets
+            offs = [int(off) // isz for _, off in inputs]
+            ins = elementwise_kernels.pack_inputs([int(b.ptr) for b, _ in inputs], offs)
+            self.status.arm(checked.elementwise_bounds(self.plan, offs, ooff // isz))
+        args = (np.uint64(out), np.uint64(ooff // isz)) + self.fixed + (ins,)
+        if self.status is not None:
+            args += (np.uint64(int(self.status.native.ptr)),)
         with self.be.dev:
             self.fns[launch.kernel](launch.grid, launch.local_size, args, stream=self.be.stream)
+        if self.status is not None:
+            self.status.check(launch.kernel)
 
 
 class CudaReduceProgram(Program):
@@ -359,8 +414,9 @@ class CudaReduceProgram(Program):
     def __init__(self, be: CudaBackend, plan: planning.ReducePlan):
         self.be = be
         self.plan = plan
-        v = self.variant = reduce_kernels.gpu_variant(plan, sms=be.sms)
+        v = self.variant = reduce_kernels.gpu_variant(plan, sms=be.sms, checked=be.checked)
         self.fn = be.function("reduce.cl", v.macros, v.main.kernel)
+        self.status = checked.StatusBuffer(be, 3) if be.checked else None
         self.meta = reduce_kernels.pack_meta(plan)
         self.temporary_size = v.temporary_size
         self.itemsize = int(plan.dtype.element_size)
@@ -374,10 +430,21 @@ class CudaReduceProgram(Program):
         inp, out = u64(int(ib.ptr)), u64(int(ob.ptr))
         part, poff = (u64(int(temporary[0].ptr)), temporary[1] // ACC_BYTES) if v.finalize else (u64(0), 0)
         ooff //= self.out_itemsize
+        main = v.main_args(inp, ioff // self.itemsize, out, ooff, part, poff, self.meta)
+        fin = v.finalize_args(part, poff, out, ooff, self.meta, self.plan.n_out, self.plan.n_reduce) \
+            if v.finalize else None
+        status = self.status
+        if status is not None:
+            status.arm(checked.reduce_bounds(self.plan, ioff // self.itemsize, ooff, poff,
+                                             v.temporary_size // ACC_BYTES))
+            tail = (u64(int(status.native.ptr)),)
+            main, fin = main + tail, fin and fin + tail
         with self.be.dev:
-            self.fn(v.main.grid, v.main.local_size,
-                    v.main_args(inp, ioff // self.itemsize, out, ooff, part, poff, self.meta), stream=self.be.stream)
-            if v.finalize:
-                self.fin(v.finalize.grid, v.finalize.local_size,
-                         v.finalize_args(part, poff, out, ooff, self.meta, self.plan.n_out, self.plan.n_reduce),
-                         stream=self.be.stream)
+            self.fn(v.main.grid, v.main.local_size, main, stream=self.be.stream)
+        if status is not None:
+            status.check(v.main.kernel)
+        if fin is not None:
+            with self.be.dev:
+                self.fin(v.finalize.grid, v.finalize.local_size, fin, stream=self.be.stream)
+            if status is not None:
+                status.check(v.finalize.kernel)

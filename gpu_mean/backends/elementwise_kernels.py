@@ -80,14 +80,19 @@ def pack_dims(plan: planning.ElementwisePlan) -> np.ndarray:
 
 
 @functools.cache
-def inputs_struct(n_inputs: int) -> np.dtype:
-    """CUDA's by-value ``gm_inputs``: NIN 64-bit pointers (binding offsets already added)."""
-    return np.dtype([("p", np.uint64, (n_inputs,))], align=True)
+def inputs_struct(n_inputs: int, checked: bool = False) -> np.dtype:
+    """CUDA's by-value ``gm_inputs``: NIN 64-bit pointers (binding offsets already added); checked:
+    the buffers' starts, then the bindings' element offsets."""
+    fields = [("p", np.uint64, (n_inputs,))] + ([("off", np.uint64, (n_inputs,))] if checked else [])
+    return np.dtype(fields, align=True)
 
 
-def pack_inputs(pointers) -> np.ndarray:
-    arr = np.zeros(1, inputs_struct(len(pointers)))
+def pack_inputs(pointers, offsets=None) -> np.ndarray:
+    """``pointers`` with the offsets added, or (checked) buffer starts and element ``offsets`` apart."""
+    arr = np.zeros(1, inputs_struct(len(pointers), offsets is not None))
     arr["p"][0] = pointers
+    if offsets is not None:
+        arr["off"][0] = offsets
     return arr
 
 
@@ -98,31 +103,45 @@ def offsets_fit(n_inputs: int, max_param_bytes: int) -> bool:
     return FIXED_PARAM_BYTES + 16 * n_inputs <= max_param_bytes
 
 
-def input_seam(api: str, storage: str, n_inputs: int, offsets_in_buffer: bool = False, by_name: bool = False) -> dict:
+def input_seam(api: str, storage: str, n_inputs: int, offsets_in_buffer: bool = False, by_name: bool = False,
+               checked: bool = False) -> dict:
     """How the kernel receives its inputs (see the module's docstring); ``storage`` is the element type.
-    ``by_name`` (OpenCL's CPU shape, whose kernels name every input with a literal index): GM_IN pastes
-    the parameter's name, so that no array of pointers exists (PoCL's work-item vectorizer stalls on
-    one: the element-wise kernels lost 15-25 % of their bandwidth)."""
+    Kernels address input k as GM_IN_BASE(ins, k) + GM_IN_OFF(ins, k) + index: the buffer's start and
+    the binding's element offset, kept apart where the API passes them apart (OpenCL) and in a checked
+    build (so that the checker sees the offset: opencl_kernels/common.h); otherwise the base already
+    includes the offset and GM_IN_OFF is 0. ``by_name`` (OpenCL's CPU shape, whose kernels name every
+    input with a literal index): the macros paste the parameters' names, so that no array of pointers
+    exists (PoCL's work-item vectorizer stalls on one: the element-wise kernels lost 15-25 % of their
+    bandwidth)."""
     last = {"GM_LAST_IN": n_inputs - 1}
     if api == "cuda":
+        base = f"((const {storage}*)(ins)->p[k])"
         return {"GM_INPUT_PARAMS": ", const __grid_constant__ gm_inputs ins_arg",
                 "GM_INPUTS_BIND": "const gm_inputs* ins = &ins_arg;", "GM_INPUTS_PARAM": "const gm_inputs*",
-                "GM_IN(ins, k)": f"((const {storage}*)(ins)->p[k])", **last}
+                "GM_IN_BASE(ins, k)": base, "GM_IN_OFF(ins, k)": "((ins)->off[k])" if checked else "0", **last}
     if offsets_in_buffer:
         params = ", __constant const ulong* in_offs" + "".join(
             f", __global const {storage}* in{k}" for k in range(n_inputs))
         offs = [f"in_offs[{k}]" for k in range(n_inputs)]
-        named = "(GM_PASTE(in, k) + in_offs[k])"
+        named_off = "in_offs[k]"
     else:
         params = "".join(f", __global const {storage}* in{k}, ulong off{k}" for k in range(n_inputs))
         offs = [f"off{k}" for k in range(n_inputs)]
-        named = "(GM_PASTE(in, k) + GM_PASTE(off, k))"
+        named_off = "GM_PASTE(off, k)"
     seam = {"GM_INPUT_PARAMS": params, "FOREACH_INPUT(X)": " ".join(f"X({k})" for k in range(n_inputs)), **last}
     if by_name:
-        return {**seam, "GM_INPUTS_BIND": "", "GM_PASTE(a, b)": "a##b", "GM_IN(ins, k)": named}
+        return {**seam, "GM_INPUTS_BIND": "", "GM_PASTE(a, b)": "a##b", "GM_IN_BASE(ins, k)": "GM_PASTE(in, k)",
+                "GM_IN_OFF(ins, k)": named_off}
+    names = ", ".join(f"in{k}" for k in range(n_inputs))
+    if checked:     # a private struct of buffer starts and offsets (elementwise.cl: gm_cl_inputs)
+        return {**seam, "GM_INPUTS_BIND": f"gm_cl_inputs ins_v = {{{{{names}}}, {{{', '.join(offs)}}}}}; "
+                                          "const gm_cl_inputs* ins = &ins_v;",
+                "GM_INPUTS_PARAM": "const gm_cl_inputs*", "GM_IN_BASE(ins, k)": "((ins)->p[k])",
+                "GM_IN_OFF(ins, k)": "((ins)->off[k])"}
     bind = ", ".join(f"in{k} + {o}" for k, o in enumerate(offs))
     return {**seam, "GM_INPUTS_BIND": f"__global const {storage}* ins[NIN] = {{{bind}}};",
-            "GM_INPUTS_PARAM": f"__global const {storage}* const*", "GM_IN(ins, k)": "(ins)[k]"}
+            "GM_INPUTS_PARAM": f"__global const {storage}* const*", "GM_IN_BASE(ins, k)": "(ins)[k]",
+            "GM_IN_OFF(ins, k)": "0"}
 
 
 def common_macros(plan: planning.ElementwisePlan, fp64: bool) -> dict:
@@ -141,7 +160,8 @@ def common_macros(plan: planning.ElementwisePlan, fp64: bool) -> dict:
             "DIMS_BYTES": dims_struct(plan).itemsize}
 
 
-def gpu_macros(plan: planning.ElementwisePlan, api: str, fp64: bool, offsets_in_buffer: bool = False) -> dict:
+def gpu_macros(plan: planning.ElementwisePlan, api: str, fp64: bool, offsets_in_buffer: bool = False,
+               checked: bool = False) -> dict:
     """The GPU shape: elements moved in their storage type (FLOAT16 as its bits in a ushort)."""
     dt = plan.dtype
     m = common_macros(plan, fp64)
@@ -164,7 +184,9 @@ def gpu_macros(plan: planning.ElementwisePlan, api: str, fp64: bool, offsets_in_
         m.update({"TO_CT(x)": f"(({ct})(x))", "FROM_CT(x)": f"(({ts})({spell.unsigned(dt)})(x))",
                   "FROM_ACC(x)": f"(({ts})(x))"})
     m.update({"TS": ts, "VEC": VEC_BYTES // int(dt.element_size)})
-    m.update(input_seam(api, ts, plan.n_inputs, offsets_in_buffer))
+    m.update(input_seam(api, ts, plan.n_inputs, offsets_in_buffer, checked=checked))
+    if checked:
+        m["GM_CHECKED"] = 1
     return m
 
 
@@ -176,7 +198,7 @@ def cpu_vector_width(plan: planning.ElementwisePlan) -> int:
 
 
 def cpu_macros(plan: planning.ElementwisePlan, fp64: bool, offsets_in_buffer: bool = False,
-               tuning: opencl_geometry.OpenCLTuning = opencl_geometry.DEFAULT_TUNING) -> dict:
+               tuning: opencl_geometry.OpenCLTuning = opencl_geometry.DEFAULT_TUNING, checked: bool = False) -> dict:
     """The CPU shape (OpenCL only): loads convert to the compute type, stores convert back (FLOAT16
     through vload_half/vstore_half_rte, no cl_khr_fp16 needed)."""
     dt = plan.dtype
@@ -213,6 +235,8 @@ def cpu_macros(plan: planning.ElementwisePlan, fp64: bool, offsets_in_buffer: bo
               "RUN_ROWS": RUN_ROWS, "PREFETCH": opencl_geometry.ew_prefetch(plan, tuning),
               "PF_LINE": max(1, 64 // int(dt.element_size))})
     m.update(input_seam("opencl", t, plan.n_inputs, offsets_in_buffer, by_name=True))
+    if checked:
+        m["GM_CHECKED"] = 1
     return m
 
 
@@ -234,10 +258,11 @@ class ElementwiseVariant:
 
 
 def gpu_variant(plan: planning.ElementwisePlan, *, api: str, sms: int, fp64: bool = True,
-                max_param_bytes: int = 4096) -> ElementwiseVariant:
-    """The GPU-shaped kernels with the shared geometry (gpu_geometry's element-wise launches)."""
+                max_param_bytes: int = 4096, checked: bool = False) -> ElementwiseVariant:
+    """The GPU-shaped kernels with the shared geometry (gpu_geometry's element-wise launches);
+    ``checked``: the bounds-checked build (gpu_mean/backends/checked.py)."""
     in_buf = api == "opencl" and not offsets_fit(plan.n_inputs, max_param_bytes)
-    m = gpu_macros(plan, api, fp64, in_buf)
+    m = gpu_macros(plan, api, fp64, in_buf, checked)
     vec, block = m["VEC"], gpu_geometry.BLOCK
     if plan.contiguous:
         return ElementwiseVariant(
@@ -254,11 +279,12 @@ def gpu_variant(plan: planning.ElementwisePlan, *, api: str, sms: int, fp64: boo
 
 
 def cpu_variant(plan: planning.ElementwisePlan, *, fp64: bool, max_param_bytes: int,
-                tuning: opencl_geometry.OpenCLTuning = opencl_geometry.DEFAULT_TUNING) -> ElementwiseVariant:
+                tuning: opencl_geometry.OpenCLTuning = opencl_geometry.DEFAULT_TUNING,
+                checked: bool = False) -> ElementwiseVariant:
     """The serial vector kernels for OpenCL CPU devices: 64 contiguous elements per work-item
     (measured on PoCL: 4 % above 32 and 10 % above 8 for copy and mean), runs along rows otherwise."""
     in_buf = not offsets_fit(plan.n_inputs, max_param_bytes)
-    m = cpu_macros(plan, fp64, in_buf, tuning)
+    m = cpu_macros(plan, fp64, in_buf, tuning, checked)
     if plan.contiguous:
         g, local = opencl_geometry.ew_contig_geometry(plan.count, m["VW"] * m["UNROLL"])
         return ElementwiseVariant(m, Launch("gm_ew_contig_serial", g, local), None, plan.count, None, in_buf)

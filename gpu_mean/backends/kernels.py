@@ -30,14 +30,17 @@ def kernel_source(kind: str, name: str) -> str:
 # the dialect header of each API (docs/design.md, "Kernels"): what goes between a variant's macros
 # and a kernel file written in the portable dialect
 DIALECT = {"opencl": ("opencl_kernels", "dialect.h"), "cuda": ("cuda_kernels", "dialect.h")}
+# what every kernel file shares, after the dialect: the global-memory accessor and the checked build
+COMMON = "common.h"
 
 
 def kernel_text(api: str, filename: str, macros: dict) -> str:
     """What ``api``'s compiler receives for one variant of a portable kernel file in opencl_kernels/:
-    the variant's ``#define`` lines, the API's dialect header, then the file, byte for byte the same
-    for both APIs."""
+    the variant's ``#define`` lines, the API's dialect header, then opencl_kernels/common.h and the
+    file, byte for byte the same for both APIs."""
     folder, dialect = DIALECT[api]
-    return header(macros) + kernel_source(folder, dialect) + kernel_source("opencl_kernels", filename)
+    return (header(macros) + kernel_source(folder, dialect) + kernel_source("opencl_kernels", COMMON)
+            + kernel_source("opencl_kernels", filename))
 
 
 class ProgramCache:

@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import KernelBuildError
 from ..runtime import planning
 from ..runtime.device import DeviceInfo
-from . import elementwise_kernels, reduce_kernels
+from . import checked, elementwise_kernels, reduce_kernels
 from . import opencl_geometry as geometry
 from .arrays import aligned_empty
 from .base import Backend, Program
@@ -111,15 +111,16 @@ _MISSING = object()
 
 
 def make_backend(index: int = 0, allow_fp64: bool = True, gpu_paths: bool = False,
-                 tuning: geometry.OpenCLTuning = geometry.DEFAULT_TUNING) -> OpenCLBackend:
+                 tuning: geometry.OpenCLTuning = geometry.DEFAULT_TUNING, checked: bool = False) -> OpenCLBackend:
     """A fresh backend for device ``index`` with its own programs (tests and benchmarks):
     allow_fp64=False forces the no-fp64 kernels, gpu_paths=True the kernel variants, geometry and
-    memory a GPU device gets, on whatever device it is; ``tuning`` replaces the CPU prefetch settings."""
+    memory a GPU device gets, on whatever device it is; ``tuning`` replaces the CPU prefetch settings;
+    checked=True builds every kernel bounds-checked (gpu_mean/backends/checked.py)."""
     found, reason = discover()
     if not found:
         raise RuntimeError(reason)
     b = found[index]
-    return OpenCLBackend(b.cl_device, b.platform, index, None, allow_fp64, gpu_paths, tuning)
+    return OpenCLBackend(b.cl_device, b.platform, index, None, allow_fp64, gpu_paths, tuning, checked)
 
 
 # OpenCL statuses that mean "no memory for this", by name (pyopencl's status_code)
@@ -128,7 +129,7 @@ _OOM_STATUS = ("MEM_OBJECT_ALLOCATION_FAILURE", "OUT_OF_RESOURCES", "OUT_OF_HOST
 
 class OpenCLBackend(Backend):
     def __init__(self, device, platform, index: int, ctx=None, allow_fp64: bool = True, gpu_paths: bool = False,
-                 tuning: geometry.OpenCLTuning = geometry.DEFAULT_TUNING):
+                 tuning: geometry.OpenCLTuning = geometry.DEFAULT_TUNING, checked: bool = False):
         cl = _cl()
         self.cl = cl
         self.native_errors = (cl.Error,)
@@ -141,6 +142,7 @@ class OpenCLBackend(Backend):
         ext = device.extensions.split()
         self.fp64 = allow_fp64 and "cl_khr_fp64" in ext
         self.gpu_paths = gpu_paths
+        self.checked = checked
         self.is_cpu = bool(device.type & cl.device_type.CPU) and not gpu_paths
         self.host_backed = self.is_cpu and bool(device.host_unified_memory)
         self.compute_units = device.max_compute_units
@@ -152,7 +154,8 @@ class OpenCLBackend(Backend):
         self.gpu_sms = GPUPATHS_SMS if gpu_paths else self.compute_units
         self.info = DeviceInfo("opencl", index, device.name.strip(), device.vendor.strip(),
                                _type_name(cl, device.type), device.global_mem_size,
-                               "cl_khr_fp16" in ext, self.fp64, platform.name.strip())
+                               "cl_khr_fp16" in ext, self.fp64, platform.name.strip(),
+                               variant="checked" if checked else "")
         self._programs = ProgramCache()
         self._drained()
 
@@ -236,6 +239,11 @@ class OpenCLBackend(Backend):
                                        f"{self.info.name}:\n{e}") from e
         return self._programs.get(cache_key(filename, macros), build)
 
+    def checked_twin(self) -> OpenCLBackend:
+        """This device with every kernel bounds-checked: a backend of its own (programs, queue)."""
+        return OpenCLBackend(self.cl_device, self.platform, self.info.index, self.ctx, self.fp64, self.gpu_paths,
+                             self.tuning, checked=True)
+
     def constant_struct(self, packed: np.ndarray) -> object:
         """A kernel's metadata struct (the bytes CUDA passes by value) as a constant buffer."""
         mf = self.cl.mem_flags
@@ -255,10 +263,10 @@ class ClElementwiseProgram(Program):
         self.plan = plan
         if be.is_cpu:
             v = elementwise_kernels.cpu_variant(plan, fp64=be.fp64, max_param_bytes=be.max_param_bytes,
-                                                tuning=be.tuning)
+                                                tuning=be.tuning, checked=be.checked)
         else:
             v = elementwise_kernels.gpu_variant(plan, api="opencl", sms=be.gpu_sms, fp64=be.fp64,
-                                                max_param_bytes=be.max_param_bytes)
+                                                max_param_bytes=be.max_param_bytes, checked=be.checked)
         self.variant = v
         prg = be.program("elementwise.cl", v.macros)
         cl = be.cl
@@ -268,11 +276,13 @@ class ClElementwiseProgram(Program):
         self.offsets = None
         if v.offsets_in_buffer:     # past the device's parameter limit: the offsets in a constant buffer
             self.offsets = cl.Buffer(be.ctx, cl.mem_flags.READ_ONLY, 8 * plan.n_inputs)
+        self.status = checked.StatusBuffer(be, plan.n_inputs + 1) if be.checked else None
         self.launches = {}
         for launch in (v.scalar, v.vec):
             if launch is not None:
                 args = KernelArgs(cl.Kernel(prg, launch.kernel))
                 _set_fixed(args, (None, None) + fixed, (0, 1))
+                _set_status(args, self.status)
                 self.launches[launch.kernel] = [launch, args, None]
         self.itemsize = int(plan.dtype.element_size)
         self.traffic = plan.count * self.itemsize * (plan.n_inputs + 1)    # bytes read and written
@@ -305,7 +315,13 @@ class ClElementwiseProgram(Program):
                     a.set(i + 1, boff // isz, u64)
                     i += 2
             entry[2] = key
+        if self.status is None:
+            self.be.enqueue(a.kernel, launch.global_size, launch.local_size, self.traffic)
+            return
+        isz = self.itemsize
+        self.status.arm(checked.elementwise_bounds(self.plan, [off // isz for _, off in inputs], ooff // isz))
         self.be.enqueue(a.kernel, launch.global_size, launch.local_size, self.traffic)
+        self.status.check(launch.kernel)
 
     def forget_bindings(self):
         for entry in self.launches.values():
@@ -320,9 +336,10 @@ class ClReduceProgram(Program):
         self.be = be
         self.plan = plan
         if be.is_cpu:
-            v = reduce_kernels.cpu_variant(plan, compute_units=be.compute_units, fp64=be.fp64, tuning=be.tuning)
+            v = reduce_kernels.cpu_variant(plan, compute_units=be.compute_units, fp64=be.fp64, tuning=be.tuning,
+                                           checked=be.checked)
         else:
-            v = reduce_kernels.gpu_variant(plan, sms=be.gpu_sms, fp64=be.fp64)
+            v = reduce_kernels.gpu_variant(plan, sms=be.gpu_sms, fp64=be.fp64, checked=be.checked)
         self.variant = v
         prg = be.program("reduce.cl", v.macros)
         cl = be.cl
@@ -333,13 +350,16 @@ class ClReduceProgram(Program):
         self.temporary_size = v.temporary_size
         # what does not change between runs is set once; run() sets the bindings (arguments 0-5 of
         # the main kernel, 0, 1, 4 and 5 of the finalize pass) when they change
+        self.status = checked.StatusBuffer(be, 3) if be.checked else None
         self.args = KernelArgs(cl.Kernel(prg, v.main.kernel))
         _set_fixed(self.args, v.main_args(None, 0, None, 0, None, 0, self.meta), reduce_kernels.MAIN_BINDINGS)
+        _set_status(self.args, self.status)
         self.fin_args = None
         if v.finalize:
             self.fin_args = KernelArgs(cl.Kernel(prg, v.finalize.kernel))
             _set_fixed(self.fin_args, v.finalize_args(None, 0, None, 0, self.meta, plan.n_out, plan.n_reduce),
                        reduce_kernels.FINALIZE_BINDINGS)
+            _set_status(self.fin_args, self.status)
 
     def run(self, inputs, outputs, temporary):
         be, v, a, u64 = self.be, self.variant, self.args, np.uint64
@@ -353,7 +373,13 @@ class ClReduceProgram(Program):
         a.set(3, ooff, u64)
         a.set(4, tb)
         a.set(5, toff, u64)
+        status = self.status
+        if status is not None:
+            n_parts = v.temporary_size // ACC_BYTES
+            status.arm(checked.reduce_bounds(self.plan, ioff // self.itemsize, ooff, toff, n_parts))
         be.enqueue(a.kernel, v.main.global_size, v.main.local_size, self.traffic)
+        if status is not None:
+            status.check(v.main.kernel)
         if v.finalize:
             f = self.fin_args
             f.set(0, tb)
@@ -361,11 +387,19 @@ class ClReduceProgram(Program):
             f.set(4, ob)
             f.set(5, ooff, u64)
             be.enqueue(f.kernel, v.finalize.global_size, v.finalize.local_size, 0)
+            if status is not None:
+                status.check(v.finalize.kernel)
 
     def forget_bindings(self):
         self.args.forget_buffers()
         if self.fin_args is not None:
             self.fin_args.forget_buffers()
+
+
+def _set_status(args: KernelArgs, status) -> None:
+    """A checked kernel's last argument: its program's status buffer."""
+    if status is not None:
+        args.set(args.kernel.get_info(_cl().kernel_info.NUM_ARGS) - 1, status.native)
 
 
 def _set_fixed(args: KernelArgs, values, bindings: tuple) -> None:

@@ -45,10 +45,11 @@ def pack_meta(plan: planning.ReducePlan) -> np.ndarray:
     return arr
 
 
-def type_macros(plan: planning.ReducePlan, fp64: bool) -> dict:
+def type_macros(plan: planning.ReducePlan, fp64: bool, checked: bool = False) -> dict:
     """Types, loads and the final rounding, spelled in OpenCL C (the CUDA dialect maps the same names):
     the accumulator is the plan's (FLOAT64 becomes a compensated float pair on a device without fp64);
-    REDUCE_MEAN divides once and rounds once to the input's type, REDUCE_SUM stores the accumulator."""
+    REDUCE_MEAN divides once and rounds once to the input's type, REDUCE_SUM stores the accumulator;
+    ``checked`` turns on the bounds checks (GM_CHECKED)."""
     dt = plan.dtype
     kn, rn = len(plan.keep_shape), len(plan.red_shape)
     compensated = dt.is_float and not fp64
@@ -56,13 +57,15 @@ def type_macros(plan: planning.ReducePlan, fp64: bool) -> dict:
     m = {"KN": kn, "RN": rn, "KNA": max(kn, 1), "RNA": max(rn, 1), "META_BYTES": meta_struct(plan).itemsize,
          "T": spell(dt), "OUT_T": spell(plan.output_type), "ACC": acc, "COMPENSATED": int(compensated),
          "USE_FP64": int(dt.is_float and fp64 or plan.output_type == D.FLOAT64)}
-    m["LOAD1(p, i)"] = f"(({acc})vload_half((i), (p)))" if dt == D.FLOAT16 else f"(({acc})(p)[i])"
+    if checked:
+        m["GM_CHECKED"] = 1
+    m["LOAD1(p)"] = f"(({acc})vload_half(0, (p)))" if dt == D.FLOAT16 else f"(({acc})*(p))"
     if plan.op == KernelOp.REDUCE_SUM:
-        m["STORE_RESULT(t, n, p, i)"] = "((p)[i] = (t))"
+        m["STORE_RESULT(t, n, p)"] = "(*(p) = (t))"
     elif dt == D.FLOAT16:
-        m["STORE_RESULT(t, n, p, i)"] = f"vstore_half_rte((t) / ({acc})(n), (i), (p))"
+        m["STORE_RESULT(t, n, p)"] = f"vstore_half_rte((t) / ({acc})(n), 0, (p))"
     else:   # floats round once to the type; integers: C division truncates toward zero
-        m["STORE_RESULT(t, n, p, i)"] = f"((p)[i] = ({spell(dt)})((t) / ({acc})(n)))"
+        m["STORE_RESULT(t, n, p)"] = f"(*(p) = ({spell(dt)})((t) / ({acc})(n)))"
     return m
 
 
@@ -99,11 +102,12 @@ class ReduceVariant:
         return (part, u64(part_off), np.int64(self.n_chunks), np.int64(n_out), out, u64(out_off), meta, u64(n))
 
 
-def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True) -> ReduceVariant:
-    """The GPU-shaped kernels with the shared geometry (gpu_geometry.reduce_geometry)."""
+def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, checked: bool = False) -> ReduceVariant:
+    """The GPU-shaped kernels with the shared geometry (gpu_geometry.reduce_geometry); ``checked``:
+    the bounds-checked build (gpu_mean/backends/checked.py)."""
     g = gpu_geometry.reduce_geometry(plan, sms=sms)
     fin_grid, fin_block = g.finalize_geometry(plan.n_out)
-    m = type_macros(plan, fp64)
+    m = type_macros(plan, fp64, checked)
     # unused sizes of the other kernels keep fixed values, so that they add no program variants
     m.update({"WG": g.block[0] if g.kernel == "row" else 32, "WARP_ROWS": int(g.warp_rows),
               "ROW_MULTI": int(g.row_multi), "COL_Y": g.block[1] if g.kernel == "col" else 8,
@@ -123,17 +127,18 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True) -> Re
 
 
 def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
-                tuning: opencl_geometry.OpenCLTuning = opencl_geometry.DEFAULT_TUNING) -> ReduceVariant:
+                tuning: opencl_geometry.OpenCLTuning = opencl_geometry.DEFAULT_TUNING,
+                checked: bool = False) -> ReduceVariant:
     """The serial vector kernels for OpenCL CPU devices (opencl_geometry.reduce_geometry)."""
     g = opencl_geometry.reduce_geometry(plan, compute_units=compute_units, tuning=tuning)
-    m = type_macros(plan, fp64)
+    m = type_macros(plan, fp64, checked)
     dt, acc = plan.dtype, m["ACC"]
     m.update({"GM_CPU_SHAPE": 1, "COLS": g.cols, "ROW_MULTI": int(g.row_multi), "PREFETCH": g.prefetch,
               "HALF_BLOCKS": int(dt == D.FLOAT16), "ACC8": acc + "8", "TO_ACC8(v)": f"convert_{acc}8(v)"})
     if dt == D.FLOAT16:
-        m["LOAD8(p, i)"] = f"convert_{acc}8(vload_half8(0, (p) + (i)))"
+        m["LOAD8(p)"] = f"convert_{acc}8(vload_half8(0, (p)))"
     else:
-        m["LOAD8(p, i)"] = f"convert_{acc}8(vload8(0, (p) + (i)))"
+        m["LOAD8(p)"] = f"convert_{acc}8(vload8(0, (p)))"
     i64 = np.int64
     tail = (i64(plan.n_out), i64(g.length), i64(g.chunk), np.uint64(plan.n_reduce))
     if g.kernel == "col":

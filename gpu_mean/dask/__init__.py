@@ -2,10 +2,13 @@
 
 Each chunk runs on gpu_mean kernels on its worker's device: ``device=`` names one ("cpu",
 "opencl:1", "cuda", ...), or None lets every worker resolve its own (``$GPU_MEAN_DEVICE`` in the
-worker's environment, else its best device). Operators are compiled once per worker process and
-chunk shape. The reduction is Dask's own ``reduction`` (chunk / combine / aggregate) over partial
-sums (see ``gpu_mean.dask.partials`` for why they keep the one-device accuracy); element-wise Mean
-is Dask's ``blockwise``, which aligns differently chunked inputs and broadcasts size-1 dimensions.
+worker's environment, else its best device). Each block takes the path of ``gm.mean`` /
+``gm.reduce_mean`` (``gpu_mean.frontends.arrays.Call``): used in place where the device works in host
+memory or holds the chunk (CuPy on its GPU), else copied through pooled buffers; launches are kept
+per worker process, device and chunk signature. The reduction is Dask's own ``reduction`` (chunk /
+combine / aggregate) over partial sums (see ``gpu_mean.dask.partials`` for why they keep the
+one-device accuracy); element-wise Mean is Dask's ``blockwise``, which aligns differently chunked
+inputs and broadcasts size-1 dimensions.
 Chunks may be numpy or CuPy arrays; the result is a lazy Dask array of the same chunk type.
 
 On GPUs, the same calls run on a dask-cuda ``LocalCUDACluster`` with CuPy chunks: each worker sees
@@ -30,14 +33,13 @@ from ..descriptors.tensor import packed_strides
 from ..errors import InvalidArgumentError, UnsupportedError
 from ..frontends.functional import axes_list, data_type_of, get_device, merge_dims, normalize_axes
 from ..frontends.functional import mean as _gm_mean
-from .partials import PartialSum, aggregate_mean, chunk_sum, combine_sums, device_lock
+from .partials import PartialSum, aggregate_mean, chunk_sum, combine_sums
 
 __all__ = ["PartialSum", "mean", "reduce_mean"]
 
 
 def _mean_block(*blocks, device=None):
-    with device_lock:
-        return _gm_mean(*blocks, device=get_device(device))
+    return _gm_mean(*blocks, device=get_device(device))
 
 
 def mean(*arrays, device=None):

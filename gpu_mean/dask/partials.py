@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 import sys
-import threading
 import warnings
 from dataclasses import dataclass
 
@@ -31,11 +30,12 @@ import numpy as np
 
 from ..descriptors.ext import ReduceSumDesc
 from ..descriptors.tables import WIDE_SUM_TYPE
-from ..descriptors.tensor import TensorDesc, packed_strides
+from ..descriptors.tensor import TensorDesc
 from ..errors import InvalidArgumentError
-from ..frontends.functional import data_type_of, get_device, merge_dims
+from ..frontends import split
+from ..frontends.arrays import Call, data_type_of, get_device
+from ..frontends.functional import merge_dims, reduce_desc
 from ..runtime.numerics import trunc_div
-from ..runtime.objects import Buffer
 
 
 @dataclass
@@ -46,30 +46,14 @@ class PartialSum:
     cupy: bool = False    # the chunks were CuPy arrays: the mean goes back to the GPU even after a host detour
 
 
-# compiled operators of this process, keyed by (device, descriptor): compiled once per worker and shape
-_compiled: dict = {}
+# this worker process's launches made (one per chunk signature and device) and chunks launched
 stats = {"compiled": 0, "launched": 0, "cpu_fallback": 0}
-# a worker with several threads shares one device per process; its queue and this cache are not
-# meant for concurrent use, so device work is serialized here (one thread per GPU worker is Dask-CUDA's
-# own default anyway)
-device_lock = threading.Lock()
 
 
 def cupy_module(x):
     """CuPy when ``x`` is a CuPy array, else None (CuPy is never imported here for numpy chunks)."""
     cp = sys.modules.get("cupy")
     return cp if cp is not None and isinstance(x, cp.ndarray) else None
-
-
-def _compiled_op(dev, desc):
-    key = (dev, desc)
-    cop = _compiled.get(key)
-    if cop is None:
-        if len(_compiled) >= 256:
-            _compiled.clear()
-        cop = _compiled[key] = dev.compile_operator(dev.create_operator(desc))
-        stats["compiled"] += 1
-    return cop
 
 
 def _sum_device(device, wide, cp):
@@ -91,41 +75,32 @@ def _sum_device(device, wide, cp):
 
 def run_sum(block, axes, device):
     """The wide total of one chunk over ``axes``, reduced axes kept as size 1, on the chunk's side
-    (numpy in, numpy out; CuPy in, CuPy out on the CUDA device)."""
+    (numpy in, numpy out; CuPy in, CuPy out on the CUDA device).
+
+    The chunk takes the path of ``gm.reduce_mean`` (``frontends/arrays.py: Call``): viewed in place
+    with its strides (a numpy chunk on a device that works in host memory is bound where it lies, a
+    CuPy chunk on its GPU, ordered against the caller's stream), otherwise copied through the
+    device's pooled buffers; the launch is cached per chunk signature and device."""
     dt = data_type_of(block.dtype, "ReduceMean")
     wide = WIDE_SUM_TYPE[dt]
     cp = cupy_module(block)
     out_shape = tuple(1 if d in axes else s for d, s in enumerate(block.shape))
-    xp = cp or np
     if block.size == 0 or math.prod(out_shape) == 0:
-        return xp.zeros(out_shape, wide.numpy_dtype)   # nothing to sum: no launch, as gm.reduce_mean
-    sizes, _, red = merge_dims(block.shape, packed_strides(block.shape), axes)
-    in_desc = TensorDesc(dt, sizes)
-    out_desc = TensorDesc(wide, tuple(1 if d in red else s for d, s in enumerate(sizes)))
-    with device_lock:
-        dev = _sum_device(device, wide, cp)
-        cop = _compiled_op(dev, ReduceSumDesc(in_desc, out_desc, red))
+        return (cp or np).zeros(out_shape, wide.numpy_dtype)   # nothing to sum: no launch, as gm.reduce_mean
+    call = Call([block], _sum_device(device, wide, cp), "ReduceMean")
+    if call.mode == "split":    # a chunk past one buffer of the device: its pieces' totals, added exactly
         stats["launched"] += 1
-        return _launch(dev, cop, block, cp, in_desc, out_desc, out_shape, wide)
+        return split.run_sum(call, axes, reduce_desc)
+    op = call.ops[0]
 
-
-def _launch(dev, cop, block, cp, in_desc, out_desc, out_shape, wide):
-    if cp is not None:
-        with cp.cuda.Device(dev.info.index):
-            arr = cp.ascontiguousarray(block)
-            out = cp.empty(math.prod(out_shape), wide.numpy_dtype)
-        # a bound range is the tensor's total size, rounded up to 4 bytes (odd FLOAT16 counts), as gm.mean binds
-        inp = Buffer(dev, arr.data, max(in_desc.total_size_in_bytes, arr.nbytes), arr.nbytes)
-        # the copy above and the caller's writes to the block are on the current stream; our kernels
-        # run on the device's own stream (execute() waits for them on the host before returning)
-        dev.backend.arrays.before()
-        cop.execute(inputs=[inp], outputs=[Buffer(dev, out.data, out.nbytes)])
-        return out.reshape(out_shape)
-    inp = dev.create_buffer(max(in_desc.total_size_in_bytes, 4))
-    inp.write(np.ascontiguousarray(block))
-    out = dev.create_buffer(max(out_desc.total_size_in_bytes, 4))
-    cop.execute(inputs=[inp], outputs=[out])
-    return out.read_tensor(out_desc).reshape(out_shape)
+    def make():
+        stats["compiled"] += 1
+        sizes, strides, red = merge_dims(op.shape, op.strides, axes)
+        in_desc = TensorDesc(dt, sizes, strides, guaranteed_base_offset_alignment=call.alignment(op))
+        out_desc = TensorDesc(wide, tuple(1 if d in red else s for d, s in enumerate(sizes)))
+        return ReduceSumDesc(in_desc, out_desc, red), out_shape
+    stats["launched"] += 1
+    return call.run(("reduce_sum", call.signature, axes), make)
 
 
 def chunk_sum(block, axis=None, keepdims=True, device=None, computing_meta=False):

@@ -217,7 +217,7 @@ class Call:
         elif kind != bridge.kind:
             raise wrong_device(x, kind, where, self.dev.name, f"{what} input {index}")
         else:
-            arr = bridge.view(x, f"{what} input {index}")
+            arr = bridge.view(x, f"{what} input {index}", where)
         dtype = arr.dtype if kind == "host" else np.dtype(arr.dtype)
         data_type_of(dtype, what)
         shape = arr.shape if kind == "host" else tuple(int(n) for n in arr.shape)

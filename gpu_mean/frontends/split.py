@@ -160,7 +160,6 @@ def run_reduce(call: Call, axes: tuple, out_shape, make_desc):
     partial sums of ReduceSumDesc."""
     op = call.ops[0]
     shape, dtype = op.shape, op.dtype
-    dt = data_type_of(dtype, call.what)
     out_keep = tuple(1 if d in axes else s for d, s in enumerate(shape))
     out_strides = tuple(0 if d in axes else s for d, s in enumerate(packed_strides(out_keep)))
     chunks = plan_chunks(shape, [(op.strides, dtype.itemsize), (out_strides, dtype.itemsize)], call.limit)
@@ -175,7 +174,23 @@ def run_reduce(call: Call, axes: tuple, out_shape, make_desc):
                    lambda pc=pc, layout=layout: make_desc(pc, pc.ops[0], axes, layout, False), dest=dest)
         return hand_back(res.reshape(out_shape), call.rule)
 
+    totals = sum_pieces(call, axes, make_desc)
+    n = math.prod(shape[d] for d in axes)
+    res = totals.mean(n, dtype, call.dev.info.fp64).reshape(out_shape)
+    if call.kind != "host":
+        res = call.bridge.from_host(op.array, np.ascontiguousarray(res))
+    return hand_back(res, call.rule)
+
+
+def sum_pieces(call: Call, axes: tuple, make_desc) -> Totals:
+    """The exact totals over ``axes`` of a call's one operand, piece by piece: each piece's wide
+    partial sums (ReduceSumDesc) added in ``Totals``."""
+    op = call.ops[0]
+    shape, dtype = op.shape, op.dtype
+    dt = data_type_of(dtype, call.what)
     wide = WIDE_SUM_TYPE[dt]
+    out_keep = tuple(1 if d in axes else s for d, s in enumerate(shape))
+    out_strides = tuple(0 if d in axes else s for d, s in enumerate(packed_strides(out_keep)))
     chunks = plan_chunks(shape, [(op.strides, dtype.itemsize), (out_strides, int(wide.element_size))], call.limit)
     # a device without fp64 cannot write FLOAT64 partials: the CPU device sums its pieces
     sum_dev = get_device("cpu") if dt.is_float and not call.dev.info.fp64 else None
@@ -188,11 +203,16 @@ def run_reduce(call: Call, axes: tuple, out_shape, make_desc):
         part = pc.run(("sum piece", pc.signature, axes),
                       lambda pc=pc: make_desc(pc, pc.ops[0], axes, None, True), to_host=True)
         totals.add(tuple(slice(None) if d in axes else b for d, b in enumerate(box)), part)
-    n = math.prod(shape[d] for d in axes)
-    res = totals.mean(n, dtype, call.dev.info.fp64).reshape(out_shape)
-    if call.kind != "host":
-        res = call.bridge.from_host(op.array, np.ascontiguousarray(res))
-    return hand_back(res, call.rule)
+    return totals
+
+
+def run_sum(call: Call, axes: tuple, make_desc):
+    """A gpu_mean.dask chunk past one launch: its wide total over ``axes`` (reduced axes kept as 1),
+    on the chunk's side (numpy, or the device array type), from its pieces' exact totals."""
+    total = sum_pieces(call, axes, make_desc).total()
+    if call.kind != "host" and total.dtype != object:
+        total = call.bridge.from_host(call.ops[0].array, total)
+    return total
 
 
 class Totals:
@@ -223,6 +243,14 @@ class Totals:
             self.hi = self.hi.astype(object)
         self.hi[index] = s
 
+    def total(self) -> np.ndarray:
+        """The totals rounded once to the wide type (integers: exact, Python integers past 64 bits)."""
+        if self.lo is None:
+            return self.hi
+        with np.errstate(invalid="ignore", over="ignore"):
+            # inf and NaN totals carry noise in lo; a zero lo keeps the sign of a zero total
+            return np.where(np.isfinite(self.hi) & (self.lo != 0), self.hi + self.lo, self.hi)
+
     def mean(self, n: int, dtype, fp64: bool) -> np.ndarray:
         dtype = np.dtype(dtype)
         hi = self.hi
@@ -231,9 +259,8 @@ class Totals:
                 q = np.vectorize(lambda s: -(-s // n) if s < 0 else s // n, otypes=[object])(hi)
                 return q.astype(dtype)
             return numerics.trunc_div(hi, n).astype(dtype)
+        total = self.total()
         with np.errstate(invalid="ignore", over="ignore"):
-            # inf and NaN totals carry noise in lo; a zero lo keeps the sign of a zero total
-            total = np.where(np.isfinite(hi) & (self.lo != 0), hi + self.lo, hi)
             if fp64:
                 return (total / np.float64(n)).astype(dtype)
             return (total.astype(np.float32) / np.float32(n)).astype(dtype)

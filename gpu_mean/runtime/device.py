@@ -47,6 +47,7 @@ class DeviceInfo:
     fp64: bool
     platform: str = ""
     unavailable: str | None = None  # why a listed device cannot be used (e.g. a GPU another process holds)
+    variant: str = ""       # "checked": the bounds-checked kernel build (gpu_mean/backends/checked.py)
 
     @property
     def max_feature_level(self) -> FeatureLevel:
@@ -55,7 +56,8 @@ class DeviceInfo:
 
     @property
     def id(self) -> str:
-        return self.backend if self.backend == "cpu" else f"{self.backend}:{self.index}"
+        base = self.backend if self.backend == "cpu" else f"{self.backend}:{self.index}"
+        return f"{base}-{self.variant}" if self.variant else base
 
 
 class Device:

@@ -65,7 +65,7 @@ class Buffer:
         nbytes = int(count) * dt.itemsize
         self.check_range(int(offset), nbytes, "read")
         raw = self.device.executor.read(self.native, int(offset), nbytes)
-        return raw.view(dt).copy()
+        return raw.view(dt)     # the backend's read is a new array: no second copy
 
     def read_tensor(self, desc: TensorDesc, offset: int = 0) -> np.ndarray:
         """The logical tensor ``desc`` describes at ``offset``, strides honoured, as a packed array."""

@@ -1,0 +1,108 @@
+"""The bounds-checked kernel build, host side (docs/design.md, "The checked build").
+
+A checked device (``opencl:0-checked``, ``cuda:0-checked``; ``create_device(..., checked=True)``)
+builds every kernel with ``GM_CHECKED`` 1 (the variant builders' ``checked``;
+opencl_kernels/common.h): each global load and store tests its element index against the bounds of
+its kernel argument, the first violation is recorded in a status buffer the kernel takes as its last
+argument, and the access goes to a sink instead of outside the binding. Before each launch the
+program writes the bounds of every argument into that buffer; after it, it reads the record back
+and raises KernelBoundsError naming the kernel, the argument, the index and the bounds. Each launch
+is waited for: a checked device is a debugging device, as slow as that makes it.
+
+The bounds are what the plan says each operand spans (not the size of the buffer bound), so a kernel
+that reads one element past its tensor inside a larger buffer is caught too.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import KernelBoundsError
+from ..runtime import planning
+
+# the status buffer, in 64-bit words (opencl_kernels/common.h: GM_CHK_SINK, GM_CHK_BOUNDS)
+RECORD_WORDS = 8
+SINK_WORDS = 16
+BOUNDS_WORDS = 48
+RECORD_BYTES = 8 * RECORD_WORDS
+
+
+@dataclass(frozen=True)
+class Bound:
+    """Kernel argument ``name``'s legal element indices [lo, hi), as the kernel indexes its pointer."""
+    name: str
+    lo: int
+    hi: int
+
+
+def status_bytes(n_args: int) -> int:
+    return 8 * (BOUNDS_WORDS + 2 * n_args)
+
+
+def status_words(bounds: list[Bound]) -> np.ndarray:
+    """What a launch starts from: no violation recorded, the sink, then every argument's bounds."""
+    w = np.zeros(BOUNDS_WORDS + 2 * len(bounds), np.int64)
+    for a, b in enumerate(bounds):
+        w[BOUNDS_WORDS + 2 * a: BOUNDS_WORDS + 2 * a + 2] = (b.lo, b.hi)
+    return w
+
+
+def span(shape, strides) -> int:
+    """Elements from an operand's first through its last (0 for an empty one)."""
+    if any(n == 0 for n in shape):
+        return 0
+    return 1 + sum((n - 1) * st for n, st in zip(shape, strides))
+
+
+def reduce_bounds(plan: planning.ReducePlan, in_off: int, out_off: int, part_off: int, n_parts: int) -> list[Bound]:
+    """The reduction kernels' arguments (reduce.cl: GM_A_IN, GM_A_OUT, GM_A_PART), indexed from each
+    buffer's start; offsets and ``n_parts`` (chunk partials; 0 when the reduction is one pass) in elements."""
+    n_in = span(plan.keep_shape + plan.red_shape, plan.keep_in_strides + plan.red_strides)
+    n_out = span(plan.keep_shape, plan.keep_out_strides)
+    return [Bound("input", in_off, in_off + n_in), Bound("output", out_off, out_off + n_out),
+            Bound("partials", part_off, part_off + n_parts)]
+
+
+def elementwise_bounds(plan: planning.ElementwisePlan, in_offs, out_off: int) -> list[Bound]:
+    """The element-wise kernels' arguments (elementwise.cl: input k is argument k, the output NIN),
+    each indexed from its buffer's start; ``in_offs`` and ``out_off`` in elements."""
+    spans = [span(plan.shape, st) for st in plan.strides]
+    offs = list(in_offs) + [out_off]
+    return [Bound(f"input {k}" if k < plan.n_inputs else "output", o, o + n)
+            for k, (o, n) in enumerate(zip(offs, spans))]
+
+
+def check(record: np.ndarray, kernel: str, bounds: list[Bound], device: str) -> None:
+    """Raise KernelBoundsError when the launch of ``kernel`` recorded a violation (``record``: the
+    status buffer's first RECORD_BYTES)."""
+    w = np.frombuffer(record.tobytes(), np.int64, RECORD_WORDS)
+    flags = np.frombuffer(record.tobytes()[:8], np.int32)
+    if flags[0] == 0:
+        return
+    arg, index, width, lo, hi, g0, g1 = (int(x) for x in w[1:8])
+    name = bounds[arg].name if 0 <= arg < len(bounds) else f"argument {arg}"
+    what = f"elements [{index}, {index + width})" if width > 1 else f"element {index}"
+    raise KernelBoundsError(
+        f"{device}: kernel {kernel} accessed {name} {what} outside its bounds [{lo}, {hi}) "
+        f"(first by work-item ({g0}, {g1}); {int(flags[1])} out-of-bounds access(es) in all); the access "
+        "was redirected, nothing outside the bindings was touched",
+        kernel=kernel, argument=name, index=index, width=width, bounds=(lo, hi))
+
+
+class StatusBuffer:
+    """A checked program's status buffer on its backend: ``arm`` before a launch, ``check`` after."""
+
+    def __init__(self, backend, n_args: int):
+        self.backend = backend
+        self.native = backend.alloc(status_bytes(n_args))
+        self.bounds: list[Bound] = []
+
+    def arm(self, bounds: list[Bound]) -> None:
+        self.bounds = bounds
+        self.backend.write(self.native, 0, status_words(bounds))
+
+    def check(self, kernel: str) -> None:
+        """Wait for the launch of ``kernel``, then raise on a recorded violation (a raising run launches
+        nothing more, and the next run arms the buffer afresh)."""
+        check(self.backend.read(self.native, 0, RECORD_BYTES), kernel, self.bounds, self.backend.info.id)

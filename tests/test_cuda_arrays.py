@@ -1,0 +1,113 @@
+"""The functional calls on a stand-in CUDA device (tests/fake_cupy.py; no GPU, no CuPy): host arrays
+cross the bus once each way through reused pinned staging, in order on the backend's stream with one
+host wait; device arrays are looked up once and ordered with events, never a host wait."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+from fake_cupy import CaiProducer, DevPtr, DlpackProducer, FakeCupyArray, fake_cuda_backend
+
+import gpu_mean as gm
+from gpu_mean.backends import cuda
+from gpu_mean.frontends import pool
+
+WAITS = ("sync", "event sync")      # the host waiting for the GPU
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    log = []
+    be, state = fake_cuda_backend(monkeypatch, log)
+    return gm.Device(be), be, state, log
+
+
+def _pinned_range(state):
+    base = ctypes.addressof(ctypes.c_char.from_buffer(state.pinned[0]))
+    return base, base + cuda.STAGE_SLOTS * cuda.STAGE_CHUNK
+
+
+def _work(log):
+    return [e for e in log if e[0] in ("h2d", "d2h", "launch", "graph", "sync", "event sync")]
+
+
+@pytest.mark.parametrize("call", ["mean(a, b)", "reduce_mean(a, [1])"])
+def test_host_arrays_cross_the_bus_once_each_way_through_reused_pinned_staging(fake, call):
+    dev, be, state, log = fake
+    rng = np.random.default_rng(1)
+    a, b = rng.random((64, 1000), dtype=np.float32), rng.random((64, 1000), dtype=np.float32)
+    inputs, out_bytes = ((a, b), a.nbytes) if call.startswith("mean") else ((a,), 64 * 4)
+
+    def run():
+        log.clear()
+        if call.startswith("mean"):
+            return gm.mean(a, b, device=dev)
+        return gm.reduce_mean(a, [1], device=dev)
+
+    allocations = []
+    for _ in range(3):
+        res = run()
+        assert type(res) is np.ndarray and res.dtype == np.float32
+        work = _work(log)
+        h2d = [e for e in work if e[0] == "h2d"]
+        d2h = [e for e in work if e[0] == "d2h"]
+        # each input's bytes cross once, from the pinned slots, and the result's once, into them
+        assert [e[2] for e in h2d] == [x.nbytes for x in inputs]
+        assert sum(e[2] for e in d2h) == out_bytes
+        lo, hi = _pinned_range(state)
+        assert all(lo <= e[1] < hi for e in h2d + d2h)
+        # in order on the backend's stream: uploads, the kernels (a graph from the second run on),
+        # the read-back; the host waits only once the read-back is queued, never before the kernels
+        runs = [k for k, e in enumerate(work) if e[0] in ("launch", "graph")]
+        assert runs and all(e[-1] is be.stream for e in work if e[0] in ("h2d", "d2h", "launch", "graph"))
+        assert max(k for k, e in enumerate(work) if e[0] == "h2d") < runs[0]
+        assert runs[-1] < min(k for k, e in enumerate(work) if e[0] == "d2h")
+        assert not [e for e in work[:runs[-1]] if e[0] in WAITS]
+        assert work[-1][0] in WAITS
+        assert len(state.pinned) == 1                     # the staging slots are made once and reused
+        allocations.append(pool.device_cache(dev).pool.allocations)
+    assert allocations[0] == allocations[-1]              # the device buffers too
+
+
+def _device_input(kind, log):
+    mem = DevPtr(bytearray(64 * 1000 * 4), 0, log)
+    cls = DlpackProducer if kind == "dlpack" else CaiProducer
+    return cls(mem, (64, 1000), np.float32)
+
+
+@pytest.mark.parametrize("kind", ["cuda array interface", "dlpack"])
+def test_a_device_array_is_looked_up_once_and_ordered_without_a_host_wait(fake, kind):
+    dev, be, state, log = fake
+    x = _device_input(kind, log)
+    for _ in range(2):
+        log.clear()
+        before = dict(state.counts), getattr(x, "device_queries", 0)
+        res = gm.reduce_mean(x, [1], device=dev)
+        assert isinstance(res, FakeCupyArray) and res.shape == (64, 1)
+        if kind == "dlpack":
+            assert x.device_queries - before[1] == 1     # __dlpack_device__ asked once per call
+            assert x.capsule_streams[-1] == be.stream.ptr   # the capsule is made for the backend's stream
+        else:
+            assert state.counts["pointerGetAttributes"] - before[0]["pointerGetAttributes"] == 1
+        work = [e for e in log if e[0] in ("launch", "graph", "wait", "h2d", "d2h") + WAITS]
+        assert not [e for e in work if e[0] in WAITS + ("h2d", "d2h")]   # no copy, no host wait
+        launch = next(k for k, e in enumerate(work) if e[0] in ("launch", "graph"))
+        assert work[launch - 1] == ("wait", be.stream, state.user)        # ours after the caller's work
+        assert work[-1] == ("wait", state.user, be.stream)                # the caller's after ours
+
+
+def test_a_cupy_dask_chunk_is_summed_in_place_on_its_gpu(fake):
+    """gpu_mean.dask's chunk step on a CuPy chunk: bound where it lies, its partial sum a CuPy array
+    (FLOAT64), ordered with events on the caller's stream; no copy and no host wait."""
+    pytest.importorskip("dask.array")
+    from gpu_mean.dask import partials
+    dev, be, state, log = fake
+    block = FakeCupyArray(DevPtr(bytearray(8 * 300 * 4), 0, log), (8, 300), np.float32)
+    log.clear()
+    p = partials.chunk_sum(block, (1,), device=dev)
+    assert isinstance(p.hi, FakeCupyArray) and p.hi.shape == (8, 1) and p.hi.dtype == np.float64
+    assert p.cupy and p.count == 300
+    work = [e for e in log if e[0] in ("launch", "graph", "wait", "h2d", "d2h") + WAITS]
+    assert not [e for e in work if e[0] in WAITS + ("h2d", "d2h")]
+    assert work[0] == ("wait", be.stream, state.user) and work[-1] == ("wait", state.user, be.stream)
