@@ -160,12 +160,6 @@ class Device:
             # refused before the backend sees it: some allocators fail on such sizes with errors
             # that are not out-of-memory (numpy: "Maximum allowed dimension exceeded")
             raise OutOfMemoryError(f"create_buffer: {size} bytes exceed the {limit} bytes of memory of {self.name}")
-        if self.max_alloc_bytes is not None and size > self.max_alloc_bytes:
-            # a limit on one buffer, not a shortage of memory: say which limit
-            raise InvalidArgumentError(f"create_buffer: {size} bytes exceed {self.max_alloc_name} = "
-                                       f"{self.max_alloc_bytes} bytes, the largest single buffer of {self.name}; "
-                                       "use several buffers (gm.mean and gm.reduce_mean split larger arrays "
-                                       "themselves)")
         return self.executor.allocate(size)
 
     def create_operator(self, desc: OperatorDesc) -> Operator:

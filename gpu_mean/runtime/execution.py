@@ -56,6 +56,13 @@ class Executor:
     # -- memory
     def allocate(self, size: int) -> Buffer:
         self.check_alive()
+        dev = self.device
+        if dev.max_alloc_bytes is not None and size > dev.max_alloc_bytes:
+            # a limit on one buffer, not a shortage of memory: say which limit
+            raise InvalidArgumentError(f"allocating {size} bytes: that exceeds {dev.max_alloc_name} = "
+                                       f"{dev.max_alloc_bytes} bytes, the largest single buffer of {dev.name}; "
+                                       "use several buffers (gm.mean and gm.reduce_mean split larger arrays "
+                                       "themselves)")
         try:
             native = self.guard(f"allocating {size} bytes", self.backend.alloc, size)
         except OutOfMemoryError as e:
