@@ -81,7 +81,12 @@ def test_free_memory_gives_everything_back(device, copies):
     held = p.total_bytes()
     assert held > 0 and gm.free_memory() >= held          # every device's
     assert p.total_bytes() == 0
-    assert gm.free_memory("no device used yet") == 0
+    gm.reduce_mean(x, [1], device=device)
+    if device.info.backend != "cuda" and not device.info.variant:
+        assert p.total_bytes() > 0 and gm.free_memory(device.info.id) > 0     # by name: that hardware's
+        assert p.total_bytes() == 0
+    with pytest.raises(gm.InvalidArgumentError, match="unknown device"):
+        gm.free_memory("no such device")
 
 
 def test_free_memory_returns_resident_memory(device, copies):

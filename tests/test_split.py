@@ -174,6 +174,7 @@ def test_mean_in_pieces(device, pieces, dtype):
     check_mean(device, a, b, c)
     check_mean(device, a)
     check_mean(device, a, b[7], b[:, :1])              # broadcast rows and columns
+    check_mean(device, a[:, :1], b[:1])                # small inputs, a result past the limit
     assert len(pieces) > 4
 
 

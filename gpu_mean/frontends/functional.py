@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from ..backends import parse_device
 from ..descriptors.ext import MAX_NARY_INPUTS, IntegerReduceMeanDesc, NaryMeanDesc, ReduceSumDesc
 from ..descriptors.operators import ElementWiseIdentityDesc, ElementWiseMeanDesc, ReduceDesc
 from ..descriptors.tables import WIDE_SUM_TYPE
@@ -29,7 +30,6 @@ from .arrays import (  # noqa: F401  (public names)
     data_type_of,
     get_device,
 )
-from .arrays import _default as _default_devices
 
 # -- Mean ---------------------------------------------------------------------------------------
 
@@ -280,12 +280,10 @@ def free_memory(device=None) -> int:
     if device is None:
         return pool.release()
     if isinstance(device, Device):
-        dev = device
-    else:
-        dev = _default_devices.get(device)
-        if dev is None:
-            return 0       # no call has used that device yet: nothing is held
-    return pool.release([pool.existing_cache(dev)])
+        return pool.release([pool.existing_cache(device)])
+    kind, index = parse_device(device)
+    # every Device object over that hardware the calls have used ("opencl" and "opencl:0" alike)
+    return pool.release(pool.caches_of(lambda info: info.backend == kind and info.index == index))
 
 
 def memory_pool(device=None) -> pool.BufferPool:

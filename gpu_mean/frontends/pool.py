@@ -355,6 +355,11 @@ def existing_cache(dev) -> DeviceCache | None:
     return dev.__dict__.get("_functional_cache")
 
 
+def caches_of(match) -> list:
+    """The caches of the devices whose DeviceInfo ``match`` accepts."""
+    return [c for c in list(_caches) if match(c.pool.dev.info)]
+
+
 def release(caches=None) -> int:
     """Give back what the caches hold (default: every device's), and what the native layer keeps
     after that (CuPy's pool); returns the bytes the caches gave back."""
