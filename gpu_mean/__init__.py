@@ -1,5 +1,6 @@
 """gpu_mean: DirectML's operator-descriptor model for the mean operators, on CUDA, OpenCL and numpy."""
 from . import ext
+from ._version import __version__ as __version__
 from .backends import backend_status, create_device, list_devices
 from .descriptors import (
     BindingType,
@@ -42,8 +43,6 @@ from .runtime.objects import (
     Operator,
     OperatorInitializer,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "BindingProperties", "BindingTable", "BindingType", "Buffer", "BufferArrayBinding", "BufferBinding",

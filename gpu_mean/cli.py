@@ -11,8 +11,10 @@ import warnings
 
 from . import __version__
 
-OPS = ("mean", "add", "identity", "reduce", "nary", "int_reduce")
-DTYPE_ALIASES = {"f32": "FLOAT32", "f16": "FLOAT16", "f64": "FLOAT64"}
+OPS = ("mean", "add", "identity", "reduce", "nary", "int_reduce", "ext_mean", "ext_reduce")
+DTYPE_ALIASES = {"f32": "FLOAT32", "f16": "FLOAT16", "f64": "FLOAT64", "bf16": "BFLOAT16"}
+# what profile times: the types of the mean operators, DirectML's and the extension's
+MEAN_DTYPES = ("FLOAT32", "FLOAT16", "BFLOAT16", "FLOAT64", "INT32", "UINT32", "INT64", "UINT64")
 EXIT_FAILED, EXIT_USAGE, EXIT_DEVICE = 1, 2, 3
 
 
@@ -44,15 +46,16 @@ def _dtype(text: str) -> str:
     name = DTYPE_ALIASES.get(text.lower(), text.upper())
     valid = [d.name for d in DataType if d.name not in ("UNKNOWN", "UINT4", "INT4")]
     if name not in valid:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a data type; choose from f32, f16, "
+        raise argparse.ArgumentTypeError(f"{text!r} is not a data type; choose from f32, f16, bf16, f64, "
                                          + ", ".join(valid))
     return name
 
 
-def _float_dtype(text: str) -> str:
+def _mean_dtype(text: str) -> str:
     name = _dtype(text)
-    if name not in ("FLOAT32", "FLOAT16", "FLOAT64"):
-        raise argparse.ArgumentTypeError(f"{text!r}: profile times float data; choose from f32, f16, f64")
+    if name not in MEAN_DTYPES:
+        raise argparse.ArgumentTypeError(f"{text!r}: profile times the mean operators' types; choose from f32, f16, "
+                                         "bf16, f64, int32, uint32, int64, uint64")
     return name
 
 
@@ -206,8 +209,9 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("--device", type=_device, default=None, help=DEVICE_HELP)
     pr.add_argument("--op", type=str.lower, choices=PROFILE_OPS, action="append",
                     help="only this operation (repeatable; default all)")
-    pr.add_argument("--dtype", type=_float_dtype, action="append",
-                    help="f32, f16 or f64 (repeatable; default f32 and f16)")
+    pr.add_argument("--dtype", type=_mean_dtype, action="append",
+                    help="f32, f16, bf16, f64, int32, uint32, int64 or uint64 (repeatable; default f32 and f16); "
+                    "a type the device has no kernel for is listed as skipped with the reason")
     pr.add_argument("--shape", type=_shape, default=None, help="one input shape, e.g. 64,1024,256 (default: a "
                     "shape per performance class, --size-mb per input)")
     pr.add_argument("--axes", type=_axes, default=None, help="reduction axes for --shape, e.g. 0,2")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import tempfile
 
 import pytest
 
@@ -36,7 +38,14 @@ def _wanted():
 
 def pytest_configure(config):
     """An unknown name in GPU_MEAN_TEST_DEVICES is one usage error naming the valid ones, before any
-    test is collected (otherwise every device test of the suite errors on it)."""
+    test is collected (otherwise every device test of the suite errors on it).
+
+    The suite never reads or writes the user's kernel cache (~/.cache/gpu_mean): each run, and every
+    subprocess it starts (they inherit the variable), uses a fresh private folder, removed at the end.
+    (Discovery's probe kernel, built while this module is imported, never goes through the cache.
+    PoCL's own cache is left as it is.)"""
+    config.gpu_mean_cache = tempfile.mkdtemp(prefix="gpu_mean-test-cache-")
+    os.environ["GPU_MEAN_CACHE_DIR"] = config.gpu_mean_cache
     env = os.environ.get("GPU_MEAN_TEST_DEVICES")
     if env is None:
         return
@@ -46,6 +55,10 @@ def pytest_configure(config):
             f"GPU_MEAN_TEST_DEVICES={env!r}: unknown device {', '.join(map(repr, bad)) or '(none given)'}; "
             f"give a comma-separated list from {', '.join(ALL_DEVICE_IDS + CHECKED_DEVICE_IDS)} (another index N as "
             "opencl:N, cuda:N)")
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(getattr(config, "gpu_mean_cache", ""), ignore_errors=True)
 
 
 def _checked_wanted():

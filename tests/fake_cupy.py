@@ -149,7 +149,7 @@ def fake_backend(log, index=1):
         alloc_pinned_memory=alloc_pinned_memory, Event=lambda **kw: FakeEvent(log, **kw),
         function=types.SimpleNamespace(Module=Module),
         memory=types.SimpleNamespace(OutOfMemoryError=PoolOutOfMemory)))
-    be.index, be.cc, be.sms, be.driver_major = index, 90, 132, 13
+    be.index, be.cc, be.sms, be.driver_major, be.driver_version = index, 90, 132, 13, 13000
     be.dev = FakeDevice(log, index)
     be.stream = FakeStream(log)
     be.native_errors = (CudaRuntimeError, CudaDriverError, PoolOutOfMemory)
@@ -284,10 +284,9 @@ def fake_cuda_backend(monkeypatch, log, index=1):
     the log, and graph captures succeed. The fake module is ``sys.modules["cupy"]``."""
     mod, state = fake_cupy(log, index)
     monkeypatch.setitem(sys.modules, "cupy", mod)
-    monkeypatch.setattr(cuda_compile, "build",
-                        lambda filename, macros, cc, major: cuda_compile.CompiledKernel("ptx", b"cubin", ""))
+    monkeypatch.setattr(cuda_compile, "image", lambda filename, macros, cc, major, **device: b"cubin")
     be = object.__new__(cuda.CudaBackend)
-    be.cp, be.index, be.cc, be.sms, be.driver_major = mod, index, 90, 132, 13
+    be.cp, be.index, be.cc, be.sms, be.driver_major, be.driver_version = mod, index, 90, 132, 13, 13000
     be.dev = FakeDevice(log, index)
     be.stream = FakeStream(log, state.current, capture=True)
     be.native_errors = (CudaRuntimeError, CudaDriverError, PoolOutOfMemory)

@@ -21,16 +21,19 @@ from gpu_mean import DataType as D
 from gpu_mean.descriptors import tables
 
 MAX_ELEMENTS = 400
-OPS = ("mean", "add", "identity", "identity_sb", "reduce", "nary", "int_reduce", "sum")
+OPS = ("mean", "add", "identity", "identity_sb", "reduce", "nary", "int_reduce", "sum", "ext_mean", "ext_reduce")
 TABLES = {"mean": tables.ELEMENT_WISE_MEAN, "add": tables.ELEMENT_WISE_ADD, "identity": tables.ELEMENT_WISE_IDENTITY,
           "identity_sb": tables.ELEMENT_WISE_IDENTITY, "reduce": tables.REDUCE_AVERAGE,
-          "nary": tables.EXT_NARY_MEAN, "int_reduce": tables.EXT_INTEGER_REDUCE_MEAN, "sum": tables.EXT_REDUCE_SUM}
+          "nary": tables.EXT_NARY_MEAN, "int_reduce": tables.EXT_INTEGER_REDUCE_MEAN, "sum": tables.EXT_REDUCE_SUM,
+          "ext_mean": tables.EXT_MEAN, "ext_reduce": tables.EXT_REDUCE_MEAN}
+REDUCE_OPS = ("reduce", "int_reduce", "sum", "ext_reduce")
 ALL_TYPES = [d for d in D if d not in (D.UNKNOWN, D.UINT4, D.INT4)]
 # values that int() would have truncated or parsed: each must be refused with a TypeError-and-E_INVALIDARG
 BAD_INTS = [2.0, 1.0, np.float32(2), np.float64(3.0), "2", b"2", True, False, Fraction(2), Decimal(2), None, 2.5]
 BAD_REALS = ["2", b"2", True, None, Fraction(1, 2), Decimal(1), 1j]   # ScaleBias takes int and float types
 LEVELS = list(gm.FeatureLevel)
-REDUCES = (gm.ReduceDesc, gm.ext.IntegerReduceMeanDesc, gm.ext.ReduceSumDesc)
+REDUCES = (gm.ReduceDesc, gm.ext.IntegerReduceMeanDesc, gm.ext.ReduceSumDesc, gm.ext.ReduceMeanDesc)
+FLOATS = (D.FLOAT32, D.FLOAT16, D.FLOAT64, D.BFLOAT16)
 
 
 @dataclass
@@ -50,7 +53,7 @@ class Case:
 
     @property
     def float_reduction(self) -> bool:
-        return self.op in ("reduce", "nary", "sum") and self.dtype in (D.FLOAT32, D.FLOAT16, D.FLOAT64)
+        return self.op in ("reduce", "nary", "sum", "ext_reduce") and self.dtype in FLOATS
 
 
 def _row(op, level):
@@ -142,7 +145,7 @@ def cases(draw, top: gm.FeatureLevel):
     def t(name, sz=sizes, dt=dtype, output=False):
         case.tensors.append((name, draw(tensor_kwargs(dt, sz, output=output))))
 
-    if op in ("mean", "add"):
+    if op in ("mean", "add", "ext_mean"):
         t("ATensor")
         t("BTensor", dt=dtype if draw(st.integers(0, 19)) else draw(st.sampled_from(ALL_TYPES)))
         t("OutputTensor", output=True)
@@ -173,9 +176,12 @@ def cases(draw, top: gm.FeatureLevel):
         if op == "sum" and draw(st.integers(0, 14)):      # the wide type; now and then a wrong one
             out_dt = tables.WIDE_SUM_TYPE.get(dtype, dtype)
         t("OutputTensor", sz=out, dt=out_dt, output=True)
+        low = tables.WIDE_SUM_LOW_TYPE.get(dtype)
+        if op == "sum" and (low is not None) == bool(draw(st.integers(0, 14))):   # now and then missing or extra
+            t("OutputLowTensor", sz=out, dt=low or out_dt, output=True)
         if op == "reduce" and draw(st.integers(0, 24)) == 0:
             case.function = draw(st.sampled_from([gm.ReduceFunction.SUM, gm.ReduceFunction.MAX, 42]))
-    if op in ("mean", "add", "identity", "identity_sb", "nary") and draw(st.integers(0, 3)) == 0:
+    if op in ("mean", "add", "identity", "identity_sb", "nary", "ext_mean") and draw(st.integers(0, 3)) == 0:
         # in place needs identical descriptors: the output takes the first input's
         case.in_place = True
         case.tensors[-1] = ("OutputTensor", dict(case.tensors[0][1]))
@@ -188,7 +194,7 @@ def _poison(draw, case: Case) -> None:
     """Give one integer field a wrong Python type."""
     bad = draw(st.sampled_from(BAD_INTS))
     targets = ["Sizes", "Strides", "TotalTensorSizeInBytes", "GuaranteedBaseOffsetAlignment", "Flags", "DataType"]
-    if case.op in ("reduce", "int_reduce", "sum"):
+    if case.op in REDUCE_OPS:
         targets.append("Axes")
     targets += {"reduce": ["Function"], "identity_sb": ["Scale"], "nary": ["InputTensors"]}.get(case.op, [])
     target = draw(st.sampled_from(targets))
@@ -228,6 +234,8 @@ def _poison(draw, case: Case) -> None:
 def build(case: Case):
     """The operator descriptor of ``case`` (construction may raise)."""
     ts = [gm.TensorDesc(**kw) for _, kw in case.tensors]
+    if case.op == "sum" and case.tensors[-1][0] == "OutputLowTensor":
+        return gm.ext.ReduceSumDesc(ts[0], ts[1], case.axes, ts[2])
     ins, out = ts[:-1], ts[-1]
     if case.op == "mean":
         return gm.ElementWiseMeanDesc(ins[0], ins[1], out)
@@ -243,4 +251,8 @@ def build(case: Case):
         return gm.ReduceDesc(case.function, ins[0], out, case.axes)
     if case.op == "sum":
         return gm.ext.ReduceSumDesc(ins[0], out, case.axes)
+    if case.op == "ext_mean":
+        return gm.ext.MeanDesc(ins[0], ins[1], out)
+    if case.op == "ext_reduce":
+        return gm.ext.ReduceMeanDesc(ins[0], out, case.axes)
     return gm.ext.IntegerReduceMeanDesc(ins[0], out, case.axes)

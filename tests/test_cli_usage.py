@@ -41,7 +41,7 @@ def refused(r, tmp_path, *words):
     (["--shape", "4,"], ["--shape", "'4,'"]),
     (["--shape", "4,3", "--axes", "0,0"], ["--axes", "'0,0'", "at most once"]),
     (["--shape", "4,3", "--axes", "2"], ["--axes", "out of range", "0 to 1"]),
-    (["--dtype", "int32"], ["--dtype", "'int32'", "f32, f16, f64"]),
+    (["--dtype", "int8"], ["--dtype", "'int8'", "f32, f16, bf16, f64, int32, uint32, int64, uint64"]),
     (["--json", "no/such/folder/p.json"], ["--json", "does not exist"]),
     (["--plot", "no/such/folder/p.png"], ["--plot", "does not exist"]),
 ])

@@ -33,14 +33,15 @@ def test_kernels_compile_and_load_on_the_backends_gpu(monkeypatch):
     be = fake_backend(log)
     built = []
 
-    def build(filename, macros, cc, max_major):
-        built.append((filename, cc, max_major))
+    def image(filename, macros, cc, max_major, **device):
+        built.append((filename, cc, max_major, device))
         log.append(("build",))
-        return cuda_compile.CompiledKernel("ptx", b"cubin", "")
+        return b"cubin"
 
-    monkeypatch.setattr(cuda_compile, "build", build)
+    monkeypatch.setattr(cuda_compile, "image", image)
     assert be.function("reduce.cl", {"A": 1}, "gm_reduce_row") == "gm_reduce_row"
-    assert built == [("reduce.cl", 90, 13)]       # the backend's own NVRTC path, not CuPy's RawModule
+    # the backend's own NVRTC path (through the disk cache, keyed by the GPU and driver), not CuPy's RawModule
+    assert built == [("reduce.cl", 90, 13, {"device": "fake GPU", "driver": 13000})]
     for event in (("build",), ("load", b"cubin"), ("get_function", "gm_reduce_row")):
         assert _inside(log, event), event           # on cuda:1, not on whatever GPU is current
     be.function("reduce.cl", {"A": 1}, "gm_reduce_col")
@@ -50,10 +51,10 @@ def test_kernels_compile_and_load_on_the_backends_gpu(monkeypatch):
 def test_nvrtc_errors_are_build_errors(monkeypatch):
     be = fake_backend([])
 
-    def build(*a):
+    def image(*a, **k):
         raise cuda_compile.NvrtcError("NVRTC_ERROR_COMPILATION\nkernel.cu(3): error: identifier undefined")
 
-    monkeypatch.setattr(cuda_compile, "build", build)
+    monkeypatch.setattr(cuda_compile, "image", image)
     with pytest.raises(KernelBuildError, match="identifier undefined"):
         be.function("reduce.cl", {}, "gm_reduce_row")
 

@@ -1,6 +1,7 @@
 """Every validation rule of the descriptor layer; each test fails when its rule is removed."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 from helpers import run
@@ -28,10 +29,15 @@ def mean_desc(dt=D.FLOAT32, shape=(2, 3), **kw):
 # --- enums and the size formula (docs/design.md, "DirectML rules enforced")
 
 def test_data_type_values_and_sizes():
-    assert [(d.name, int(d)) for d in D] == [
+    # DirectML's DML_TENSOR_DATA_TYPE exactly, then gpu_mean's one extension value (docs/design.md)
+    assert [(d.name, int(d)) for d in D if not d.is_extension] == [
         ("UNKNOWN", 0), ("FLOAT32", 1), ("FLOAT16", 2), ("UINT32", 3), ("UINT16", 4), ("UINT8", 5), ("INT32", 6),
         ("INT16", 7), ("INT8", 8), ("FLOAT64", 9), ("UINT64", 10), ("INT64", 11), ("UINT4", 12), ("INT4", 13)]
+    assert [(d.name, int(d)) for d in D if d.is_extension] == [("BFLOAT16", 0x1000_0010)]
     assert D.FLOAT16.element_size == 2 and D.INT64.element_size == 8 and D.UINT4.element_size == 0.5
+    assert D.BFLOAT16.element_size == 2 and D.BFLOAT16.is_float and not D.FLOAT64.is_extension
+    assert D.BFLOAT16.numpy_dtype == np.dtype(ml_dtypes.bfloat16)
+    assert D.from_numpy(ml_dtypes.bfloat16) == D.BFLOAT16 and D.from_numpy(np.float64) == D.FLOAT64
 
 
 def test_feature_level_values():

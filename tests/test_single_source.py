@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.skipif(not opencl.discover()[0], reason="no OpenCL dev
 def sources(monkeypatch):
     """Every source handed to pyopencl.Program and to NVRTC while the fixture is active."""
     seen = {"opencl": [], "cuda": []}
+    monkeypatch.setenv("GPU_MEAN_CACHE_DIR", "off")     # every program compiled from its text, none loaded
     real_program, real_compile = pyopencl.Program, cuda_compile.Nvrtc.compile
 
     def program(ctx, src):

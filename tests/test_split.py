@@ -369,13 +369,27 @@ def test_host_arrays_in_pieces_on_a_stand_in_cuda_device(monkeypatch, pieces):
 
     def count(kind):
         return [e for e in log if e[0] == kind]
-    for call, uploaded in ((lambda: gm.mean(a, a, device=dev), 2 * a.nbytes),
-                           (lambda: gm.reduce_mean(a, [1], device=dev), a.nbytes),
-                           (lambda: gm.reduce_mean(a, [0], device=dev), a.nbytes)):
-        log.clear()
-        pieces.clear()
-        res = call()
-        assert type(res) is np.ndarray and len(pieces) >= 4
-        assert sum(e[2] for e in count("h2d")) == uploaded
-        assert len(count("launch")) + len(count("graph")) >= len(pieces)
-        assert len(count("d2h")) >= len(pieces)             # each piece's result or partial sums back
+    with dev:       # closed at the end: the stand-in leaves nothing for a later gm.free_memory()
+        for call, uploaded in ((lambda: gm.mean(a, a, device=dev), 2 * a.nbytes),
+                               (lambda: gm.reduce_mean(a, [1], device=dev), a.nbytes),
+                               (lambda: gm.reduce_mean(a, [0], device=dev), a.nbytes)):
+            log.clear()
+            pieces.clear()
+            res = call()
+            assert type(res) is np.ndarray and len(pieces) >= 4
+            assert sum(e[2] for e in count("h2d")) == uploaded
+            assert len(count("launch")) + len(count("graph")) >= len(pieces)
+            assert len(count("d2h")) >= len(pieces)         # each piece's result or partial sums back
+
+
+def test_extension_types_in_pieces_where_no_reduced_axis_is_cut(pieces):
+    """FLOAT64 (a gm.ext type, computed by the CPU device): element-wise and inside-piece reductions
+    split like the others; a cut reduced axis is refused, naming the type and the limit."""
+    small = gm.create_device("cpu", max_alloc_bytes=SMALL)
+    x = data("positive", (300, 100), np.float64, 18)
+    for got, want in ((gm.mean(x, x[::-1], device=small), gm.mean(x, x[::-1], device="cpu")),
+                      (gm.reduce_mean(x, [1], device=small), gm.reduce_mean(x, [1], device="cpu"))):
+        assert oracle.equal_bits(got, want)
+    assert len(pieces) > 4
+    with pytest.raises(gm.UnsupportedError, match=f"FLOAT64 .*{SMALL} bytes"):
+        gm.reduce_mean(x, [0], device=small)

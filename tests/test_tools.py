@@ -143,9 +143,10 @@ def test_profile_json_plot_and_skip_note(tmp_path):
     except ImportError:
         assert "matplotlib is not installed" in text and not png.exists()
     lines.clear()
-    profile_report.main("cpu", repeat=1, ops=["reduce"], dtypes=["FLOAT64"], shape=(4, 8), axes=(1,),
+    profile_report.main("cpu", repeat=1, ops=["reduce"], dtypes=["FLOAT32", "FLOAT64"], shape=(2,) * 9, axes=(8,),
                         log=lines.append)
-    assert any("skipped reduce f64" in line for line in lines)
+    assert any("skipped reduce f32" in line and "DimensionCount 9" in line for line in lines)
+    assert any("skipped reduce f64 axes [8] (ext)" in line for line in lines)
 
 
 def test_profile_quick(device):

@@ -45,15 +45,17 @@ def main() -> int:
     ap.add_argument("--mb", type=int, default=64, help="MiB of float32 input per case (float16 cases: half)")
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", default="", help="run only the classes whose name contains this text (e.g. n-ary)")
     a = ap.parse_args()
     trees = {"before": a.before.resolve(), "after": Path(__file__).resolve().parent.parent}
     n = a.mb * (1 << 20) // 4
     from gpu_mean.tools import profiler
-    n_classes = len(profiler.class_cases(n))
+    cases = profiler.class_cases(n)
+    chosen = [i for i, c in enumerate(cases) if a.only in f"{c.klass} {c.dtype.name}"]
     print(f"{a.device}, {a.mb} MiB float32 inputs, GB/s, median of {a.rounds} alternating rounds "
           f"(each the median of {a.repeat} runs)")
     print(f"{'class':34s} {'before':>8s} {'after':>8s} {'after/before':>13s}   rounds before | after", flush=True)
-    for which in range(n_classes):
+    for which in chosen:
         runs: dict = {label: {} for label in trees}
         for _ in range(a.rounds):
             for label, tree in trees.items():

@@ -29,6 +29,7 @@ import sys
 
 import numpy as np
 
+from ..descriptors.types import bfloat16_dtype, is_bfloat16
 from ..errors import InvalidArgumentError, UnsupportedTypeError
 from ..runtime.interop import host_span, type_name
 
@@ -92,15 +93,33 @@ def hand_back(result, rule: tuple):
     """A numpy, CuPy or pyopencl result as the caller's type."""
     lib, conv = rule
     if conv == "from_dlpack":
-        return importlib.import_module(lib).from_dlpack(result)
+        mod = importlib.import_module(lib)
+        if isinstance(result, np.ndarray) and is_bfloat16(result.dtype):
+            # DLPack has bfloat16 but numpy exports no such capsule: the bits go as int16 and the
+            # caller's library views them as its own bfloat16 (PyTorch, JAX: same-size dtype views)
+            return mod.from_dlpack(result.view(np.int16)).view(mod.bfloat16)
+        return mod.from_dlpack(result)
     return result
 
 
+def _is_bfloat16_array(x) -> bool:
+    """A DLPack producer's bfloat16 array (torch.bfloat16, jax's bfloat16, ...), by its dtype's name."""
+    return str(getattr(x, "dtype", "")).rsplit(".", 1)[-1] == "bfloat16"
+
+
 def host_array(x) -> np.ndarray:
-    """A host array (numpy, numpy scalar or CPU DLPack producer) as numpy over the same memory."""
+    """A host array (numpy, numpy scalar or CPU DLPack producer) as numpy over the same memory.
+    A producer's bfloat16 array, which numpy's from_dlpack refuses, is read as its int16 bits (the
+    library's own same-size view, no copy) and seen as ml_dtypes.bfloat16."""
     if isinstance(x, np.ndarray):
         return x
-    return np.asarray(x) if isinstance(x, np.generic) else np.from_dlpack(x)
+    if isinstance(x, np.generic):
+        return np.asarray(x)
+    if _is_bfloat16_array(x):
+        lib = sys.modules.get(type(x).__module__.split(".")[0])
+        if lib is not None and hasattr(lib, "int16") and hasattr(x, "view"):
+            return np.from_dlpack(x.view(lib.int16)).view(bfloat16_dtype())
+    return np.from_dlpack(x)
 
 
 class ArrayBridge:

@@ -5,6 +5,9 @@ import functools
 
 import numpy as np
 
+from ..descriptors.types import DataType, KernelOp
+from . import support
+
 
 class Program:
     """A compiled operator's launch plan on one backend."""
@@ -79,6 +82,18 @@ class Backend:
     def release_cached(self) -> None:
         """Give back memory the native layer keeps for reuse after the library freed it (CuPy's
         memory pool); nothing where freeing already gives it back."""
+
+    # -- data types
+    def storage_refusal(self, dt: DataType) -> str | None:
+        """Why the device cannot hold or compute ``dt`` at all (None when it can): FLOAT64 needs fp64."""
+        if dt == DataType.FLOAT64 and not self.info.fp64:
+            return "the device has no fp64"
+        return None
+
+    def kernel_refusal(self, op: KernelOp, dt: DataType) -> str | None:
+        """Why this backend has no kernel for ``op`` over ``dt`` (None when it has one); the table is
+        ``backends/support.py``."""
+        return support.not_built(self.info.backend, op, dt)
 
     # A backend that can record a command list's launches once and replay them (CUDA graphs) sets
     # supports_graphs and implements capture(record) -> handle, where record() enqueues the launches,

@@ -31,21 +31,23 @@ def _compute(plan, xs: list) -> np.ndarray:
         return numerics.nary_mean(xs, dt)
     if op == KernelOp.REDUCE_MEAN:
         return numerics.reduce_mean(xs[0], plan.axes, dt)
-    return numerics.reduce_sum(xs[0], plan.axes, plan.output_type)
+    return numerics.reduce_sum(xs[0], plan.axes, plan.output_type, dt)
 
 
 class CpuProgram(Program):
     def __init__(self, plan):
         self.plan = plan
-        *ins, out = (layout(t) for t in plan.tensors)
-        self.in_layouts, self.out_layout = ins, out
+        n_out = len(plan.tensors) - getattr(plan, "n_inputs", 1)
+        layouts = [layout(t) for t in plan.tensors]
+        self.in_layouts, self.out_layouts = layouts[:-n_out], layouts[-n_out:]
 
     def run(self, inputs, outputs, temporary) -> None:
         xs = [np.ndarray(sz, dt, buffer=n, offset=off, strides=st)
               for (n, off), (sz, dt, st) in zip(inputs, self.in_layouts)]
         r = _compute(self.plan, xs)
-        (n, off), (sz, dt, st) = outputs[0], self.out_layout
-        np.ndarray(sz, dt, buffer=n, offset=off, strides=st)[...] = r
+        # a wide sum gives a tuple (its total's one or two words); every other operation one array
+        for (n, off), (sz, dt, st), res in zip(outputs, self.out_layouts, r if isinstance(r, tuple) else (r,)):
+            np.ndarray(sz, dt, buffer=n, offset=off, strides=st)[...] = res
 
 
 class CpuBackend(Backend):

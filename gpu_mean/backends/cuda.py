@@ -93,7 +93,7 @@ def discover():
     except cuda_compile.NvrtcError as e:
         return [], f"CUDA {driver // 1000}.{driver % 1000 // 10} driver: {e}"
     # every GPU is listed; one that cannot be used says why (info.unavailable) and auto passes it over
-    return [CudaBackend(i, driver // 1000) for i in range(n)], None
+    return [CudaBackend(i, driver // 1000, driver) for i in range(n)], None
 
 
 def stage_chunks(nbytes: int, chunk: int = STAGE_CHUNK) -> list[tuple[int, int]]:
@@ -175,14 +175,16 @@ class PinnedStaging:
 
 
 class CudaBackend(Backend):
-    def __init__(self, index: int, driver_major: int | None = None):
+    def __init__(self, index: int, driver_major: int | None = None, driver_version: int | None = None):
         """Reads the GPU's properties only: its context and the backend's stream are made on first use
-        (open), so that listing GPUs touches none and a GPU that cannot be used fails alone."""
+        (open), so that listing GPUs touches none and a GPU that cannot be used fails alone.
+        ``driver_version``: the driver's CUDA version as CUDA reports it (13000 for 13.0)."""
         import cupy
         from cupy.cuda import driver, runtime
         self.cp = cupy
         self.index = index
         self.driver_major = driver_major
+        self.driver_version = driver_version
         self.dev = cupy.cuda.Device(index)
         # device faults; an NVRTC failure is raised as KernelBuildError instead
         self.native_errors = (runtime.CUDARuntimeError, driver.CUDADriverError, cupy.cuda.memory.OutOfMemoryError)
@@ -218,7 +220,7 @@ class CudaBackend(Backend):
     def checked_twin(self) -> CudaBackend:
         """This GPU with every kernel bounds-checked: a backend of its own (modules, stream). Each launch
         is waited for and its status read back, so command lists are not captured as graphs."""
-        twin = CudaBackend(self.index, self.driver_major)
+        twin = CudaBackend(self.index, self.driver_major, self.driver_version)
         twin.checked, twin.supports_graphs = True, False
         twin.info = dataclasses.replace(twin.info, variant="checked")
         return twin
@@ -351,7 +353,8 @@ class CudaBackend(Backend):
         """A kernel of one variant, compiled and loaded on this backend's GPU (not the current one)."""
         def build():
             try:
-                image = cuda_compile.build(filename, macros, self.cc, self.driver_major).image
+                image = cuda_compile.image(filename, macros, self.cc, self.driver_major, device=self.info.name,
+                                           driver=self.driver_version)
             except cuda_compile.NvrtcError as e:
                 raise KernelBuildError(f"NVRTC build of {filename} with {macros} failed:\n{e}") from e
             mod = self.cp.cuda.function.Module()

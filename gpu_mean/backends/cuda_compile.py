@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass
 from functools import cache
 
+from . import diskcache
 from .kernels import kernel_text
 
 # What every kernel is compiled with. --fmad=false: x*scale+bias rounds twice, as the CPU reference
@@ -194,8 +195,41 @@ def variant_source(filename: str, macros: dict) -> str:
     return kernel_text("cuda", filename, macros)
 
 
+def _compile_inputs(filename: str, macros: dict, cc: int, max_major: int | None):
+    rtc = nvrtc(max_major)
+    return rtc, variant_source(filename, macros), options(rtc.target(cc), include_dir(rtc.path))
+
+
 def build(filename: str, macros: dict, cc: int, max_major: int | None = None) -> CompiledKernel:
     """Compile one variant for compute capability ``cc`` (e.g. 90) exactly as the backend does
     (``max_major``: the driver's CUDA major version, see ``nvrtc``)."""
-    rtc = nvrtc(max_major)
-    return rtc.compile(variant_source(filename, macros), options(rtc.target(cc), include_dir(rtc.path)), filename)
+    rtc, src, opts = _compile_inputs(filename, macros, cc, max_major)
+    return rtc.compile(src, opts, filename)
+
+
+def _file_identity(path: str) -> str:
+    """A file as installed: a reinstalled NVRTC or header of the same major.minor version differs here."""
+    st = os.stat(path)
+    return f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def image(filename: str, macros: dict, cc: int, max_major: int | None = None, **device) -> bytes:
+    """What the driver loads for one variant (``build(...).image``: the cubin, or the PTX): from the
+    per-user disk cache when it holds the output of exactly this source and these options, from this
+    NVRTC and its headers, for this device (``device``: its name, the driver version); else compiled,
+    announced through diskcache.compiling, and stored for the next process."""
+    rtc, src, opts = _compile_inputs(filename, macros, cc, max_major)
+    cache = diskcache.open_cache()
+    key = None
+    if cache is not None:
+        inc = os.path.join(include_dir(rtc.path), "cuda_fp16.h")
+        key = diskcache.make_key("cuda", src, opts, nvrtc=f"{rtc.version[0]}.{rtc.version[1]}",
+                                 nvrtc_file=_file_identity(rtc.path), header=_file_identity(inc), cc=cc, **device)
+        found = cache.load(key)
+        if found is not None:
+            return found
+    diskcache.compiling(filename)
+    out = rtc.compile(src, opts, filename).image
+    if cache is not None:
+        cache.store(key, out)
+    return out

@@ -193,7 +193,8 @@ def gpu_macros(plan: planning.ElementwisePlan, api: str, fp64: bool, offsets_in_
 def cpu_vector_width(plan: planning.ElementwisePlan) -> int:
     """Lanes of the CPU shape's compute vector: 16 for FLOAT16 arithmetic (PoCL converts a
     vload_half16 at the copy kernel's speed, a vload_half4 at 0.75-0.95x of it), otherwise 4."""
-    converts = plan.op in (KernelOp.MEAN, KernelOp.ADD) or (plan.op == KernelOp.IDENTITY and plan.has_scale_bias)
+    converts = plan.op in (KernelOp.MEAN, KernelOp.ADD, KernelOp.NARY_MEAN) or \
+        (plan.op == KernelOp.IDENTITY and plan.has_scale_bias)
     return 16 if plan.dtype == D.FLOAT16 and converts else 4
 
 
@@ -229,6 +230,15 @@ def cpu_macros(plan: planning.ElementwisePlan, fp64: bool, offsets_in_buffer: bo
     acc = m["ACC_T"]
     if plan.op == KernelOp.NARY_MEAN and dt.is_float:
         m.update({"ACCV": f"{acc}{vw}", "TO_ACCV(v)": f"convert_{acc}{vw}(v)"})
+        if dt == D.FLOAT16 and acc == "double":
+            # PoCL stores a double vector as halves one lane at a time in software (2 GB/s), and its
+            # round-toward-zero conversion is slow too. Through float rounded to odd instead: f = v
+            # rounded to nearest, stepped one ulp toward zero where it rounded away, the last bit set
+            # where inexact; float keeps 13 more bits than half, so the rounding to half is the only one.
+            f, back = f"convert_float{vw}(v)", f"convert_double{vw}(convert_float{vw}(v))"
+            odd = (f"as_float{vw}((as_uint{vw}({f}) + convert_uint{vw}(isgreater(fabs({back}), fabs(v)))) | "
+                   f"(convert_uint{vw}(isnotequal({back}, (v))) & 1u))")
+            m["STOREV(v, p)"] = f"vstore_half{vw}_rte({odd}, 0, p)"
     else:
         m.update({"ACCV": f"{c}{vw}", "TO_ACCV(v)": "(v)"})
     m.update({"GM_CPU_SHAPE": 1, "T": t, "VW": vw, "CTV": f"{c}{vw}", "UNROLL": 64 // vw, "RUN": RUN,

@@ -1,19 +1,22 @@
 """The OpenCL backend (pyopencl): any OpenCL device; tuned for PoCL's CPU device.
 
 Kernels live in opencl_kernels/*.cl. Each program is built once per device and macro set and
-cached; executing a compiled operator only sets the arguments that change and enqueues.
+cached, in memory and on disk for the next process (build_program, diskcache); executing a compiled
+operator only sets the arguments that change and enqueues.
 """
 from __future__ import annotations
 
+import os
 import time
 import warnings
 
 import numpy as np
 
+from ..descriptors.types import DataType
 from ..errors import KernelBuildError
 from ..runtime import planning
 from ..runtime.device import DeviceInfo
-from . import checked, elementwise_kernels, reduce_kernels
+from . import checked, diskcache, elementwise_kernels, reduce_kernels
 from . import opencl_geometry as geometry
 from .arrays import aligned_empty
 from .base import Backend, Program
@@ -22,6 +25,9 @@ from .typespell import cache_key
 
 ACC_BYTES = planning.ACC_BYTES
 _TRIVIAL = "__kernel void gm_probe(__global float* a) { a[get_global_id(0)] = 1.0f; }"
+# -w: PoCL prints clang's notes ("N warnings generated") on every build; a failed build still raises
+# with the whole log
+BUILD_OPTIONS = ("-cl-std=CL1.2", "-w")
 
 
 def _cl():
@@ -49,7 +55,7 @@ def discover():
         for d in devs:
             try:
                 ctx = cl.Context([d])
-                cl.Program(ctx, _TRIVIAL).build()
+                cl.Program(ctx, _TRIVIAL).build()     # compiled, never from the cache: it checks the compiler
             except Exception as e:
                 msg = f"skipping OpenCL platform {plat.name!r} device {d.name!r}: a trivial kernel does not build: " \
                       f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}"
@@ -61,6 +67,56 @@ def discover():
     if not found:
         return [], "no usable OpenCL device" + (f" ({'; '.join(skipped)})" if skipped else "")
     return [OpenCLBackend(d, p, i, ctx) for i, (d, p, ctx) in enumerate(found)], None
+
+
+def device_identity(device) -> dict:
+    """What a program binary is valid for: the device, its driver and its platform (the compiler)."""
+    plat = device.platform
+    return {"device": device.name.strip(), "vendor": device.vendor.strip(), "driver": device.driver_version,
+            "device_version": device.version, "platform": plat.name.strip(), "platform_version": plat.version}
+
+
+def keeps_binaries(device) -> bool:
+    """Whether the disk cache keeps this device's program binaries, or only a note that a program was
+    built before. PoCL keeps its own cache of builds from source (POCL_CACHE_DIR, on unless
+    POCL_KERNEL_CACHE=0), and answering a request for a binary makes it compile every kernel of the
+    program once more, for a dynamic work-group size: measured on the CI machine, a first call with
+    a cold PoCL cache took 0.3 s longer with the binary fetched, and about 0.01 s less once PoCL's
+    cache was warm (tools/bench_startup.py, docs/results/2026-11-24-startup-cache.md). Every other
+    driver's binary is kept."""
+    pocl = "portable computing language" in device.platform.name.lower()
+    return not pocl or os.environ.get("POCL_KERNEL_CACHE", "1").strip() == "0"
+
+
+def build_program(cl, ctx, device, src: str, options=BUILD_OPTIONS, what: str = "an OpenCL program"):
+    """``src`` built with ``options`` for ``device`` (a pyopencl Program), through the per-user disk
+    cache (diskcache): from the binary stored for exactly this text, these options, this device and
+    driver; else compiled, announced through diskcache.compiling unless the cache notes it was built
+    before (a driver that caches its own builds: keeps_binaries), and the binary (or the note) stored."""
+    cache = diskcache.open_cache()
+    keep = keeps_binaries(device)
+    found = key = None
+    if cache is not None:
+        key = diskcache.make_key("opencl", src, options, **device_identity(device), binary=keep)
+        found = cache.load(key)
+        if found:
+            try:
+                return cl.Program(ctx, [device], [found]).build(options=list(options))
+            except cl.Error:
+                found = None    # the driver refuses a binary made under its own version string: compile anew
+    if found is None:           # b"": built before, by a driver that keeps its own cache
+        diskcache.compiling(what)
+    prg = cl.Program(ctx, src).build(options=list(options))
+    if cache is not None and found is None:
+        entry = b""
+        if keep:
+            try:
+                entry = prg.get_info(cl.program_info.BINARIES)[prg.get_info(cl.program_info.DEVICES).index(device)]
+            except (cl.Error, ValueError):
+                entry = None
+        if entry is not None and (entry or not keep):     # a binary, or the note where none is kept
+            cache.store(key, bytes(entry))
+    return prg
 
 
 def _type_name(cl, t: int) -> str:
@@ -140,7 +196,8 @@ class OpenCLBackend(Backend):
         self.ctx = ctx or cl.Context([device])
         self.queue = cl.CommandQueue(self.ctx)
         ext = device.extensions.split()
-        self.fp64 = allow_fp64 and "cl_khr_fp64" in ext
+        self.has_khr_fp64 = "cl_khr_fp64" in ext
+        self.fp64 = allow_fp64 and self.has_khr_fp64
         self.gpu_paths = gpu_paths
         self.checked = checked
         self.is_cpu = bool(device.type & cl.device_type.CPU) and not gpu_paths
@@ -226,14 +283,19 @@ class OpenCLBackend(Backend):
     def is_out_of_memory(self, exc):
         return isinstance(exc, self.cl.MemoryError) or getattr(exc, "code", None) in self._oom_codes
 
+    def storage_refusal(self, dt):
+        if dt == DataType.FLOAT64 and not self.fp64:
+            if self.has_khr_fp64:
+                return "cl_khr_fp64 (OpenCL's double precision) is switched off on this backend (allow_fp64=False)"
+            return "the device lacks cl_khr_fp64, OpenCL's double-precision extension"
+        return None
+
     # -- programs
     def program(self, filename: str, macros: dict):
         def build():
             src = kernel_text("opencl", filename, macros)
             try:
-                # -w: PoCL prints clang's notes ("N warnings generated") on every build; a failed build still
-                # raises with the whole log
-                return self.cl.Program(self.ctx, src).build(options=["-cl-std=CL1.2", "-w"])
+                return build_program(self.cl, self.ctx, self.cl_device, src, BUILD_OPTIONS, filename)
             except self.cl.RuntimeError as e:
                 raise KernelBuildError(f"OpenCL build of {filename} with {macros} failed on "
                                        f"{self.info.name}:\n{e}") from e

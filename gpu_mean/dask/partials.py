@@ -3,16 +3,20 @@
 A partial is a sum, never a mean: ``PartialSum(hi, lo, count)`` holds, for every output element, the
 total of ``count`` inputs in the wide type of ``gm.ext.ReduceSumDesc``.
 
-* chunk: one ``ReduceSumDesc`` launch on the worker's device per chunk. FLOAT32/FLOAT16 give FLOAT64
-  totals accumulated as REDUCE AVERAGE accumulates; INT32/UINT32 give exact INT64/UINT64 totals (a
-  chunk is one device tensor, at most 2^32 - 1 elements, so its 64-bit total cannot overflow).
+* chunk: one ``ReduceSumDesc`` launch on the worker's device per chunk. FLOAT32/FLOAT16/BFLOAT16 give
+  FLOAT64 totals accumulated as REDUCE AVERAGE accumulates; INT32/UINT32 give exact INT64/UINT64 totals
+  (a chunk is one device tensor, at most 2^32 - 1 elements, so its 64-bit total cannot overflow);
+  FLOAT64 gives a double-double total (hi, lo) and INT64/UINT64 an exact 128-bit one (high and low
+  64-bit words), the two output tensors of ``ReduceSumDesc`` for those types.
 * combine: floats add in double-double (``hi + lo``, Knuth's TwoSum), so combining k partials adds a
   relative error near 2^-104 whatever k, the tree shape or the order; plain float64 adds would add up
   to (k - 1) * 2^-53, harmless for any real chunk count but not independent of it. Integers add
   exactly in 64 bits and move to Python integers (object arrays) for the elements whose sum would
-  wrap: a Dask array can sum more than 2^32 values per output, a device tensor cannot.
+  wrap: a Dask array can sum more than 2^32 values per output, a device tensor cannot. 128-bit
+  totals add as two words with a carry.
 * aggregate: one division of the total by the count, one rounding to the output type; integers
-  truncate toward zero once (C semantics, as gm.reduce_mean).
+  truncate toward zero once (C semantics, as gm.reduce_mean). FLOAT64 divides its double-double
+  as the device does (``runtime.wide.dd_div``), BFLOAT16 rounds once from float64.
 
 Why floats stay within 1 ulp: on same-signed data each chunk total carries the device kernel's own
 relative error for that chunk's length (fp64 accumulation: far below 2^-25, half an ulp of FLOAT32),
@@ -29,19 +33,23 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..descriptors.ext import ReduceSumDesc
-from ..descriptors.tables import WIDE_SUM_TYPE
-from ..descriptors.tensor import TensorDesc
+from ..descriptors.tables import WIDE_SUM_LOW_TYPE, WIDE_SUM_TYPE
+from ..descriptors.tensor import TensorDesc, packed_strides
+from ..descriptors.types import is_bfloat16
 from ..errors import InvalidArgumentError
 from ..frontends import split
 from ..frontends.arrays import Call, data_type_of, get_device
 from ..frontends.functional import merge_dims, reduce_desc
+from ..runtime import wide
 from ..runtime.numerics import trunc_div
+from ..runtime.objects import Buffer
 
 
 @dataclass
 class PartialSum:
     hi: object            # FLOAT64 / INT64 / UINT64 (or object, past 64 bits) totals, reduced axes kept as size 1
-    lo: object | None     # FLOAT64 compensation term of a float total; None means zero (and for integers)
+    lo: object | None     # FLOAT64 compensation term of a float total, the UINT64 low word of a 128-bit
+    #                       integer total (hi then counts units of 2^64); None means zero / a one-word total
     count: int            # how many inputs each output element's total holds (the same for every element)
     cupy: bool = False    # the chunks were CuPy arrays: the mean goes back to the GPU even after a host detour
 
@@ -75,18 +83,25 @@ def _sum_device(device, wide, cp):
 
 def run_sum(block, axes, device):
     """The wide total of one chunk over ``axes``, reduced axes kept as size 1, on the chunk's side
-    (numpy in, numpy out; CuPy in, CuPy out on the CUDA device).
+    (numpy in, numpy out; CuPy in, CuPy out on the CUDA device); for FLOAT64, INT64 and UINT64 chunks
+    the 128-bit total as a tuple (high word, low word).
 
     The chunk takes the path of ``gm.reduce_mean`` (``frontends/arrays.py: Call``): viewed in place
     with its strides (a numpy chunk on a device that works in host memory is bound where it lies, a
     CuPy chunk on its GPU, ordered against the caller's stream), otherwise copied through the
-    device's pooled buffers; the launch is cached per chunk signature and device."""
+    device's pooled buffers; the launch is cached per chunk signature and device. A two-word total
+    has two output tensors, which that path (one result per call) does not bind: it launches
+    directly (``_run_two_words``)."""
     dt = data_type_of(block.dtype, "ReduceMean")
     wide = WIDE_SUM_TYPE[dt]
     cp = cupy_module(block)
     out_shape = tuple(1 if d in axes else s for d, s in enumerate(block.shape))
+    low = WIDE_SUM_LOW_TYPE.get(dt)
     if block.size == 0 or math.prod(out_shape) == 0:
-        return (cp or np).zeros(out_shape, wide.numpy_dtype)   # nothing to sum: no launch, as gm.reduce_mean
+        zeros = (cp or np).zeros(out_shape, wide.numpy_dtype)   # nothing to sum: no launch, as gm.reduce_mean
+        return zeros if low is None else (zeros, (cp or np).zeros(out_shape, low.numpy_dtype))
+    if low is not None:
+        return _run_two_words(block, axes, _sum_device(device, wide, cp), dt, (wide, low), out_shape, cp)
     call = Call([block], _sum_device(device, wide, cp), "ReduceMean")
     if call.mode == "split":    # a chunk past one buffer of the device: its pieces' totals, added exactly
         stats["launched"] += 1
@@ -103,13 +118,47 @@ def run_sum(block, axes, device):
     return call.run(("reduce_sum", call.signature, axes), make)
 
 
+_two_word_ops: dict = {}   # this process's compiled two-word sums, by (device, descriptor)
+
+
+def _run_two_words(block, axes, dev, dt, out_types, out_shape, cp) -> tuple:
+    """A chunk's 128-bit total on ``dev``: the block packed (a host chunk copied into device buffers, a
+    CuPy chunk on its GPU), one ReduceSumDesc with two outputs, the words read back."""
+    sizes, _, red = merge_dims(block.shape, packed_strides(block.shape), axes)
+    in_desc = TensorDesc(dt, sizes)
+    out_descs = [TensorDesc(t, tuple(1 if d in red else s for d, s in enumerate(sizes))) for t in out_types]
+    key = (dev, ReduceSumDesc(in_desc, out_descs[0], red, out_descs[1]))
+    cop = _two_word_ops.get(key)
+    if cop is None:
+        if len(_two_word_ops) >= 64:
+            _two_word_ops.clear()
+        cop = _two_word_ops[key] = dev.compile_operator(dev.create_operator(key[1]))
+        stats["compiled"] += 1
+    stats["launched"] += 1
+    if cp is not None:
+        with cp.cuda.Device(dev.info.index):
+            arr = cp.ascontiguousarray(block)
+            outs = [cp.empty(math.prod(out_shape), t.numpy_dtype) for t in out_descs]
+        inp = Buffer(dev, arr.data, max(in_desc.total_size_in_bytes, arr.nbytes), arr.nbytes)
+        dev.backend.arrays.before([arr])
+        cop.execute(inputs=[inp], outputs=[Buffer(dev, o.data, o.nbytes) for o in outs])
+        return tuple(o.reshape(out_shape) for o in outs)
+    inp = dev.create_buffer(max(in_desc.total_size_in_bytes, 4))
+    inp.write(np.ascontiguousarray(block).reshape(-1).view(np.uint8))
+    outs = [dev.create_buffer(max(t.total_size_in_bytes, 4)) for t in out_descs]
+    cop.execute(inputs=[inp], outputs=outs)
+    return tuple(o.read_tensor(t).reshape(out_shape) for o, t in zip(outs, out_descs))
+
+
 def chunk_sum(block, axis=None, keepdims=True, device=None, computing_meta=False):
     """Dask's ``chunk``: a PartialSum of one block over ``axis`` (a normalized tuple)."""
     if computing_meta:
         return block
     axes = tuple(axis) if axis is not None else tuple(range(block.ndim))
     count = math.prod(block.shape[a] for a in axes)
-    return PartialSum(run_sum(block, axes, device), None, count, cupy_module(block) is not None)
+    total = run_sum(block, axes, device)
+    hi, lo = total if isinstance(total, tuple) else (total, None)
+    return PartialSum(hi, lo, count, cupy_module(block) is not None)
 
 
 def _flatten(parts):
@@ -144,7 +193,18 @@ def _host(x):
     return x.get() if cupy_module(x) is not None else x
 
 
+def _add_words(p: PartialSum, q: PartialSum):
+    """Two 128-bit integer totals (hi * 2^64 + lo) added with a carry; hi cannot wrap (2^63 * 2^64
+    would take more values than any array holds)."""
+    lo = p.lo + q.lo
+    carry = (lo < p.lo).astype(p.hi.dtype)
+    return p.hi + q.hi + carry, lo
+
+
 def add(p: PartialSum, q: PartialSum) -> PartialSum:
+    if p.lo is not None and p.hi.dtype.kind in "iu":
+        hi, lo = _add_words(p, q)
+        return PartialSum(hi, lo, p.count + q.count, p.cupy or q.cupy)
     if p.hi.dtype.kind == "f":
         with np.errstate(invalid="ignore", over="ignore"):
             hi, err = _two_sum(p.hi, q.hi)
@@ -175,12 +235,18 @@ def finish(p: PartialSum, dtype):
     hi = p.hi
     cp = sys.modules["cupy"] if p.cupy else None
     xp = cp or np
+    floating = dtype.kind == "f" or is_bfloat16(dtype)
     if p.count == 0:
-        return xp.full(hi.shape, np.nan if dtype.kind == "f" else 0, dtype)
-    if dtype.kind == "f":
+        return xp.full(hi.shape, np.nan if floating else 0, dtype)
+    if dtype == np.float64 or (p.lo is not None and dtype.kind in "iu"):
+        return _finish_wide(p, dtype, cp)
+    if floating:
         with np.errstate(invalid="ignore", over="ignore"):
             total = hi if p.lo is None else xp.where(xp.isfinite(hi), hi + p.lo, hi)   # inf/NaN: lo is noise
-            return (total / np.float64(p.count)).astype(dtype)
+            q = total / np.float64(p.count)
+            if is_bfloat16(dtype):   # rounded once from float64 (a cast through float32 would round twice)
+                return wide.f64_to_bf16(_host(q))
+            return q.astype(dtype)
     if hi.dtype == object:
         q = np.vectorize(lambda s: -(-s // p.count) if s < 0 else s // p.count, otypes=[object])(hi)
         res = q.astype(dtype)
@@ -189,6 +255,27 @@ def finish(p: PartialSum, dtype):
         n = hi.dtype.type(p.count)
         return (hi // n if hi.dtype == np.uint64 else cp.where(hi < 0, -(-hi // n), hi // n)).astype(dtype)
     return trunc_div(hi, p.count).astype(dtype)
+
+
+def _finish_wide(p: PartialSum, dtype, cp):
+    """The mean of a two-word total: FLOAT64 divides its double-double once (as the CPU device does);
+    INT64/UINT64 truncate (hi * 2^64 + lo) / count, in 32-bit digits where that fits, else in Python
+    integers."""
+    hi, lo = _host(p.hi), _host(p.lo if p.lo is not None else np.zeros_like(p.hi))
+    n = p.count
+    if dtype == np.float64:
+        with np.errstate(invalid="ignore", over="ignore"):
+            fin = np.isfinite(hi)
+            h, t = wide.two_sum(hi, np.where(fin, lo, 0.0))    # combined partials: normalized again
+            res = np.where(fin, wide.dd_div(h, t, n), hi / np.float64(n))
+    else:
+        ab = wide.from_words128(hi, lo) if n < 1 << 32 else None
+        if ab is not None:
+            res = wide.trunc_div128(*ab, n).astype(dtype)
+        else:
+            total = hi.astype(object) * (1 << 64) + lo.astype(object)
+            res = np.vectorize(lambda s: -(-s // n) if s < 0 else s // n, otypes=[object])(total).astype(dtype)
+    return cp.asarray(res) if cp is not None else res
 
 
 def aggregate_mean(parts, axis=None, keepdims=False, dtype=None, computing_meta=False):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from .types import DataType as D
 from .types import FeatureLevel as FL
 
-F32, F16, F64 = D.FLOAT32, D.FLOAT16, D.FLOAT64
+F32, F16, F64, BF16 = D.FLOAT32, D.FLOAT16, D.FLOAT64, D.BFLOAT16
 I8, I16, I32, I64 = D.INT8, D.INT16, D.INT32, D.INT64
 U8, U16, U32, U64 = D.UINT8, D.UINT16, D.UINT32, D.UINT64
 
@@ -48,12 +48,23 @@ ELEMENT_WISE_ADD = (
 
 # gm.ext operators are not DirectML's: they follow the FL 3.0 shape rules and take the types the
 # frontends need. They have no rows below FL 3.0.
-EXT_NARY_MEAN = ((FL.FL_3_0, DIMS_1_8, frozenset({F32, F16, I32, U32})),)
+# The four types DirectML's mean operators take, and the four the extension adds (docs/design.md,
+# "Extension types"): the ONNX operators' other types.
+DIRECTML_MEAN_TYPES = frozenset({F32, F16, I32, U32})
+EXTENSION_TYPES = frozenset({BF16, F64, I64, U64})
+EXT_NARY_MEAN = ((FL.FL_3_0, DIMS_1_8, DIRECTML_MEAN_TYPES | EXTENSION_TYPES),)
 EXT_INTEGER_REDUCE_MEAN = ((FL.FL_3_0, DIMS_1_8, frozenset({I32, U32})),)
-# ReduceSumDesc: narrow inputs, each summed into its wide type (the output's only valid type)
-EXT_REDUCE_SUM = ((FL.FL_3_0, DIMS_1_8, frozenset({F32, F16, I32, U32})),)
+# ext.MeanDesc and ext.ReduceMeanDesc: the extension types only (the DirectML types have DirectML's
+# ELEMENT_WISE_MEAN and REDUCE, and IntegerReduceMeanDesc)
+EXT_MEAN = ((FL.FL_3_0, DIMS_1_8, EXTENSION_TYPES),)
+EXT_REDUCE_MEAN = ((FL.FL_3_0, DIMS_1_8, EXTENSION_TYPES),)
+# ReduceSumDesc: inputs, each summed into its wide type (the output's only valid type). FLOAT64, INT64
+# and UINT64 totals need 128 bits: a high and a low word, in two output tensors (WIDE_SUM_LOW_TYPE)
+EXT_REDUCE_SUM = ((FL.FL_3_0, DIMS_1_8, DIRECTML_MEAN_TYPES | EXTENSION_TYPES),)
 EXT_REDUCE_SUM_OUTPUT = ((FL.FL_3_0, DIMS_1_8, frozenset({F64, I64, U64})),)
-WIDE_SUM_TYPE = {F32: F64, F16: F64, I32: I64, U32: U64}
+WIDE_SUM_TYPE = {F32: F64, F16: F64, BF16: F64, I32: I64, U32: U64, F64: F64, I64: I64, U64: U64}
+# the low word of a two-word total: FLOAT64 hi + lo (double-double), INT64/UINT64 hi * 2^64 + lo
+WIDE_SUM_LOW_TYPE = {F64: F64, I64: U64, U64: U64}
 
 
 def support_row(table, level: FL):

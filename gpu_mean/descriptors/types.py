@@ -1,9 +1,16 @@
-"""DirectML enums with DirectML's numeric values (DML_TENSOR_DATA_TYPE, DML_FEATURE_LEVEL, ...)."""
+"""DirectML enums with DirectML's numeric values (DML_TENSOR_DATA_TYPE, DML_FEATURE_LEVEL, ...),
+plus one extension value, DataType.BFLOAT16 (see EXTENSION_BIT)."""
 from __future__ import annotations
 
 import enum
 
 import numpy as np
+
+# gpu_mean's own DataType values carry this bit. DirectML numbers DML_TENSOR_DATA_TYPE densely from 0
+# (INT4 = 13 arrived with FL 6.3) and will number new types 14, 15, ...: a value in a range of its own
+# can never collide with one DirectML adds, and 0x1000_0000 still fits the C enum's int (positive,
+# below 2^31). The low bits are ONNX's TensorProto number for the type (BFLOAT16 = 16), for reading.
+EXTENSION_BIT = 0x1000_0000
 
 
 class DataType(enum.IntEnum):
@@ -21,6 +28,9 @@ class DataType(enum.IntEnum):
     INT64 = 11
     UINT4 = 12
     INT4 = 13
+    # not DirectML's: storage-only brain float (8 exponent bits, 7 fraction bits), computed in float32
+    # or accumulated wide and rounded once (gm.ext operators only; docs/design.md, "Extension types")
+    BFLOAT16 = EXTENSION_BIT | 16
 
     @property
     def size_in_bits(self) -> int:
@@ -33,13 +43,20 @@ class DataType(enum.IntEnum):
 
     @property
     def numpy_dtype(self) -> np.dtype:
+        if self == DataType.BFLOAT16:
+            return bfloat16_dtype()
         if self not in _NUMPY:
             raise KeyError(f"DataType.{self.name} has no numpy equivalent")
         return np.dtype(_NUMPY[self])
 
     @property
     def is_float(self) -> bool:
-        return self in (DataType.FLOAT16, DataType.FLOAT32, DataType.FLOAT64)
+        return self in (DataType.FLOAT16, DataType.FLOAT32, DataType.FLOAT64, DataType.BFLOAT16)
+
+    @property
+    def is_extension(self) -> bool:
+        """A gpu_mean value, not one of DirectML's DML_TENSOR_DATA_TYPE values."""
+        return bool(self & EXTENSION_BIT)
 
     @classmethod
     def from_numpy(cls, dtype) -> DataType:
@@ -47,14 +64,38 @@ class DataType(enum.IntEnum):
         for k, v in _NUMPY.items():
             if np.dtype(v) == dt:
                 return k
+        if is_bfloat16(dt):
+            return DataType.BFLOAT16
         raise KeyError(f"numpy dtype {dt} has no DirectML data type")
+
+
+def bfloat16_dtype() -> np.dtype:
+    """ml_dtypes.bfloat16 as a numpy dtype (the type onnx and JAX use; numpy has none). Imported on
+    first use, so that ``import gpu_mean`` does not load it."""
+    try:
+        import ml_dtypes
+    except ImportError as e:   # a dependency of gpu_mean; only a broken install lacks it
+        raise ImportError("DataType.BFLOAT16 arrays are ml_dtypes.bfloat16 arrays: pip install ml_dtypes") from e
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def is_bfloat16(dtype) -> bool:
+    """Whether a numpy dtype is ml_dtypes.bfloat16, without importing ml_dtypes for other dtypes."""
+    dt = np.dtype(dtype)
+    return dt.kind == "V" and dt.name == "bfloat16" and dt.itemsize == 2 and dt == bfloat16_dtype()
+
+
+def is_float_dtype(dtype) -> bool:
+    """numpy's float kinds and bfloat16 (whose numpy kind is 'V')."""
+    dt = np.dtype(dtype)
+    return dt.kind == "f" or is_bfloat16(dt)
 
 
 _BITS = {
     DataType.UNKNOWN: 0, DataType.FLOAT32: 32, DataType.FLOAT16: 16, DataType.UINT32: 32,
     DataType.UINT16: 16, DataType.UINT8: 8, DataType.INT32: 32, DataType.INT16: 16,
     DataType.INT8: 8, DataType.FLOAT64: 64, DataType.UINT64: 64, DataType.INT64: 64,
-    DataType.UINT4: 4, DataType.INT4: 4,
+    DataType.UINT4: 4, DataType.INT4: 4, DataType.BFLOAT16: 16,
 }
 _NUMPY = {
     DataType.FLOAT32: np.float32, DataType.FLOAT16: np.float16, DataType.UINT32: np.uint32,

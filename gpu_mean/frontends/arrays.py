@@ -37,8 +37,10 @@ from ..runtime.device import Device
 from ..runtime.objects import Buffer, BufferBinding, native_binding
 from . import pool
 
-SUPPORTED = (DataType.FLOAT32, DataType.FLOAT16, DataType.INT32, DataType.UINT32)
-_SUPPORTED_NAMES = "float32, float16, int32 or uint32"
+# DirectML's four mean types, then the extension types (gm.ext descriptors; docs/design.md, "Extension types")
+SUPPORTED = (DataType.FLOAT32, DataType.FLOAT16, DataType.INT32, DataType.UINT32,
+             DataType.BFLOAT16, DataType.FLOAT64, DataType.INT64, DataType.UINT64)
+_SUPPORTED_NAMES = "float32, float16, bfloat16 (ml_dtypes.bfloat16), float64, int32, uint32, int64 or uint64"
 NUMPY = ("numpy", None)
 # Below this many input bytes the CPU device copies host inputs into pooled buffers and replays a
 # recorded command list instead of binding the caller's memory: validating fresh bindings costs
@@ -114,15 +116,20 @@ class Operand:
 _DATA_TYPES = {np.dtype(DataType(d).numpy_dtype): DataType(d) for d in SUPPORTED}
 
 
-def data_type_of(dtype, what: str) -> DataType:
+def data_type_of(dtype, what: str, allowed=None, type_list: str = "") -> DataType:
+    """The DataType of a numpy dtype the mean operators take; ``allowed`` narrows the set (an ONNX
+    opset's type constraint, spelled ``type_list`` in the error)."""
     dt = _DATA_TYPES.get(dtype)      # a dict lookup: DataType.from_numpy walks every type
     if dt not in SUPPORTED:
         hint = ""
-        if np.dtype(dtype) in (np.float64, np.int64, np.uint64):
-            narrow = {"f": "float32", "i": "int32", "u": "uint32"}[np.dtype(dtype).kind]
-            hint = f"; convert with x.astype(np.{narrow}) where the values fit"
+        if np.dtype(dtype).kind in "iub" and np.dtype(dtype).itemsize < 4:
+            # narrow integers widen exactly (bool as 0 and 1)
+            hint = f"; convert with x.astype(np.{'uint32' if np.dtype(dtype).kind in 'ub' else 'int32'})"
         raise UnsupportedTypeError(f"{what}: data type {np.dtype(dtype)} is not supported; the mean operators take "
                                    f"{_SUPPORTED_NAMES}{hint}")
+    if allowed is not None and dt not in allowed:
+        raise UnsupportedTypeError(f"{what}: data type {np.dtype(dtype)} is not in {what}'s type constraint T "
+                                   f"({type_list})")
     return dt
 
 

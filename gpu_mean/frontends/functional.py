@@ -14,9 +14,16 @@ import math
 import numpy as np
 
 from ..backends import parse_device
-from ..descriptors.ext import MAX_NARY_INPUTS, IntegerReduceMeanDesc, NaryMeanDesc, ReduceSumDesc
+from ..descriptors.ext import (
+    MAX_NARY_INPUTS,
+    IntegerReduceMeanDesc,
+    MeanDesc,
+    NaryMeanDesc,
+    ReduceMeanDesc,
+    ReduceSumDesc,
+)
 from ..descriptors.operators import ElementWiseIdentityDesc, ElementWiseMeanDesc, ReduceDesc
-from ..descriptors.tables import WIDE_SUM_TYPE
+from ..descriptors.tables import EXTENSION_TYPES, WIDE_SUM_TYPE
 from ..descriptors.tensor import TensorDesc, packed_strides
 from ..descriptors.types import DataType, ReduceFunction
 from ..errors import InvalidArgumentError, UnsupportedError
@@ -48,8 +55,11 @@ def mean(*arrays, device=None):
     (multidirectional) broadcasting.
 
     ``arrays``: numpy, CuPy, PyTorch, pyopencl or other DLPack arrays, all of one library, of
-    float32, float16, int32 or uint32 (Python lists and array-likes as ``numpy.asarray`` takes
-    them, with a numpy result; masked arrays are refused). The result has the inputs' type and
+    float32, float16, int32 or uint32 (DirectML's types), or bfloat16 (``ml_dtypes.bfloat16``
+    numpy arrays, PyTorch bfloat16 tensors), float64, int64 or uint64 (the extension types, computed
+    where the device's backend has their kernels; today the CPU device). Python lists and
+    array-likes are taken as ``numpy.asarray`` takes them, with a numpy result; masked arrays are
+    refused. The result has the inputs' type and
     lives where they live. Strided views (slices, transposes, broadcasts) are described by the
     TensorDesc's strides, never repacked: device arrays are bound where they are; host arrays of
     128 KiB or more are bound in place on a device that works in host memory (the CPU device, an
@@ -60,16 +70,19 @@ def mean(*arrays, device=None):
     device the inputs live on, or for host arrays ``$GPU_MEAN_DEVICE`` or the best device present.
 
     One input is copied, two run DML ELEMENT_WISE_MEAN, three or more the one-pass
-    ``gm.ext.NaryMeanDesc`` (every input read once, one rounding). Integers truncate toward zero.
-    Arrays past the device's largest buffer (``Device.max_alloc_bytes``) or DirectML's 2^32 - 1
-    elements run piece by piece, each piece written into its place in the result (``split.py``).
+    ``gm.ext.NaryMeanDesc`` (every input read once, one rounding). The extension types run
+    ``gm.ext.MeanDesc`` for two inputs and ``gm.ext.NaryMeanDesc`` otherwise (one input included).
+    Integers truncate toward zero. Arrays past the device's largest buffer
+    (``Device.max_alloc_bytes``) or DirectML's 2^32 - 1 elements run piece by piece, each piece
+    written into its place in the result (``split.py``).
     """
     return mean_op(arrays, device)
 
 
-def mean_op(arrays, device, broadcast: bool = True, what: str = "Mean"):
-    """``mean`` for the frontends: ``broadcast`` (Mean before opset 8 takes same-shaped inputs) and
-    ``what`` (the operator name errors give)."""
+def mean_op(arrays, device, broadcast: bool = True, what: str = "Mean", types=None, type_list: str = ""):
+    """``mean`` for the frontends: ``broadcast`` (Mean before opset 8 takes same-shaped inputs),
+    ``what`` (the operator name errors give) and ``types`` (an opset's type constraint, spelled
+    ``type_list`` in errors; None: every type ``gm.mean`` takes)."""
     if not arrays:
         raise InvalidArgumentError(f"{what}: at least one input is required")
     if len(arrays) > MAX_NARY_INPUTS:
@@ -80,6 +93,8 @@ def mean_op(arrays, device, broadcast: bool = True, what: str = "Mean"):
     if len(dtypes) > 1:
         raise InvalidArgumentError(f"{what}: inputs have data types {sorted(map(str, dtypes))}; ONNX Mean takes one "
                                    "type T for every input")
+    if types is not None:
+        data_type_of(ops[0].dtype, what, types, type_list)
     shapes = [o.shape for o in ops]
     if not broadcast and len(set(shapes)) > 1:
         raise InvalidArgumentError(f"{what}: input shapes {shapes} differ; this opset takes same-shaped inputs")
@@ -108,10 +123,11 @@ def mean_desc(call: Call, ops, out_shape, layout=None):
         out_desc = TensorDesc(dt, tuple(out_shape) or (1,))
     else:
         out_desc = TensorDesc(dt, tuple(out_shape), layout[0], guaranteed_base_offset_alignment=layout[1])
-    if len(ops) == 1:
+    ext = dt in EXTENSION_TYPES
+    if len(ops) == 1 and not ext:
         return ElementWiseIdentityDesc(descs[0], out_desc), out_shape
     if len(ops) == 2:
-        return ElementWiseMeanDesc(descs[0], descs[1], out_desc), out_shape
+        return (MeanDesc if ext else ElementWiseMeanDesc)(descs[0], descs[1], out_desc), out_shape
     return NaryMeanDesc(tuple(descs), out_desc), out_shape
 
 
@@ -185,9 +201,10 @@ def merge_dims_out(shape, strides, axes, out_strides=None):
 def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool = False, device=None, axis=None):
     """ONNX ReduceMean-18: the mean of ``x`` over ``axes``.
 
-    ``x``: an array as ``gm.mean`` takes it (float32, float16, int32 or uint32); the result has its
-    type and lives where it lives. Strided views are described, not repacked, as for ``gm.mean`` (a
-    copy only for negative strides or strides that are not whole elements).
+    ``x``: an array as ``gm.mean`` takes it (DirectML's float32, float16, int32, uint32, or the
+    extension types bfloat16, float64, int64, uint64); the result has its type and lives where it
+    lives. Strided views are described, not repacked, as for ``gm.mean`` (a copy only for negative
+    strides or strides that are not whole elements).
     ``axes``: None (default) or an integer, a sequence of integers or a 1-D integer array; negative
     axes count from the back; each axis at most once. Anything else is an InvalidArgumentError.
     ``keepdims``: True (default, as ONNX; numpy's default is False) keeps reduced axes as size 1.
@@ -197,10 +214,11 @@ def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool 
     ``axis``: numpy's name for ``axes`` (an integer, a tuple or None); give one of the two.
 
     Floats run DML REDUCE AVERAGE (wide accumulation, within 1 ulp); integers
-    ``gm.ext.IntegerReduceMeanDesc`` (exact, truncation toward zero). A reduction over a zero-size
-    dimension gives NaN (floats) or 0 (integers) without launching a kernel. An ``x`` past the
-    device's largest buffer or DirectML's 2^32 - 1 elements runs in pieces; where a reduced axis is
-    cut, the pieces' wide partial sums are added exactly and divided once (``split.py``).
+    ``gm.ext.IntegerReduceMeanDesc`` (exact, truncation toward zero); the extension types
+    ``gm.ext.ReduceMeanDesc`` (the same promises). A reduction over a zero-size dimension gives NaN
+    (floats) or 0 (integers) without launching a kernel. An ``x`` past the device's largest buffer
+    or DirectML's 2^32 - 1 elements runs in pieces; where a reduced axis is cut, the pieces' wide
+    partial sums are added exactly and divided once (``split.py``).
     """
     if axis is not None:
         if axes is not None:
@@ -211,18 +229,18 @@ def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool 
 
 
 def reduce_mean_op(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool = False, device=None,
-                 allow_negative: bool = True, what: str = "ReduceMean"):
-    """``reduce_mean`` for the frontends: ``allow_negative`` (opsets before 11 refuse negative axes)
-    and ``what`` (the operator name errors give)."""
+                   allow_negative: bool = True, what: str = "ReduceMean", types=None, type_list: str = ""):
+    """``reduce_mean`` for the frontends: ``allow_negative`` (opsets before 11 refuse negative axes),
+    ``what`` (the operator name errors give) and ``types`` / ``type_list`` (as for ``mean_op``)."""
     axes = axes_list(axes, what)
     call = Call([x], device, what)
     op = call.ops[0]
-    dt = data_type_of(op.dtype, what)
+    dt = data_type_of(op.dtype, what, types, type_list)
     shape = op.shape
     rank = len(shape)
     if not axes:
         if noop_with_empty_axes:
-            return mean_op([x], call.dev, what=what)   # identity: a copy on the device
+            return mean_op([x], call.dev, what=what, types=types, type_list=type_list)   # identity: a copy
         axes = tuple(range(rank))
     axes = normalize_axes(axes, rank, allow_negative=allow_negative, what=what)
     out_keep = tuple(1 if d in axes else s for d, s in enumerate(shape))
@@ -265,6 +283,8 @@ def reduce_desc(call: Call, op, axes, layout=None, wide: bool = False):
     keep = tuple(1 if d in axes else s for d, s in enumerate(shape))
     if wide:
         return ReduceSumDesc(in_desc, out_desc, red_axes), keep
+    if dt in EXTENSION_TYPES:
+        return ReduceMeanDesc(in_desc, out_desc, red_axes), keep
     if dt.is_float:
         return ReduceDesc(ReduceFunction.AVERAGE, in_desc, out_desc, red_axes), keep
     return IntegerReduceMeanDesc(in_desc, out_desc, red_axes), keep

@@ -35,9 +35,9 @@ import math
 import numpy as np
 
 from ..backends.arrays import aligned_empty, hand_back
-from ..descriptors.tables import WIDE_SUM_TYPE
+from ..descriptors.tables import EXTENSION_TYPES, WIDE_SUM_TYPE
 from ..descriptors.tensor import MAX_ELEMENTS, packed_strides
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, UnsupportedError
 from ..runtime import numerics
 from .arrays import Call, Operand, data_type_of, get_device
 
@@ -188,6 +188,11 @@ def sum_pieces(call: Call, axes: tuple, make_desc) -> Totals:
     op = call.ops[0]
     shape, dtype = op.shape, op.dtype
     dt = data_type_of(dtype, call.what)
+    if dt in EXTENSION_TYPES:
+        raise UnsupportedError(f"{call.what}: a {dt.name} tensor past one launch of {call.dev.name} (a buffer of at "
+                               f"most {call.limit} bytes, a tensor of at most 2^32 - 1 elements) with a reduced axis "
+                               "cut into pieces: the extension types' partial sums are not combined yet; reduce over "
+                               "inner axes first, or use a Device without max_alloc_bytes")
     wide = WIDE_SUM_TYPE[dt]
     out_keep = tuple(1 if d in axes else s for d, s in enumerate(shape))
     out_strides = tuple(0 if d in axes else s for d, s in enumerate(packed_strides(out_keep)))

@@ -6,8 +6,15 @@ import itertools
 from dataclasses import dataclass
 
 from ..descriptors.operators import OperatorDesc
-from ..descriptors.types import DataType, ExecutionFlags, Feature, FeatureLevel
-from ..errors import DeviceRemovedError, DmlError, InvalidArgumentError, OutOfMemoryError, UnsupportedError
+from ..descriptors.types import DataType, ExecutionFlags, Feature, FeatureLevel, KernelOp
+from ..errors import (
+    DeviceRemovedError,
+    DmlError,
+    InvalidArgumentError,
+    OutOfMemoryError,
+    UnsupportedError,
+    UnsupportedTypeError,
+)
 from . import planning
 from .bindings import BindingTable
 from .execution import CommandRecorder, Executor
@@ -141,11 +148,19 @@ class Device:
         return self.supports_type(DataType(query))
 
     def supports_type(self, dt: DataType) -> bool:
+        """Whether tensors of ``dt`` can live on this device (TENSOR_DATA_TYPE_SUPPORT). Which
+        operators compute it is ``type_refusal``'s question."""
         if dt in (DataType.UNKNOWN, DataType.UINT4, DataType.INT4):
             return False
-        if dt == DataType.FLOAT64:
-            return self.info.fp64
-        return True
+        return self.backend.storage_refusal(dt) is None
+
+    def type_refusal(self, op: KernelOp, dt: DataType) -> str | None:
+        """Why this device cannot compute ``op`` (a descriptor's ``kernel_op``) over ``dt``: the
+        hardware lacks the type, or the backend has no kernel for it yet; None when it can."""
+        why = self.backend.storage_refusal(dt)
+        if why is None:
+            why = self.backend.kernel_refusal(op, dt)
+        return why
 
     # -- objects
     def create_buffer(self, size: int) -> Buffer:
@@ -168,9 +183,16 @@ class Device:
             raise InvalidArgumentError(f"CreateOperator: expected an operator descriptor, got {type(desc).__name__}")
         desc.validate(self.feature_level)
         for n, t in zip(desc.input_names() + desc.output_names(), desc.input_tensors() + desc.output_tensors()):
-            if not self.supports_type(t.data_type):
-                raise InvalidArgumentError(f"{desc.name}: {n} has data type {t.data_type.name}, which "
-                                           f"{self.name} does not support")
+            why = self.backend.storage_refusal(t.data_type)
+            if why:
+                raise UnsupportedTypeError(f"{desc.name}: {n} has data type {t.data_type.name}, which {self.name} "
+                                           f"does not support: {why}")
+        # the kernel is chosen by the operands' type (a wide sum's output type follows from it)
+        name, t = desc.input_names()[0], desc.input_tensors()[0]
+        why = self.backend.kernel_refusal(desc.kernel_op, t.data_type)
+        if why:
+            raise UnsupportedTypeError(f"{desc.name}: {name} has data type {t.data_type.name}, which {self.name} "
+                                       f"does not support: {why}")
         return Operator(self, desc)
 
     def compile_operator(self, op: Operator, flags: ExecutionFlags = ExecutionFlags.NONE) -> CompiledOperator:

@@ -13,10 +13,12 @@ unit-tested without a device; every backend compiles a plan and never looks at a
 * Temporary sizes of split reductions (the kernels' metadata structs are each family's business:
   backends/reduce_kernels.py, backends/elementwise_kernels.py).
 
-Compute and accumulator types (docs/design.md, "numerics"): FLOAT16 computes in FLOAT32 and rounds
-once; the two-input integer mean sums in 64 bits; integer ADD wraps through UINT64; reductions and the
-n-ary mean accumulate floats in FLOAT64 (a device without fp64 uses a compensated float32 pair for
-reductions and float32 for the n-ary mean) and integers in INT64/UINT64.
+Compute and accumulator types (docs/design.md, "numerics"): FLOAT16 and BFLOAT16 compute in FLOAT32
+and round once; the two-input integer mean sums in 64 bits (INT64/UINT64: halves added without
+overflow); integer ADD wraps through UINT64; reductions and the n-ary mean accumulate FLOAT32,
+FLOAT16 and BFLOAT16 in FLOAT64 (a device without fp64 uses a compensated float32 pair for
+reductions and float32 for the n-ary mean), INT32/UINT32 in INT64/UINT64, and the 64-bit types in
+128 bits (``accumulator``: FLOAT64 as a double-double, INT64/UINT64 as two 64-bit words).
 """
 from __future__ import annotations
 
@@ -26,9 +28,12 @@ from ..descriptors.tensor import TensorDesc
 from ..descriptors.types import DataType, KernelOp
 
 MAX_DIMS = 8
-ACC_BYTES = 8       # every reduction partial is 8 bytes (double, long, ulong, or float + compensation)
+ACC_BYTES = 8       # a reduction partial of the DirectML types: double, long, ulong, or float + compensation
 D = DataType
-_WIDE = {D.FLOAT32: D.FLOAT64, D.FLOAT16: D.FLOAT64, D.FLOAT64: D.FLOAT64, D.INT32: D.INT64, D.UINT32: D.UINT64}
+_WIDE = {D.FLOAT32: D.FLOAT64, D.FLOAT16: D.FLOAT64, D.BFLOAT16: D.FLOAT64, D.FLOAT64: D.FLOAT64,
+         D.INT32: D.INT64, D.UINT32: D.UINT64, D.INT64: D.INT64, D.UINT64: D.UINT64}
+# the accumulators wider than one 64-bit word: a partial of these is 16 bytes
+_TWO_WORD = {D.FLOAT64: "double-double", D.INT64: "int128", D.UINT64: "uint128"}
 _UNSIGNED = {1: D.UINT8, 2: D.UINT16, 4: D.UINT32, 8: D.UINT64}
 
 
@@ -43,13 +48,28 @@ def compute_type(op: KernelOp, dt: DataType, has_scale_bias: bool = False) -> Da
         return _WIDE[dt]
     if op == KernelOp.IDENTITY and not has_scale_bias:
         return unsigned_of(dt)      # a bit copy
-    if dt == D.FLOAT16:
+    if dt in (D.FLOAT16, D.BFLOAT16):
         return D.FLOAT32
     if dt.is_float:
         return dt
     if op == KernelOp.MEAN:
-        return D.INT64 if dt == D.INT32 else D.UINT64
+        return D.INT64 if dt in (D.INT32, D.INT64) else D.UINT64
     return D.UINT64     # integer ADD (and IDENTITY) wraps modulo 2^bits
+
+
+def accumulator(op: KernelOp, dt: DataType) -> str:
+    """The accumulator's form for a reduction or the n-ary mean (with an fp64 device): the name of
+    ``compute_type``'s type, or of the two-word form the 64-bit types need ("double-double",
+    "int128", "uint128")."""
+    wide = compute_type(op, dt)
+    if op in (KernelOp.NARY_MEAN, KernelOp.REDUCE_MEAN, KernelOp.REDUCE_SUM) and dt in _TWO_WORD:
+        return _TWO_WORD[dt]
+    return wide.name.lower()
+
+
+def acc_bytes(op: KernelOp, dt: DataType) -> int:
+    """Bytes of one reduction partial (a chunk's accumulator in the temporary resource)."""
+    return 2 * ACC_BYTES if dt in _TWO_WORD else ACC_BYTES
 
 
 @dataclass(frozen=True)
@@ -130,7 +150,7 @@ class ReducePlan:
     red_shape: tuple        # coalesced reduced dims, outermost first (may be empty: N = 1)
     red_strides: tuple
     out_dtype: DataType | None = None   # None: the input's type (REDUCE_SUM writes the wide type)
-    tensors: tuple = ()     # the validated (input, output) TensorDescs
+    tensors: tuple = ()     # the validated (input, output[, output low word]) TensorDescs
     axes: tuple = ()        # the descriptor's axes (the CPU device reduces over these)
 
     @property
@@ -141,9 +161,17 @@ class ReducePlan:
     def output_type(self) -> DataType:
         return self.out_dtype or self.dtype
 
+    @property
+    def accumulator(self) -> str:
+        return accumulator(self.op, self.dtype)
+
+    @property
+    def acc_bytes(self) -> int:
+        return acc_bytes(self.op, self.dtype)
+
     def temporary_size(self, n_chunks: int) -> int:
         """Bytes of chunk partials for a split reduction (0: one pass, no temporary)."""
-        return n_chunks * self.n_out * ACC_BYTES if n_chunks > 1 else 0
+        return n_chunks * self.n_out * self.acc_bytes if n_chunks > 1 else 0
 
     @property
     def n_out(self) -> int:
@@ -227,7 +255,7 @@ def plan_operator(desc):
         x = ins[0]
         return plan_reduce(op, x.data_type, x.sizes, x.effective_strides, out.effective_strides, desc.axes,
                            out_dtype=out.data_type if out.data_type != x.data_type else None,
-                           tensors=(x, out))
+                           tensors=(x,) + outs)
     ts = ins + outs
     shape, strides = coalesce_elementwise(out.sizes, [t.effective_strides for t in ts])
     sb = getattr(desc, "scale_bias", None)

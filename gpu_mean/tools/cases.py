@@ -28,21 +28,38 @@ OPERATORS = {
     "reduce": "REDUCE(AVERAGE)",
     "nary": "ext.NaryMean",
     "int_reduce": "ext.IntegerReduceMean",
+    "ext_mean": "ext.Mean",
+    "ext_reduce": "ext.ReduceMean",
 }
 # operation -> its table of data types and dimension counts per feature level
 TABLES = {"mean": tables.ELEMENT_WISE_MEAN, "add": tables.ELEMENT_WISE_ADD,
           "identity": tables.ELEMENT_WISE_IDENTITY, "reduce": tables.REDUCE_AVERAGE,
-          "nary": tables.EXT_NARY_MEAN, "int_reduce": tables.EXT_INTEGER_REDUCE_MEAN}
-REDUCTIONS = ("reduce", "int_reduce")
+          "nary": tables.EXT_NARY_MEAN, "int_reduce": tables.EXT_INTEGER_REDUCE_MEAN,
+          "ext_mean": tables.EXT_MEAN, "ext_reduce": tables.EXT_REDUCE_MEAN}
+REDUCTIONS = ("reduce", "int_reduce", "ext_reduce")
+# gm.ext's operators: gpu_mean's own tables, reported apart from DirectML's
+EXTENSIONS = ("nary", "int_reduce", "ext_mean", "ext_reduce")
+# what an operation computes, whatever the data type picks as its descriptor
+FAMILY = {"ext_mean": "mean", "int_reduce": "reduce", "ext_reduce": "reduce"}
 # packed: dense row-major; broadcast: the first input has stride 0 on dim 0; permuted: column-major;
 # padded: every stride doubled; permuted+padded: the first input permuted, the second padded;
 # mixed (n-ary): packed, broadcast and permuted inputs in turn; scale_bias: IDENTITY with scale and bias
 LAYOUTS = ("packed", "broadcast", "permuted", "padded", "permuted+padded", "mixed", "scale_bias")
-SHORT = {DataType.FLOAT32: "f32", DataType.FLOAT16: "f16", DataType.FLOAT64: "f64"}
+SHORT = {DataType.FLOAT32: "f32", DataType.FLOAT16: "f16", DataType.FLOAT64: "f64", DataType.BFLOAT16: "bf16"}
 
 
 def short_type(dt: DataType) -> str:
     return SHORT.get(dt, dt.name.lower())
+
+
+def op_for(family: str, dt: DataType) -> str:
+    """The operation of ``family`` ("mean", "reduce") whose descriptor takes ``dt``: DirectML's for
+    its types, gm.ext's otherwise."""
+    if dt in tables.EXTENSION_TYPES:
+        return {"mean": "ext_mean", "reduce": "ext_reduce"}.get(family, family)
+    if family == "reduce" and not dt.is_float:
+        return "int_reduce"
+    return family
 
 
 def _layout(dt: DataType, shape: tuple, layout: str) -> TensorDesc:
@@ -81,20 +98,27 @@ class Case:
         return OPERATORS[self.op]
 
     @property
+    def family(self) -> str:
+        """"mean", "reduce", "nary", "add" or "identity": what the case computes."""
+        return FAMILY.get(self.op, self.op)
+
+    @property
     def name(self) -> str:
         """A display string derived from the value (never parsed back)."""
         t = short_type(self.dtype)
         if self.op == "identity":
             base = f"copy {t}" if self.layout == "packed" else f"identity {t} {self.layout}"
         elif self.op in REDUCTIONS:
-            base = f"{'reduce' if self.op == 'reduce' else 'int reduce'} {t} axes {list(self.axes)}"
+            base = f"{'int reduce' if self.op == 'int_reduce' else 'reduce'} {t} axes {list(self.axes)}"
             if self.layout != "packed":
                 base += f" {self.layout}"
         elif self.op == "nary":
             base = f"mean {t} {self.inputs} inputs (ext)" + ("" if self.layout == "packed" else f" {self.layout}")
         else:
             word = {"packed": "a+b", "broadcast": "broadcast b"}.get(self.layout, self.layout)
-            base = f"{self.op} {t} {word}"
+            base = f"{self.family} {t} {word}"
+        if self.op in ("ext_mean", "ext_reduce"):
+            base += " (ext)"
         return base
 
     @property
@@ -103,7 +127,7 @@ class Case:
         derived from the shape and axes (a sweep's smallest sizes would otherwise move a case between classes)."""
         if self.klass:
             return self.klass
-        if self.op in ("mean", "add", "identity"):
+        if self.family in ("mean", "add", "identity"):
             return "E2 broadcast" if self.layout == "broadcast" else "E1 contiguous"
         if self.op == "nary":
             return "N n-ary"
@@ -132,8 +156,8 @@ class Case:
         """The operator descriptor this case describes."""
         dt, shape, lay = self.dtype, self.shape, self.layout
         packed = TensorDesc(dt, shape)
-        if self.op in ("mean", "add"):
-            cls = ElementWiseMeanDesc if self.op == "mean" else ElementWiseAddDesc
+        if self.op in ("mean", "add", "ext_mean"):
+            cls = {"mean": ElementWiseMeanDesc, "add": ElementWiseAddDesc, "ext_mean": ext.MeanDesc}[self.op]
             if lay == "permuted+padded":
                 perm = _layout(dt, shape, "permuted")
                 return cls(perm, _layout(dt, shape, "padded"), perm)
@@ -150,6 +174,8 @@ class Case:
         out = TensorDesc(dt, self.output_shape())
         if self.op == "reduce":
             return ReduceDesc(ReduceFunction.AVERAGE, inp, out, self.axes)
+        if self.op == "ext_reduce":
+            return ext.ReduceMeanDesc(inp, out, self.axes)
         return ext.IntegerReduceMeanDesc(inp, out, self.axes)
 
     @property

@@ -3,7 +3,9 @@ whether every result matches the exact oracle (``gpu_mean.tools.oracle``, indepe
 device) within its tolerance, plus the descriptors the level must reject.
 
 Tolerances (docs/design.md, "Numerics"): element-wise MEAN, ADD and IDENTITY bit-exact (0 ulp); REDUCE AVERAGE and the
-n-ary mean within 1 ulp of the exact mean; every integer result exact.
+n-ary mean within 1 ulp of the exact mean; every integer result exact. gm.ext's operators (the n-ary mean, the
+integer and extension-type means) are reported after DirectML's, as gpu_mean's own rows; a data type whose kernel
+the device's backend does not have yet is listed as not built, not run and not failed.
 """
 from __future__ import annotations
 
@@ -13,14 +15,15 @@ import zlib
 
 import numpy as np
 
+from ..backends import diskcache
 from ..descriptors import tables
 from ..descriptors.tensor import TensorDesc
 from ..descriptors.types import DataType, Feature
 from ..errors import DeviceRemovedError, DmlError, InvalidArgumentError
 from . import oracle
-from .cases import OPERATORS, TABLES, Case
+from .cases import EXTENSIONS, OPERATORS, TABLES, Case
 from .negative import negative_cases
-from .progress import Progress, progress_bar
+from .progress import Progress, compile_notice, progress_bar
 
 REFERENCE = "exact oracle (gpu_mean.tools.oracle: rational arithmetic rounded once; not the CPU device)"
 
@@ -31,7 +34,7 @@ def case_list(op: str, dt: DataType, ndim: int, quick: bool) -> list[Case]:
     shape = (3, 5, 7, 4, 2, 3, 2, 2)[:ndim] if quick else (5, 9, 17, 6, 3, 4, 2, 3)[:ndim]
     if ndim == 4 and not quick:
         shape = (2, 3, 33, 65)
-    if op in ("mean", "add"):
+    if op in ("mean", "add", "ext_mean"):
         return [Case(op, dt, shape, layout=lay) for lay in ("packed", "broadcast", "permuted+padded")]
     if op == "identity":
         out = [Case(op, dt, shape, layout="permuted")]
@@ -45,7 +48,7 @@ def case_list(op: str, dt: DataType, ndim: int, quick: bool) -> list[Case]:
 
 
 def tolerance(case: Case) -> int:
-    return 1 if case.dtype.is_float and case.op in ("reduce", "nary") else 0
+    return 1 if case.dtype.is_float and case.op in ("reduce", "nary", "ext_reduce") else 0
 
 
 def random_data(dt: DataType, n: int, seed: int) -> np.ndarray:
@@ -63,7 +66,7 @@ def logical_view(raw: np.ndarray, t: TensorDesc) -> np.ndarray:
 
 def expected(case: Case, desc, xs: list) -> np.ndarray:
     dt = case.dtype.numpy_dtype
-    if case.op == "mean":
+    if case.family == "mean":
         return oracle.fast_mean2(xs[0], xs[1], dt)
     if case.op == "add":
         return oracle.fast_add2(xs[0], xs[1], dt)
@@ -77,7 +80,7 @@ def expected(case: Case, desc, xs: list) -> np.ndarray:
 def ulp_error(got: np.ndarray, want: np.ndarray) -> int:
     """Largest distance in ulp (floats, across signs, +0 == -0) or absolute difference (integers);
     -1 when NaN positions differ."""
-    if got.dtype.kind != "f":
+    if not oracle.is_float(got.dtype):
         return int(np.max(np.abs(got.astype(object) - want.astype(object)), initial=0))
     gn, wn = np.isnan(got), np.isnan(want)
     if np.any(gn != wn):
@@ -96,9 +99,9 @@ def run_case(dev, case: Case, bar=None) -> tuple[bool, int | None, str]:
     seed = zlib.crc32(case.name.encode() + str(case.shape).encode())
     try:
         desc = case.desc()
-        if bar:
-            bar.label(f"compiling kernels: {what}")
-        cop = dev.compile_operator(dev.create_operator(desc))
+        # labelled only while a kernel is really compiled (not loaded from the disk cache)
+        with diskcache.on_compile(lambda _: bar.label(f"compiling kernels: {what}") if bar else None):
+            cop = dev.compile_operator(dev.create_operator(desc))
         if bar:
             bar.label(f"running: {what}")
         bufs, xs = [], []
@@ -134,7 +137,7 @@ def plan(dev, quick: bool, ops=None, dtypes=None, ranks=None) -> tuple[list, lis
         if ops and op not in ops:
             continue
         row = tables.support_row(table, dev.feature_level)
-        sec = {"op": op, "operator": OPERATORS[op], "cells": [],
+        sec = {"op": op, "operator": OPERATORS[op], "cells": [], "extension": op in EXTENSIONS,
                "support": tables.describe_row(row) if row else f"not available at FL {dev.feature_level.label}"}
         sections.append(sec)
         if row is None:
@@ -149,8 +152,15 @@ def plan(dev, quick: bool, ops=None, dtypes=None, ranks=None) -> tuple[list, lis
             if not dev.check_feature_support(Feature.TENSOR_DATA_TYPE_SUPPORT, dt):
                 notes.append(f"{OPERATORS[op]} {dt.name}: skipped, {dev.name} does not support the type")
                 continue
+            cases = {nd: case_list(op, dt, nd, quick) for nd in ndims}
+            why = dev.type_refusal(cases[ndims[0]][0].desc().kernel_op, dt) if ndims else None
+            if why:
+                notes.append(f"{OPERATORS[op]} {dt.name}: not run, {why}")
             for nd in ndims:
-                sec["cells"].append({"dtype": dt.name, "ndim": nd, "cases": case_list(op, dt, nd, quick)})
+                cell = {"dtype": dt.name, "ndim": nd, "cases": [] if why else cases[nd]}
+                if why:
+                    cell["not_built"] = why
+                sec["cells"].append(cell)
     return sections, notes
 
 
@@ -182,7 +192,7 @@ def run_suite(dev, quick=False, ops=None, dtypes=None, progress=None, ranks=None
             n_fail = sum(not r["passed"] for r in rows)
             cell.update(cases=len(rows), failed=n_fail, worst=max((r["error"] or 0 for r in rows), default=0),
                         unit="ulp" if DataType[cell["dtype"]].is_float else "exact",
-                        tolerance=max(r["tolerance"] for r in rows))
+                        tolerance=max((r["tolerance"] for r in rows), default=0))
             passed += len(rows) - n_fail
             failed += n_fail
             results.extend(rows)
@@ -205,7 +215,9 @@ def run_suite(dev, quick=False, ops=None, dtypes=None, progress=None, ranks=None
             "feature_level": dev.feature_level.label, "quick": quick, "reference": REFERENCE,
             "seconds": round(time.perf_counter() - t0, 2), "operators": sections, "negative": neg_results,
             "notes": notes, "summary": {"passed": passed, "failed": failed, "negative_passed": len(neg_results) -
-                                        neg_fail, "negative_failed": neg_fail, "ok": failed == 0 and neg_fail == 0}}
+                                        neg_fail, "negative_failed": neg_fail, "ok": failed == 0 and neg_fail == 0,
+                                        "not_built": sorted({f"{s['operator']} {c['dtype']}" for s in sections
+                                                             for c in s["cells"] if c.get("not_built")})}}
 
 
 def format_report(rep: dict) -> list[str]:
@@ -213,7 +225,12 @@ def format_report(rep: dict) -> list[str]:
     counts), then the negative cases and the failures."""
     lines = [f"reference: {rep['reference']}",
              "cell: pass/FAIL, cases run, worst error/tolerance (ulp for floats; integers must be exact)"]
+    heading = False
     for sec in rep["operators"]:
+        if sec.get("extension") and not heading:
+            heading = True
+            lines.append("gm.ext operators: gpu_mean's extensions, not DirectML's; their rows are gpu_mean's own "
+                         "(FL 3.0 shape rules), not DirectML feature-level tables")
         lines.append(f"{sec['operator']}  [{sec['support']}]")
         cells = sec["cells"]
         if not cells:
@@ -226,6 +243,9 @@ def format_report(rep: dict) -> list[str]:
                 c = next((c for c in cells if c["dtype"] == dt and c["ndim"] == n), None)
                 if c is None:
                     row += f"{'-':17s}"
+                    continue
+                if c.get("not_built"):
+                    row += f"{'no kernel yet':17s}"
                     continue
                 word = "pass" if not c["failed"] else f"FAIL{c['failed']}"
                 err = "exact" if c["unit"] == "exact" and not c["failed"] else f"{c['worst']}/{c['tolerance']}ulp"
@@ -253,16 +273,17 @@ def main(device=None, feature_level=None, quick=False, json_path=None, ops=None,
     dev = backends.create_device(device, feature_level)
     print(f"conformance: {dev.name}, feature level {dev.feature_level.label}{' (quick)' if quick else ''}; "
           f"reference: the exact oracle")
-    if dev.info.backend != "cpu":
-        print("conformance: kernels are compiled as each case first needs them (seconds on a first run; "
-              "cached on disk afterwards)", flush=True)
-    with progress_bar(count(dev, quick, ops, dtypes)) as bar:
+    with progress_bar(count(dev, quick, ops, dtypes)) as bar, \
+            compile_notice(print, "conformance: compiling kernels as cases first need them (seconds on a first "
+                                  f"run; {diskcache.describe()})", bar):
         rep = run_suite(dev, quick, ops, dtypes, bar)
     for line in format_report(rep):
         print(line)
     s = rep["summary"]
     print(f"conformance: {'PASS' if s['ok'] else 'FAIL'}: {s['passed']} cases passed, {s['failed']} failed; "
           f"{s['negative_passed']} invalid descriptors rejected, {s['negative_failed']} not; "
+          + (f"{len(s['not_built'])} operator/type rows not run (no kernel yet on this backend); "
+             if s["not_built"] else "") +
           f"{rep['seconds']:.1f} s on {dev.name} at FL {dev.feature_level.label}")
     if json_path:
         with open(json_path, "w") as f:

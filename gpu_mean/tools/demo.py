@@ -10,11 +10,11 @@ import time
 import numpy as np
 
 from .. import backends
-from ..backends import cuda
+from ..backends import cuda, diskcache
 from ..descriptors.types import DataType
 from . import conformance, profiler
 from .cases import Case
-from .progress import progress_bar
+from .progress import CompileNotice, progress_bar
 
 F32, F16, I32, U32 = DataType.FLOAT32, DataType.FLOAT16, DataType.INT32, DataType.UINT32
 SHOWCASE = [Case("mean", F32, (2, 3, 4), layout="broadcast"), Case("reduce", F16, (64, 1024), (1,)),
@@ -79,15 +79,17 @@ def main(device=None, log=print) -> int:
         log(f"   (passed over, cannot be used: {passed})")
     log("1. Four operators built as descriptors, executed, and compared with "
         + ("the exact oracle:" if dev.info.backend == "cpu" else "the numpy CPU reference device:"))
-    ok1 = _showcase(dev, log)
+    # said once, under the first step that compiles a kernel (none when the kernel cache has them all)
+    notice = CompileNotice(log, f"   compiling kernels ({diskcache.describe()}) ...")
+    with notice.watch():
+        ok1 = _showcase(dev, log)
     # 4-D only: a cold PoCL kernel cache compiles a third fewer kernels than for 1-D, 4-D and 8-D
     # (measured 21 s against 32 s), which keeps the demo under a minute on the CI machine
     log("2. Quick conformance pass: every operator x data type the feature level offers, in 4-D, with "
         "packed, broadcast, permuted and padded layouts, checked against an exact rational oracle, "
         "plus invalid descriptors that must be rejected")
-    if dev.info.backend != "cpu":
-        log("   compiling kernels on the first run (cached afterwards) ...")
-    with progress_bar(conformance.count(dev, True, ranks=(4,)), enabled=sys.stderr.isatty()) as bar:
+    with progress_bar(conformance.count(dev, True, ranks=(4,)), enabled=sys.stderr.isatty()) as bar, \
+            notice.watch(bar):
         rep = conformance.run_suite(dev, quick=True, progress=bar, ranks=(4,))
     s = rep["summary"]
     log(f"   {'ok  ' if s['ok'] else 'FAIL'} {s['passed']} cases passed, {s['failed']} failed (floats bit-exact "
@@ -101,7 +103,8 @@ def main(device=None, log=print) -> int:
     n = DEMO_MIB * 2**20 // 4
     picks = [c for c in profiler.class_cases(n, (F32,)) if c.shape_class in (
         "E1 contiguous", "R1 full", "R2 inner, long", "R4 outer, many outputs")]
-    results, _ = profiler.profile(dev, picks, repeat=8, peers=True, log=lambda *a: None)
+    with notice.watch():
+        results, _ = profiler.profile(dev, picks, repeat=8, peers=True, log=lambda *a: None)
     for r in results:
         peers = ", ".join(f"{p} {v['gbps']:.1f} GB/s" for p, v in r["peers"].items()) or "no peer present"
         noisy = " NOISY" if r["noisy"] else ""

@@ -10,11 +10,11 @@ from __future__ import annotations
 from ..descriptors import tables
 from ..descriptors.tensor import TensorDesc
 from ..descriptors.types import DataType, FeatureLevel
-from .cases import TABLES, Case
+from .cases import REDUCTIONS, TABLES, Case
 
 # the order a valid or invalid type is picked in, so the choice is stable
 PREFERENCE = (DataType.FLOAT32, DataType.INT32, DataType.FLOAT16, DataType.UINT32, DataType.FLOAT64, DataType.INT8,
-              DataType.INT64, DataType.UINT8, DataType.INT16, DataType.UINT16, DataType.UINT64)
+              DataType.INT64, DataType.UINT8, DataType.INT16, DataType.UINT16, DataType.UINT64, DataType.BFLOAT16)
 SHAPE4 = (2, 3, 4, 5)
 
 
@@ -31,14 +31,14 @@ def negative_cases(level: FeatureLevel) -> list:
         _, dims, types = row
         good = next(t for t in PREFERENCE if t in types)
         bad = next((t for t in PREFERENCE if t not in types), None)
-        axes = (3,) if op in ("reduce", "int_reduce") else None
+        axes = (3,) if op in REDUCTIONS else None
         if bad is not None:
             out.append((op, f"data type {bad.name}",
                         lambda op=op, bad=bad, axes=axes: Case(op, bad, SHAPE4, axes).desc()))
         nd = 9 if max(dims) == 8 else 3
         shape = (2,) * nd
         out.append((op, f"{nd} dimensions", lambda op=op, good=good, shape=shape, nd=nd: Case(
-            op, good, shape, (nd - 1,) if op in ("reduce", "int_reduce") else None).desc()))
+            op, good, shape, (nd - 1,) if op in REDUCTIONS else None).desc()))
         out.append((op, "TotalTensorSizeInBytes below the computed size",
                     lambda op=op, good=good, axes=axes: _with_small_input(Case(op, good, SHAPE4, axes).desc())))
         out.extend((op, what, fn) for what, fn in _shape_rules(op, good))
@@ -60,7 +60,7 @@ def _shape_rules(op: str, dt: DataType) -> list:
     t = TensorDesc(dt, SHAPE4)
     other = TensorDesc(dt, (2, 3, 4, 6))
     overlap = TensorDesc(dt, SHAPE4, (0, 20, 5, 1))
-    if op in ("mean", "add"):
+    if op in ("mean", "add", "ext_mean"):
         d = Case(op, dt, SHAPE4).desc()
         return [("inputs of different sizes", lambda: dataclasses.replace(d, b=other)),
                 ("an output with a zero stride (overlapping)", lambda: dataclasses.replace(d, output=overlap))]

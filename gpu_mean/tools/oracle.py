@@ -5,6 +5,10 @@ CPU device against it, and the tests check every device against it. Float values
 integer mantissas and exponents so that sums of any length are exact. The per-element Fraction
 functions are the definition; the vectorized ``expected`` path below gives the same bits faster,
 argued per operation and tested against the Fraction functions.
+
+bfloat16 (ml_dtypes.bfloat16; numpy's kind for it is 'V') is a format of 8 significand bits with
+float32's exponent range. Rounding to it never goes through ml_dtypes' float64 cast, which rounds
+twice (through float32): ``round_fraction`` and ``round_float64`` round once.
 """
 from __future__ import annotations
 
@@ -14,6 +18,43 @@ import numpy as np
 
 FORMATS = {np.dtype(np.float32): (24, -126, 127), np.dtype(np.float16): (11, -14, 15),
            np.dtype(np.float64): (53, -1022, 1023)}
+BFLOAT16_FORMAT = (8, -126, 127)
+
+
+def _bf16():
+    import ml_dtypes
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def is_float(dtype) -> bool:
+    """numpy's floats and bfloat16."""
+    dt = np.dtype(dtype)
+    return dt.kind == "f" or (dt.kind == "V" and dt.name == "bfloat16" and dt == _bf16())
+
+
+def _format(dtype):
+    dt = np.dtype(dtype)
+    return FORMATS[dt] if dt in FORMATS else BFLOAT16_FORMAT if dt == _bf16() else FORMATS[dt]
+
+
+def round_float64(q, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Each float64 ``q`` rounded once to nearest-even in ``dtype``'s format (np.rint on the value in
+    units of the target's last place, which the target's exponent range fixes), as float64 values,
+    and whether ``q`` lay exactly on a midpoint. inf and NaN pass through; overflow gives inf."""
+    p, emin, emax = _format(dtype)
+    q = np.asarray(q, np.float64)
+    out, mid = q.copy(), np.zeros(q.shape, bool)
+    sel = np.isfinite(q) & (q != 0)
+    v = q[sel]
+    _, e = np.frexp(v)                               # v = m * 2^e, 1/2 <= |m| < 1
+    unit = np.ldexp(1.0, np.maximum(e - 1, emin) - (p - 1))
+    scaled = v / unit                                # exact: a power of two
+    r = np.rint(scaled)
+    mid[sel] = np.abs(scaled - np.trunc(scaled)) == 0.5
+    with np.errstate(over="ignore"):
+        val = r * unit
+    out[sel] = np.where(np.abs(val) >= 2.0 ** (emax + 1), np.copysign(np.inf, v), val)
+    return out, mid
 
 
 def exact(v) -> Fraction:
@@ -22,8 +63,8 @@ def exact(v) -> Fraction:
 
 
 def round_fraction(q: Fraction, dtype) -> float:
-    """Round ``q`` to nearest-even in ``dtype`` (float32/float16/float64); overflow gives +-inf."""
-    p, emin, emax = FORMATS[np.dtype(dtype)]
+    """Round ``q`` to nearest-even in ``dtype`` (float32/float16/float64/bfloat16); overflow gives +-inf."""
+    p, emin, emax = _format(dtype)
     if q == 0:
         return 0.0
     sign = -1 if q < 0 else 1
@@ -68,8 +109,10 @@ def ulp_distance(a, b, dtype) -> int:
     """Distance in units in the last place between two same-signed finite values of ``dtype``."""
     dt = np.dtype(dtype)
     it = {2: np.int16, 4: np.int32, 8: np.int64}[dt.itemsize]
-    ia = int(np.array(a, dt).view(it))
-    ib = int(np.array(b, dt).view(it))
+    # through float64 for Python floats: exact for values of the format (ml_dtypes' own conversion
+    # of a float64 into bfloat16 would round twice for others)
+    ia = int(np.array(a).astype(dt).view(it))
+    ib = int(np.array(b).astype(dt).view(it))
     return abs(ia - ib)
 
 
@@ -87,7 +130,7 @@ def mean2(a, b, dtype) -> np.ndarray:
     out = np.empty(a.shape, dt)
     for idx in np.ndindex(a.shape):
         x, y = a[idx], b[idx]
-        if dt.kind == "f":
+        if is_float(dt):
             if np.isnan(x) or np.isnan(y) or (np.isinf(x) and np.isinf(y) and x != y):
                 out[idx] = np.nan
             elif np.isinf(x) or np.isinf(y):
@@ -105,7 +148,7 @@ def add2(a, b, dtype) -> np.ndarray:
     out = np.empty(np.shape(a), dt)
     for idx in np.ndindex(out.shape):
         x, y = np.asarray(a)[idx], np.asarray(b)[idx]
-        if dt.kind == "f":
+        if is_float(dt):
             if not (np.isfinite(x) and np.isfinite(y)):
                 with np.errstate(invalid="ignore"):
                     out[idx] = np.float64(x) + np.float64(y)
@@ -123,7 +166,7 @@ def add2(a, b, dtype) -> np.ndarray:
 def equal_bits(a: np.ndarray, b: np.ndarray) -> bool:
     """Bitwise equality, treating every NaN as equal to every NaN."""
     a, b = np.asarray(a), np.asarray(b)
-    if a.dtype.kind == "f":
+    if is_float(a.dtype):
         nan = np.isnan(a) & np.isnan(b)
         return bool(np.all(nan | (a.view(f"u{a.dtype.itemsize}") == b.view(f"u{b.dtype.itemsize}"))))
     return bool(np.array_equal(a, b))
@@ -142,20 +185,35 @@ def _ints(a) -> np.ndarray:
 
 
 def fast_mean2(a, b, dtype) -> np.ndarray:
-    """Correctly rounded (a + b) / 2. FLOAT16/FLOAT32: the float64 sum rounds once, halving is exact,
-    and rounding float64 to the target is innocuous because 53 >= 2p + 2 (Figueroa) -- a different
-    route from the CPU device's float32 sum with an overflow fix-up."""
+    """Correctly rounded (a + b) / 2. FLOAT16/FLOAT32/BFLOAT16: the float64 sum rounds once, halving
+    is exact, and rounding float64 to the target is innocuous because 53 >= 2p + 2 (Figueroa) -- a
+    different route from the CPU device's float32 sum with an overflow fix-up. FLOAT64: TwoSum gives
+    a + b = s + e exactly, and where s is finite with s / 2 normal, RN((s + e) / 2) = RN(s + e) / 2
+    = s / 2; every other element (an overflowing sum, a subnormal half) takes the Fraction path."""
     dt = np.dtype(dtype)
-    if dt.kind == "f":
+    if dt == np.float64:
+        a, b = np.broadcast_arrays(np.asarray(a, F64), np.asarray(b, F64))
         with np.errstate(invalid="ignore", over="ignore"):
-            return ((np.asarray(a, F64) + np.asarray(b, F64)) / 2).astype(dt)
+            s = a + b
+            out = s / 2
+        finite = np.isfinite(a) & np.isfinite(b)
+        hard = finite & ~(np.isfinite(s) & (np.abs(s) >= 2.0**-1021))
+        if np.any(hard):
+            out[hard] = mean2(a[hard], b[hard], dt)
+        return out
+    if is_float(dt):
+        with np.errstate(invalid="ignore", over="ignore"):
+            q = (np.asarray(a, F64) + np.asarray(b, F64)) / 2
+        if dt == _bf16():
+            return round_float64(q, dt)[0].astype(dt)
+        return q.astype(dt)
     return _trunc_div(_ints(a) + _ints(b), 2).astype(dt)
 
 
 def fast_add2(a, b, dtype) -> np.ndarray:
     """a + b rounded once (floats, via float64 as in fast_mean2); integers wrap modulo 2^bits."""
     dt = np.dtype(dtype)
-    if dt.kind == "f":
+    if is_float(dt):
         with np.errstate(invalid="ignore", over="ignore"):
             return (np.asarray(a, F64) + np.asarray(b, F64)).astype(dt)
     bits = dt.itemsize * 8
@@ -180,12 +238,19 @@ def identity(x, dtype, scale_bias=None) -> np.ndarray:
         return (t.astype(F64) + b).astype(np.float32).astype(dt)
 
 
+def _nonfinite_means(rows: np.ndarray) -> np.ndarray:
+    """The mean of rows holding an inf or a NaN: NaN when a NaN or both infinities are there, else
+    the infinity (whatever the order of the additions)."""
+    r = rows.astype(F64)
+    nan = np.any(np.isnan(r), axis=1) | (np.any(r == np.inf, axis=1) & np.any(r == -np.inf, axis=1))
+    return np.where(nan, np.nan, np.where(np.any(r == np.inf, axis=1), np.inf, -np.inf))
+
+
 def _round_rows(rows: np.ndarray, dt) -> np.ndarray:
     """Exact mean of each row of a 2-D float array, rounded once to ``dt``."""
     n = rows.shape[1]
     finite = np.all(np.isfinite(rows), axis=1)
-    with np.errstate(invalid="ignore", over="ignore"):
-        out = (rows.astype(F64).sum(axis=1) / n).astype(dt)   # only kept where a value is not finite
+    out = _nonfinite_means(rows).astype(dt)   # only kept where a value is not finite
     if np.any(finite):
         sums = exact_sum_rows(rows[finite])
         out[finite] = [round_fraction(s / n, dt) for s in sums]
@@ -223,15 +288,23 @@ def mean_rows(rows: np.ndarray, dtype) -> np.ndarray:
     rounding is monotonic, so q never crosses one). Every other row takes rational arithmetic."""
     dt = np.dtype(dtype)
     n = rows.shape[1]
-    if dt.kind != "f":
+    if not is_float(dt):
         return _trunc_div(_ints(rows).sum(axis=1), n).astype(dt)
     with np.errstate(invalid="ignore", over="ignore"):
         s, ok = _exact_f64_sums(rows)
         q = s / n
-        out = q.astype(dt)
     finite = np.all(np.isfinite(rows), axis=1)
-    if dt != np.float64:
-        ok &= ~_on_midpoint(q, out)
+    if dt == _bf16():
+        r, mid = round_float64(q, dt)
+        out = r.astype(dt)
+        ok &= ~mid
+    else:
+        with np.errstate(invalid="ignore", over="ignore"):
+            out = q.astype(dt)
+        if dt != np.float64:
+            ok &= ~_on_midpoint(q, out)
+    if not np.all(finite):
+        out[~finite] = _nonfinite_means(rows[~finite]).astype(dt)
     bad = ~ok & finite
     if np.any(bad):
         out[bad] = _round_rows(rows[bad], dt)

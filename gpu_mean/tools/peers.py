@@ -11,9 +11,9 @@ def _operands(xp, case, make):
     x = make(case.shape)
     if case.op == "nary":
         return [x] * case.inputs
-    if case.op in ("mean", "add") and case.layout == "broadcast":
+    if case.family in ("mean", "add") and case.layout == "broadcast":
         return [make((1,) + case.shape[1:]), x]
-    if case.op in ("mean", "add"):
+    if case.family in ("mean", "add"):
         return [x, make(case.shape)]
     return [x]
 
@@ -21,18 +21,19 @@ def _operands(xp, case, make):
 def _expr(case, xs, mean_axes):
     if case.op == "identity" and case.layout == "packed":
         return None
-    if case.op == "mean":
+    if case.family == "mean":
         return lambda: (xs[0] + xs[1]) * 0.5
     if case.op == "nary":
         return lambda: sum(xs[1:], xs[0]) / len(xs)
-    if case.op == "reduce":
+    if case.family == "reduce":
         return lambda: mean_axes(xs[0], case.axes)
     return None
 
 
 def numpy_peer(case, shape=None):
+    """numpy doing the same work (floats only: numpy's integer means are float64, a different result)."""
     dt = case.dtype.numpy_dtype
-    if case.layout not in ("packed", "broadcast") or case.op in ("add", "int_reduce"):
+    if case.layout not in ("packed", "broadcast") or case.op == "add" or not case.dtype.is_float:
         return None
     xs = _operands(np, case, lambda s: np.ones(s, dt))
     if case.op == "identity":
@@ -45,21 +46,22 @@ def numpy_peer(case, shape=None):
 
 
 def ort_peer(case, shape=None):
-    """onnxruntime's CPU provider (Mean / ReduceMean-18), or None."""
+    """onnxruntime's CPU provider (Mean / ReduceMean-18), or None (also where onnxruntime implements
+    no kernel for the type: Mean has float and float16 only, ReduceMean no bfloat16 nor uint64)."""
     try:
         import onnxruntime as ort
-        from onnx import TensorProto, helper, numpy_helper
+        from onnx import helper, numpy_helper
     except ImportError:
         return None
-    if case.op not in ("mean", "nary", "reduce") or case.layout not in ("packed", "broadcast"):
+    if case.family not in ("mean", "nary", "reduce") or case.layout not in ("packed", "broadcast"):
         return None
     dt = case.dtype.numpy_dtype
-    et = TensorProto.FLOAT if dt == np.float32 else TensorProto.FLOAT16
+    et = helper.np_dtype_to_tensor_dtype(dt)
     xs = _operands(np, case, lambda s: np.ones(s, dt))
     names = [f"x{i}" for i in range(len(xs))]
     vi = helper.make_tensor_value_info
     inits = []
-    if case.op == "reduce":
+    if case.family == "reduce":
         node = helper.make_node("ReduceMean", ["x0", "axes"], ["y"])
         inits = [numpy_helper.from_array(np.asarray(case.axes, np.int64), "axes")]
     else:
@@ -68,7 +70,10 @@ def ort_peer(case, shape=None):
                           [vi("y", et, None)], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
     m.ir_version = 9
-    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    try:
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception:   # onnxruntime's NOT_IMPLEMENTED or INVALID_GRAPH for the type: no peer
+        return None
     feeds = dict(zip(names, xs))
     return lambda: sess.run(None, feeds)
 
@@ -76,7 +81,7 @@ def ort_peer(case, shape=None):
 def gpu_peers(case, shape=None) -> dict:
     """{"cupy": callable, "torch": callable} for the libraries present with a CUDA GPU."""
     out = {}
-    if case.layout not in ("packed", "broadcast") or case.op in ("add", "int_reduce"):
+    if case.layout not in ("packed", "broadcast") or case.op == "add" or not case.dtype.is_float:
         return out
     for lib in ("cupy", "torch"):
         try:
@@ -90,7 +95,8 @@ def gpu_peers(case, shape=None) -> dict:
                 fn = (lambda x=xs[0]: x.copy()) if case.op == "identity" else _expr(
                     case, xs, lambda x, axes: x.mean(axis=axes))
             else:
-                dt = {"FLOAT32": mod.float32, "FLOAT16": mod.float16}.get(case.dtype.name)
+                dt = {"FLOAT32": mod.float32, "FLOAT16": mod.float16, "FLOAT64": mod.float64,
+                      "BFLOAT16": mod.bfloat16}.get(case.dtype.name)
                 if dt is None:
                     continue
                 xs = _operands(mod, case, lambda s, mod=mod, dt=dt: mod.ones(s, dtype=dt, device="cuda"))

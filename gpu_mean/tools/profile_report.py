@@ -13,7 +13,7 @@ from .cases import Case
 
 
 def _select(case_list, ops, dtypes) -> list[Case]:
-    return [c for c in case_list if (not ops or c.op in ops) and (not dtypes or c.dtype.name in dtypes)]
+    return [c for c in case_list if (not ops or c.family in ops) and (not dtypes or c.dtype.name in dtypes)]
 
 
 def main(device=None, size_mb=256.0, repeat=10, peers=False, ops=None, dtypes=None, shape=None, axes=None,

@@ -30,7 +30,7 @@ from ..descriptors.types import DataType
 from ..errors import DmlError
 from ..runtime.objects import BufferBinding
 from . import readbw
-from .cases import Case
+from .cases import Case, op_for
 from .peers import gpu_peers, numpy_peer, ort_peer  # noqa: F401  (ort_peer: tools/bench_prefetch.py)
 
 F32, F16 = DataType.FLOAT32, DataType.FLOAT16
@@ -58,15 +58,16 @@ def class_cases(n: int, dtypes=(F32, F16)) -> list[Case]:
     side = max(1, int((n // 1024) ** 0.5))
     out = []
     for dt in dtypes:
-        out += [Case("mean", dt, _rows(n, 1024), klass="E1 contiguous"),
-                Case("mean", dt, _rows(n, 1024), layout="broadcast", klass="E2 broadcast"),
+        mean, red = op_for("mean", dt), op_for("reduce", dt)
+        out += [Case(mean, dt, _rows(n, 1024), klass="E1 contiguous"),
+                Case(mean, dt, _rows(n, 1024), layout="broadcast", klass="E2 broadcast"),
                 Case("nary", dt, _rows(n, 1024), inputs=3, klass="N n-ary"),
-                Case("reduce", dt, (n,), (0,), klass="R1 full"),
-                Case("reduce", dt, _rows(n, 4096), (1,), klass="R2 inner, long"),
-                Case("reduce", dt, _rows(n, 8), (1,), klass="R3 inner, short"),
-                Case("reduce", dt, _rows(n, 32768), (0,), klass="R4 outer, many outputs"),
-                Case("reduce", dt, _rows(n, 16), (0,), klass="R5 outer, few outputs"),
-                Case("reduce", dt, (16, 64, side, side), (0, 2, 3), klass="R6 non-adjacent axes")]
+                Case(red, dt, (n,), (0,), klass="R1 full"),
+                Case(red, dt, _rows(n, 4096), (1,), klass="R2 inner, long"),
+                Case(red, dt, _rows(n, 8), (1,), klass="R3 inner, short"),
+                Case(red, dt, _rows(n, 32768), (0,), klass="R4 outer, many outputs"),
+                Case(red, dt, _rows(n, 16), (0,), klass="R5 outer, few outputs"),
+                Case(red, dt, (16, 64, side, side), (0, 2, 3), klass="R6 non-adjacent axes")]
     return out
 
 
@@ -78,10 +79,11 @@ def cases(shape, ops=None, dtypes=(F32, F16), axes=None) -> list[Case]:
     axes_sets = [tuple(axes)] if axes is not None else (
         [(2,), (1,), (0,), (0, 1, 2), (0, 2)] if len(shape) == 3 else [tuple(range(len(shape)))])
     for dt in dtypes:
-        out += [Case("mean", dt, shape), Case("mean", dt, shape, layout="broadcast"),
+        mean, red = op_for("mean", dt), op_for("reduce", dt)
+        out += [Case(mean, dt, shape), Case(mean, dt, shape, layout="broadcast"),
                 Case("nary", dt, shape, inputs=3)]
-        out += [Case("reduce", dt, shape, a) for a in axes_sets]
-    return [c for c in out if not ops or c.op in ops or c.op == "identity"]
+        out += [Case(red, dt, shape, a) for a in axes_sets]
+    return [c for c in out if not ops or c.family in ops or c.op == "identity"]
 
 
 def prepare_device(dev, case: Case):

@@ -8,6 +8,8 @@ import sys
 
 from tqdm.auto import tqdm
 
+from ..backends import diskcache
+
 
 class Progress:
     def __init__(self, total: int, enabled: bool = True, stream=None):
@@ -23,6 +25,11 @@ class Progress:
     def done(self) -> None:
         self.bar.close()
 
+    def write(self, log, text: str) -> None:
+        """``log(text)`` with the bar cleared first and redrawn after, so that the line stays whole."""
+        with self.bar.external_write_mode():
+            log(text)
+
 
 @contextlib.contextmanager
 def progress_bar(total: int, enabled: bool = True, stream=None):
@@ -31,3 +38,25 @@ def progress_bar(total: int, enabled: bool = True, stream=None):
         yield bar
     finally:
         bar.done()
+
+
+class CompileNotice:
+    """Says ``text`` through ``log`` the first time a kernel is compiled inside a ``watch`` block (a
+    program found in the disk cache, or already built in this process, says nothing); once in all."""
+
+    def __init__(self, log, text: str):
+        self.log, self.text, self.said = log, text, False
+
+    @contextlib.contextmanager
+    def watch(self, bar: Progress | None = None):
+        def notice(what: str) -> None:
+            if not self.said:
+                self.said = True
+                bar.write(self.log, self.text) if bar is not None else self.log(self.text)
+        with diskcache.on_compile(notice):
+            yield
+
+
+def compile_notice(log, text: str, bar: Progress | None = None):
+    """A CompileNotice watching one block."""
+    return CompileNotice(log, text).watch(bar)

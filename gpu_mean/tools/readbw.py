@@ -93,6 +93,8 @@ def _cpu(dev, nbytes):
 
 def _opencl(dev, nbytes):
     import pyopencl as cl
+
+    from ..backends.opencl import BUILD_OPTIONS, build_program
     ctx = dev.cl_context
     cl_dev = ctx.devices[0]
     on_cpu = bool(cl_dev.type & cl.device_type.CPU)
@@ -102,7 +104,7 @@ def _opencl(dev, nbytes):
     out = dev.create_buffer(16)
     prog = _programs.get(ctx)
     if prog is None:
-        prog = _programs[ctx] = cl.Program(ctx, OPENCL_SOURCE).build(options=["-cl-std=CL1.2", "-w"])
+        prog = _programs[ctx] = build_program(cl, ctx, cl_dev, OPENCL_SOURCE, BUILD_OPTIONS, "read bandwidth")
     if on_cpu:
         items = cl_dev.max_compute_units * 4
         chunk = -(-n // items)

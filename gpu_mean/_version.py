@@ -1,0 +1,2 @@
+"""The version of gpu_mean, in a module of its own so that any module can read it without importing the package."""
+__version__ = "0.1.0"
