@@ -52,17 +52,21 @@ __all__ = [
     "Operator", "OperatorInitializer", "OperatorType",
     "OutOfMemoryError", "ReduceDesc", "ReduceFunction", "ScaleBias", "TensorDesc", "TensorFlags", "UnsupportedError",
     "UnsupportedTypeError",
-    "backend_status", "calc_buffer_tensor_size", "create_device", "ext", "list_devices", "mean", "reduce_mean",
+    "backend_status", "calc_buffer_tensor_size", "create_device", "ext", "free_memory", "list_devices", "mean",
+    "memory_pool", "reduce_mean",
 ]
 
 
+_FUNCTIONAL = ("mean", "reduce_mean", "free_memory", "memory_pool")
+
+
 def __dir__():
-    return sorted(set(globals()) | {"mean", "reduce_mean"})
+    return sorted(set(globals()) | set(_FUNCTIONAL))
 
 
 def __getattr__(name):
     # the frontends import the device layer; load them on first use
-    if name in ("mean", "reduce_mean"):
+    if name in _FUNCTIONAL:
         from .frontends import functional
         return getattr(functional, name)
     raise AttributeError(f"module 'gpu_mean' has no attribute {name!r}")

@@ -97,11 +97,14 @@ def parse_device(spec: str | None) -> tuple[str, int]:
 _checked: dict = {}
 
 
-def create_device(spec: str | None = None, feature_level=None, *, checked: bool = False) -> Device:
+def create_device(spec: str | None = None, feature_level=None, *, checked: bool = False,
+                  max_alloc_bytes: int | None = None) -> Device:
     """``"cpu" | "opencl" | "opencl:N" | "cuda" | "cuda:N" | "auto"`` (default: $GPU_MEAN_DEVICE or auto).
     ``checked=True``, or the suffix ``-checked`` (``"opencl:0-checked"``), gives the device with every
     kernel bounds-checked (gpu_mean/backends/checked.py): an out-of-bounds access raises
-    KernelBoundsError instead of touching memory. It is slow; use it to debug or to test kernels."""
+    KernelBoundsError instead of touching memory. It is slow; use it to debug or to test kernels.
+    ``max_alloc_bytes`` lowers the largest single buffer the Device allocates below the hardware's
+    own limit (``Device.max_alloc_bytes``); gm.mean and gm.reduce_mean split arrays past it."""
     checked = _spec(spec)[1] or checked
     kind, index = parse_device(spec)
     be = find_backend(kind, index)
@@ -113,4 +116,4 @@ def create_device(spec: str | None = None, feature_level=None, *, checked: bool 
         if twin is None:
             twin = _checked[be] = be.checked_twin()
         be = twin
-    return Device(be, feature_level)
+    return Device(be, feature_level, max_alloc_bytes)

@@ -99,9 +99,14 @@ class ClArrays(ArrayBridge):
     def host_in_place(self, span: np.ndarray, writable: bool):
         if not self.host_memory or span.ctypes.data % self.host_ptr_alignment:
             return None
+        if span.nbytes > self.backend.max_alloc:
+            return None     # past CL_DEVICE_MAX_MEM_ALLOC_SIZE, which binds host-pointer buffers too
         mf = self.cl.mem_flags
         access = mf.READ_WRITE if writable else mf.READ_ONLY
-        return self.cl.Buffer(self.backend.ctx, access | mf.USE_HOST_PTR, hostbuf=span)
+        try:
+            return self.cl.Buffer(self.backend.ctx, access | mf.USE_HOST_PTR, hostbuf=span)
+        except self.cl.Error:
+            return None     # the driver would not wrap it (out of resources): the caller copies instead
 
     def host_output(self, nbytes: int):
         """(host array of ``nbytes`` at the alignment the device uses in place, its buffer) for a

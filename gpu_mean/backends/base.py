@@ -18,6 +18,11 @@ class Program:
         """Enqueue the work. ``inputs``/``outputs`` are (native buffer, byte offset) pairs."""
         raise NotImplementedError
 
+    def forget_bindings(self) -> None:
+        """Drop any reference kept to the buffers of the last run (a program that skips setting
+        unchanged arguments keeps them), so that memory bound for one call (a caller's array bound
+        in place) is not held after it."""
+
 
 class Backend:
     """A device's verbs over a plan. Subclasses set ``info`` (a DeviceInfo) and ``native_errors``:
@@ -28,6 +33,10 @@ class Backend:
     info = None
     native_errors: tuple = ()
     unavailable: str | None = None    # why this device cannot be used, once known
+    # the largest single allocation the device takes, and the name it goes by in messages; None: no
+    # limit below the device's memory (split calls: docs/design.md, "arrays larger than one allocation")
+    max_alloc: int | None = None
+    max_alloc_name: str = ""
 
     def open(self) -> str | None:
         """Make what the device needs before its first use (a CUDA context and stream): None when it
@@ -64,6 +73,15 @@ class Backend:
 
     def is_out_of_memory(self, exc: Exception) -> bool:
         return False
+
+    def free_memory(self) -> int | None:
+        """Bytes of device memory free for new allocations now, where the device can tell (CUDA);
+        None elsewhere."""
+        return None
+
+    def release_cached(self) -> None:
+        """Give back memory the native layer keeps for reuse after the library freed it (CuPy's
+        memory pool); nothing where freeing already gives it back."""
 
     # -- data types
     def storage_refusal(self, dt: DataType) -> str | None:

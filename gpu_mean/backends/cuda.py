@@ -337,6 +337,18 @@ class CudaBackend(Backend):
             return True
         return isinstance(exc, self.native_errors) and status_name(exc) in OOM_STATUS
 
+    def free_memory(self) -> int | None:
+        """The GPU's free memory plus what CuPy's pool holds free for this GPU: what a new allocation
+        can have. CUDA has no per-allocation limit below that."""
+        with self.dev:
+            free = int(self.cp.cuda.runtime.memGetInfo()[0])
+            return free + int(self.cp.get_default_memory_pool().free_bytes())
+
+    def release_cached(self) -> None:
+        # buffers the library freed stay in CuPy's pool for reuse; give the unused blocks to the driver
+        with self.dev:
+            self.cp.get_default_memory_pool().free_all_blocks()
+
     def function(self, filename: str, macros: dict, name: str):
         """A kernel of one variant, compiled and loaded on this backend's GPU (not the current one)."""
         def build():

@@ -157,6 +157,11 @@ class KernelArgs:
         self.kernel.set_arg(i, value if dtype is None else dtype(value))
         self.last[i] = key
 
+    def forget_buffers(self) -> None:
+        """Forget the buffers set (scalars stay): the next run sets them again, and nothing here
+        keeps a buffer (or the host array under it) alive."""
+        self.last = {i: v for i, v in self.last.items() if isinstance(v, int)}
+
 
 _MISSING = object()
 
@@ -198,6 +203,9 @@ class OpenCLBackend(Backend):
         self.is_cpu = bool(device.type & cl.device_type.CPU) and not gpu_paths
         self.host_backed = self.is_cpu and bool(device.host_unified_memory)
         self.compute_units = device.max_compute_units
+        # enforced on every buffer, those over host memory (USE_HOST_PTR) included (PoCL 3.1, checked)
+        self.max_alloc = int(device.max_mem_alloc_size)
+        self.max_alloc_name = "CL_DEVICE_MAX_MEM_ALLOC_SIZE"
         self.max_param_bytes = device.max_parameter_size
         # the width the GPU-shaped geometry is computed for (gpu_geometry: multiprocessors)
         self.gpu_sms = GPUPATHS_SMS if gpu_paths else self.compute_units
@@ -377,6 +385,11 @@ class ClElementwiseProgram(Program):
         self.be.enqueue(a.kernel, launch.global_size, launch.local_size, self.traffic)
         self.status.check(launch.kernel)
 
+    def forget_bindings(self):
+        for entry in self.launches.values():
+            entry[1].forget_buffers()
+            entry[2] = None
+
 
 # --- reductions ------------------------------------------------------------------------------
 
@@ -438,6 +451,11 @@ class ClReduceProgram(Program):
             be.enqueue(f.kernel, v.finalize.global_size, v.finalize.local_size, 0)
             if status is not None:
                 status.check(v.finalize.kernel)
+
+    def forget_bindings(self):
+        self.args.forget_buffers()
+        if self.fin_args is not None:
+            self.fin_args.forget_buffers()
 
 
 def _set_status(args: KernelArgs, status) -> None:

@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import backends
 from ..backends.arrays import classify, hand_back, host_array, result_rule, wrong_device
+from ..descriptors.tensor import MAX_ELEMENTS
 from ..descriptors.types import DataType
 from ..errors import InvalidArgumentError, UnsupportedTypeError
 from ..runtime import interop
@@ -50,6 +51,9 @@ CPU_IN_PLACE_MIN_BYTES = 128 << 10
 # The same trade on an OpenCL device that works in host memory (PoCL), where binding in place
 # also makes a USE_HOST_PTR buffer per array and maps the result.
 HOST_IN_PLACE_MIN_BYTES = 128 << 10
+# From this many input bytes a call that copies host arrays into device memory asks how much is free
+# (CUDA), so that what one piece copies fits (frontends/split.py).
+FREE_CHECK_BYTES = 64 << 20
 
 _default: dict = {}
 
@@ -88,11 +92,22 @@ class Operand:
     numpy or native array over the caller's memory; ``strides`` in elements (>= 0); ``span_bytes``
     the bytes from the first element through the last."""
 
-    __slots__ = ("kind", "array", "shape", "dtype", "strides", "span_bytes")
+    __slots__ = ("kind", "array", "shape", "dtype", "strides", "span_elements", "span_bytes")
 
     def __init__(self, kind, array, shape, dtype, strides):
         self.kind, self.array, self.shape, self.dtype, self.strides = kind, array, shape, dtype, strides
-        self.span_bytes = interop.span_elements(shape, strides) * dtype.itemsize
+        self.span_elements = interop.span_elements(shape, strides)
+        self.span_bytes = self.span_elements * dtype.itemsize
+
+    def piece(self, index: tuple) -> Operand:
+        """The operand over a box of its own dimensions (``index``: one slice per dimension), a view
+        without a copy; element strides stay those of the whole (0 where a piece has size 1)."""
+        if not index:
+            return self     # a scalar: every piece reads all of it
+        arr = self.array[index]
+        shape = tuple(int(n) for n in arr.shape)
+        strides = tuple(0 if n == 1 else s for n, s in zip(shape, self.strides))
+        return Operand(self.kind, arr, shape, self.dtype, strides)
 
     def span(self) -> np.ndarray:
         return interop.host_span(self.array, self.span_bytes)
@@ -150,10 +165,13 @@ class Call:
       from CPU_IN_PLACE_MIN_BYTES on, bound in place (``Launch.run_device``);
     * "host in place": numpy arrays on an OpenCL device that works in host memory, bound in place
       through USE_HOST_PTR buffers, the result written into a numpy array (``Launch.run_host``);
-    * "host": host arrays copied into pooled buffers (``Launch.run_host``; CUDA: pinned staging).
+    * "host": host arrays copied into pooled buffers (``Launch.run_host``; CUDA: pinned staging);
+    * "split": an operand larger than one buffer of the device (``limit``) or than a DirectML tensor
+      (2^32 - 1 elements): the call runs in pieces (frontends/split.py), each a Call of its own.
     """
 
     def __init__(self, inputs, device, what: str):
+        self.what = what
         if device is not None and all(type(x) is np.ndarray for x in inputs):
             # the common case, without the general classification
             self.rule = NUMPY
@@ -178,8 +196,25 @@ class Call:
             self.ops = [self._operand(x, i, k, what, where) for i, (x, (k, where)) in enumerate(zip(inputs, kinds))]
         op0 = self.ops[0]
         self.kind = op0.kind
+        self.limit = self.dev.max_alloc_bytes
         self.mode = self._mode()
         self.signature = tuple((o.kind, o.dtype.str, o.shape, o.strides, self.alignment(o)) for o in self.ops)
+
+    @classmethod
+    def piece(cls, parent: Call, ops, dest=None, dev=None) -> Call:
+        """A piece of a split call: ``ops`` are views of the parent's operands; ``dest``, where given,
+        the view of the parent's result this piece writes; ``dev`` another device (the CPU device,
+        for partial sums a device without fp64 cannot make; ``ops`` are then host arrays)."""
+        c = cls.__new__(cls)
+        c.what, c.rule = parent.what, parent.rule
+        c.dev = dev or parent.dev
+        c.bridge = c.dev.backend.arrays
+        c.ops = ops
+        c.kind = ops[0].kind
+        c.limit = parent.limit
+        c.mode = c._mode(dest, piece=True)
+        c.signature = tuple((o.kind, o.dtype.str, o.shape, o.strides, c.alignment(o)) for o in ops)
+        return c
 
     def _operand(self, x, index: int, kind: str, what: str, where=None) -> Operand:
         """The caller's memory, viewed without a copy unless a TensorDesc cannot describe its strides."""
@@ -200,67 +235,113 @@ class Call:
             strides = interop.element_strides(shape, arr.strides, dtype.itemsize)
         return Operand(kind, arr, shape, dtype, strides)
 
-    def _mode(self) -> str:
+    def _mode(self, dest=None, piece: bool = False) -> str:
+        bridge = self.bridge
+        span = sum(o.span_bytes for o in self.ops)
+        if not piece:       # a piece was cut to fit (split.plan_chunks)
+            if self.kind == "host" and not bridge.host_memory and span >= FREE_CHECK_BYTES:
+                free = self.dev.backend.free_memory()
+                if free is not None:
+                    # a copy of every operand and of the result in device memory at once, with room to spare
+                    share = free // (2 * (len(self.ops) + 1))
+                    self.limit = share if self.limit is None else min(self.limit, share)
+            limit = self.limit
+            for o in self.ops:
+                if o.span_elements > MAX_ELEMENTS or (limit is not None and o.span_bytes > limit):
+                    return "split"
         if self.kind != "host":
             return "device"
-        bridge = self.bridge
         if not bridge.host_memory:
             return "host"
-        span = sum(o.span_bytes for o in self.ops)
         if bridge.kind == "host":
             return "device" if span >= CPU_IN_PLACE_MIN_BYTES else "host"
         if span < HOST_IN_PLACE_MIN_BYTES:
             return "host"
         self.natives = [bridge.host_in_place(o.span(), False) for o in self.ops]
+        if dest is not None:
+            self.dest_bytes = interop.span_elements(dest.shape, _element_strides(dest)) * dest.dtype.itemsize
+            self.natives.append(bridge.host_in_place(interop.host_span(dest, self.dest_bytes), True))
         return "host" if any(n is None for n in self.natives) else "host in place"
 
     def alignment(self, op) -> int:
         return 0 if op.kind == "host" else self.bridge.alignment(op.array)
 
-    def run(self, signature, make):
+    def run(self, signature, make, dest=None, to_host: bool = False):
         """Execute the launch cached for ``signature`` (``make()`` gives its descriptor and result
-        shape on first use); the result as the caller's type."""
+        shape on first use); the result as the caller's type. ``dest``: an array (a view of a split
+        call's result) the result is written into instead; ``to_host``: the result as numpy whatever
+        the operands (a split call's partial sums)."""
         while True:
             ln = pool.launch_for(self.dev, signature, self.mode == "host", make)
             try:
-                return hand_back(self._run(ln), self.rule)
+                res = self._run(ln, dest, to_host)
             except pool.Released:
                 continue
+            if ln.pool.held > ln.pool.limit:
+                ln.cache.trim()
+            return res if dest is not None or to_host else hand_back(res, self.rule)
 
-    def _run(self, ln):
+    def _run(self, ln, dest, to_host):
         mode = self.mode
         if mode == "host":
-            return ln.run_host([o.span() for o in self.ops]).reshape(ln.out_shape)
+            res = ln.run_host([o.span() for o in self.ops])
+            if dest is None:
+                return res.reshape(ln.out_shape)
+            dest[...] = res.reshape(dest.shape)
+            return dest
         if mode == "host in place":
+            n_in = len(self.ops)
             ins = [BufferBinding(Buffer(self.dev, n, max(t.total_size_in_bytes, o.span_bytes), o.span_bytes), 0,
-                                 t.total_size_in_bytes) for n, o, t in zip(self.natives, self.ops, ln.in_tensors)]
-            res, out = self._host_output(ln)
+                                 t.total_size_in_bytes)
+                   for n, o, t in zip(self.natives[:n_in], self.ops, ln.in_tensors)]
+            res, out, real = self._host_output(ln, dest)
             ln.run_device(ins, out)
             # the kernel's writes visible in the array handed back, all work before them done
-            self.dev.executor.host_sync(out.buffer.native, out.size)
+            self.dev.executor.host_sync(out.buffer.native, real)
             return res
         ins = [native_binding(self.dev, self.bridge, o.array, max(o.span_bytes, 1), t.total_size_in_bytes)
                for o, t in zip(self.ops, ln.in_tensors)]
-        out, res = self._new_output(ln)
         arrays = [o.array for o in self.ops]
+        if to_host and self.kind != "host":
+            return self._run_to_host(ln, ins, arrays)
+        out, res = self._new_output(ln, dest)
         self.bridge.before(arrays)
         ln.run_device(ins, out)
         self.bridge.after(res)
         return res
 
-    def _host_output(self, ln):
-        """(numpy result, binding of its memory): the kernel writes the array handed back."""
+    def _run_to_host(self, ln, ins, arrays) -> np.ndarray:
+        """Device operands, the result read back from a pooled buffer (a split call's partial sums)."""
+        t = ln.out_tensor
+        buf = ln.pool.take(t.total_size_in_bytes)
+        try:
+            self.bridge.before(arrays)
+            ln.run_device(ins, BufferBinding(buf, 0, t.total_size_in_bytes))
+            return buf.read(t.numpy_dtype, ln.out_count).reshape(ln.out_shape)
+        finally:
+            ln.pool.give(buf)
+
+    def _host_output(self, ln, dest=None):
+        """(numpy result, binding of its memory, its real bytes): the kernel writes the array handed
+        back (``dest``, where given, through the handle ``_mode`` made over it)."""
         t = ln.out_tensor
         nbytes = t.total_size_in_bytes
+        if dest is not None:
+            real = self.dest_bytes
+            return dest, BufferBinding(Buffer(self.dev, self.natives[-1], max(nbytes, real), real), 0, nbytes), real
         span, native = self.bridge.host_output(nbytes)
         res = span[:ln.out_count * t.numpy_dtype.itemsize].view(t.numpy_dtype).reshape(ln.out_shape)
-        return res, BufferBinding(Buffer(self.dev, native, nbytes), 0, nbytes)
+        return res, BufferBinding(Buffer(self.dev, native, nbytes), 0, nbytes), nbytes
 
-    def _new_output(self, ln):
+    def _new_output(self, ln, dest=None):
         """(binding, result array): the result is allocated by the caller's array library, shaped as
-        the result, and padded only where TotalTensorSizeInBytes (a multiple of 4) asks for more."""
+        the result, and padded only where TotalTensorSizeInBytes (a multiple of 4) asks for more;
+        or ``dest``, bound where it is."""
         t = ln.out_tensor
         dtype = t.numpy_dtype
+        if dest is not None:
+            real = interop.span_elements(dest.shape, _element_strides(dest)) * dtype.itemsize
+            return native_binding(self.dev, self.bridge, dest, max(real, 1), t.total_size_in_bytes), dest
         n = -(-t.total_size_in_bytes // dtype.itemsize)
         shape = ln.out_shape if n == ln.out_count else (n,)
         like = self.ops[0].array
@@ -268,6 +349,15 @@ class Call:
         b = native_binding(self.dev, self.bridge, arr, n * dtype.itemsize, t.total_size_in_bytes)
         res = arr if n == ln.out_count else arr[:ln.out_count].reshape(ln.out_shape)
         return b, res
+
+    def host_copy(self, op: Operand) -> np.ndarray:
+        """A device operand's values as a host array (for partial sums a device without fp64 cannot
+        make; the one place a split call reads device operands back)."""
+        b = native_binding(self.dev, self.bridge, op.array, max(op.span_bytes, 1))
+        self.bridge.before([op.array])
+        raw = b.buffer.read(np.uint8, op.span_bytes, b.offset)
+        itemsize = op.dtype.itemsize
+        return np.ndarray(op.shape, op.dtype, buffer=raw, strides=tuple(s * itemsize for s in op.strides))
 
     def empty_result(self, shape, fill=None):
         """A result with no kernel launch (zero-size tensors, means of nothing)."""
@@ -277,6 +367,12 @@ class Call:
         if self.kind != "host":
             res = self.bridge.from_host(self.ops[0].array, res)
         return hand_back(res, self.rule)
+
+
+def _element_strides(arr) -> tuple:
+    """Element strides of a view the library made itself (never negative)."""
+    itemsize = np.dtype(arr.dtype).itemsize
+    return tuple(0 if n == 1 else int(s) // itemsize for n, s in zip(arr.shape, arr.strides))
 
 
 def _one_library(arrays, what: str) -> tuple:

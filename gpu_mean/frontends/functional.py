@@ -13,12 +13,22 @@ import math
 
 import numpy as np
 
-from ..descriptors.ext import MAX_NARY_INPUTS, IntegerReduceMeanDesc, MeanDesc, NaryMeanDesc, ReduceMeanDesc
+from ..backends import parse_device
+from ..descriptors.ext import (
+    MAX_NARY_INPUTS,
+    IntegerReduceMeanDesc,
+    MeanDesc,
+    NaryMeanDesc,
+    ReduceMeanDesc,
+    ReduceSumDesc,
+)
 from ..descriptors.operators import ElementWiseIdentityDesc, ElementWiseMeanDesc, ReduceDesc
-from ..descriptors.tables import EXTENSION_TYPES
+from ..descriptors.tables import EXTENSION_TYPES, WIDE_SUM_TYPE
 from ..descriptors.tensor import TensorDesc, packed_strides
 from ..descriptors.types import DataType, ReduceFunction
 from ..errors import InvalidArgumentError, UnsupportedError
+from ..runtime.device import Device
+from . import pool, split
 from .arrays import (  # noqa: F401  (public names)
     CPU_IN_PLACE_MIN_BYTES,
     SUPPORTED,
@@ -62,7 +72,9 @@ def mean(*arrays, device=None):
     One input is copied, two run DML ELEMENT_WISE_MEAN, three or more the one-pass
     ``gm.ext.NaryMeanDesc`` (every input read once, one rounding). The extension types run
     ``gm.ext.MeanDesc`` for two inputs and ``gm.ext.NaryMeanDesc`` otherwise (one input included).
-    Integers truncate toward zero.
+    Integers truncate toward zero. Arrays past the device's largest buffer
+    (``Device.max_alloc_bytes``) or DirectML's 2^32 - 1 elements run piece by piece, each piece
+    written into its place in the result (``split.py``).
     """
     return mean_op(arrays, device)
 
@@ -91,22 +103,32 @@ def mean_op(arrays, device, broadcast: bool = True, what: str = "Mean", types=No
     except ValueError as e:
         raise InvalidArgumentError(f"{what}: input shapes {shapes} do not broadcast (ONNX multidirectional "
                                    "broadcasting)") from e
-    if math.prod(out_shape) == 0:
+    count = math.prod(out_shape)
+    if count == 0:
         return call.empty_result(out_shape)
     if len(out_shape) > 8:
         raise UnsupportedError(f"{what}: rank {len(out_shape)} exceeds DirectML's 8 dimensions")
+    if call.mode == "split" or split.too_big(call, count, count * ops[0].dtype.itemsize):
+        return split.run_mean(call, out_shape, mean_desc)
+    return call.run(("mean", call.signature), lambda: mean_desc(call, ops, out_shape))
 
-    def make():
-        dt = data_type_of(ops[0].dtype, what)
-        descs = [broadcast_desc(dt, o.shape, out_shape, o.strides, call.alignment(o)) for o in ops]
+
+def mean_desc(call: Call, ops, out_shape, layout=None):
+    """(descriptor, result shape) of one mean launch: IDENTITY, ELEMENT_WISE_MEAN or the n-ary mean
+    over ``ops`` broadcast to ``out_shape``. ``layout``: (element strides, alignment) of the view a
+    piece of a split call writes, else a packed result."""
+    dt = data_type_of(ops[0].dtype, call.what)
+    descs = [broadcast_desc(dt, o.shape, out_shape, o.strides, call.alignment(o)) for o in ops]
+    if layout is None:
         out_desc = TensorDesc(dt, tuple(out_shape) or (1,))
-        ext = dt in EXTENSION_TYPES
-        if len(ops) == 1 and not ext:
-            return ElementWiseIdentityDesc(descs[0], out_desc), out_shape
-        if len(ops) == 2:
-            return (MeanDesc if ext else ElementWiseMeanDesc)(descs[0], descs[1], out_desc), out_shape
-        return NaryMeanDesc(tuple(descs), out_desc), out_shape
-    return call.run(("mean", call.signature), make)
+    else:
+        out_desc = TensorDesc(dt, tuple(out_shape), layout[0], guaranteed_base_offset_alignment=layout[1])
+    ext = dt in EXTENSION_TYPES
+    if len(ops) == 1 and not ext:
+        return ElementWiseIdentityDesc(descs[0], out_desc), out_shape
+    if len(ops) == 2:
+        return (MeanDesc if ext else ElementWiseMeanDesc)(descs[0], descs[1], out_desc), out_shape
+    return NaryMeanDesc(tuple(descs), out_desc), out_shape
 
 
 # -- ReduceMean ---------------------------------------------------------------------------------
@@ -149,21 +171,31 @@ def axes_list(axes, what: str) -> tuple:
 def merge_dims(shape, strides, axes):
     """Drop size-1 dims and merge neighbours of the same kind (both reduced or both kept) whose
     strides let one index walk both: stride[d] == stride[d+1] * size[d+1]."""
-    sizes, st, red = [], [], []
+    return merge_dims_out(shape, strides, axes)[:3]
+
+
+def merge_dims_out(shape, strides, axes, out_strides=None):
+    """``merge_dims`` and the output's strides over the merged dims: kept neighbours merge only
+    where the output's strides let one index walk both too (``out_strides``: the output's element
+    strides over the input's dims; None: a packed output, which always merges)."""
+    sizes, st, red, ost = [], [], [], []
     for d, (n, s) in enumerate(zip(shape, strides)):
         if n == 1:
             continue
         r = d in axes
-        if sizes and red[-1] == r and st[-1] == s * n:
+        o = 0 if out_strides is None or r else out_strides[d]
+        if sizes and red[-1] == r and st[-1] == s * n and ost[-1] == o * n:
             sizes[-1] *= n
             st[-1] = s
+            ost[-1] = o
         else:
             sizes.append(n)
             st.append(s)
             red.append(r)
+            ost.append(o)
     if not sizes:
-        return (1,), (1,), ()
-    return tuple(sizes), tuple(st), tuple(i for i, r in enumerate(red) if r)
+        return (1,), (1,), (), (1,)
+    return tuple(sizes), tuple(st), tuple(i for i, r in enumerate(red) if r), tuple(ost)
 
 
 def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool = False, device=None, axis=None):
@@ -184,7 +216,9 @@ def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool 
     Floats run DML REDUCE AVERAGE (wide accumulation, within 1 ulp); integers
     ``gm.ext.IntegerReduceMeanDesc`` (exact, truncation toward zero); the extension types
     ``gm.ext.ReduceMeanDesc`` (the same promises). A reduction over a zero-size dimension gives NaN
-    (floats) or 0 (integers) without launching a kernel.
+    (floats) or 0 (integers) without launching a kernel. An ``x`` past the device's largest buffer
+    or DirectML's 2^32 - 1 elements runs in pieces; where a reduced axis is cut, the pieces' wide
+    partial sums are added exactly and divided once (``split.py``).
     """
     if axis is not None:
         if axes is not None:
@@ -215,16 +249,67 @@ def reduce_mean_op(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bo
     if n_out == 0 or any(shape[d] == 0 for d in axes):
         return call.empty_result(out_shape, (np.nan if dt.is_float else 0) if n_out else None)
 
+    if (call.mode == "split" or split.too_big(call, math.prod(shape), 0)
+            or split.too_big(call, n_out, n_out * op.dtype.itemsize)):
+        return split.run_reduce(call, axes, out_shape, reduce_desc)
+
     def make():
-        sizes, strides, red_axes = merge_dims(shape, op.strides, axes)
-        if len(sizes) > 8:
-            raise UnsupportedError(f"{what}: after merging neighbouring axes the tensor still has rank "
-                                   f"{len(sizes)}; DirectML takes at most 8 dimensions")
-        in_desc = TensorDesc(dt, sizes, strides, guaranteed_base_offset_alignment=call.alignment(op))
-        out_desc = TensorDesc(dt, tuple(1 if d in red_axes else s for d, s in enumerate(sizes)))
-        if dt in EXTENSION_TYPES:
-            return ReduceMeanDesc(in_desc, out_desc, red_axes), out_shape
-        if dt.is_float:
-            return ReduceDesc(ReduceFunction.AVERAGE, in_desc, out_desc, red_axes), out_shape
-        return IntegerReduceMeanDesc(in_desc, out_desc, red_axes), out_shape
+        return reduce_desc(call, op, axes)[0], out_shape
     return call.run(("reduce", call.signature, axes, keepdims), make)
+
+
+def reduce_desc(call: Call, op, axes, layout=None, wide: bool = False):
+    """(descriptor, result shape with reduced axes kept as 1) of one reduction over ``op``: REDUCE
+    AVERAGE for floats, the exact integer mean for integers, or with ``wide`` the wide partial sums
+    (gm.ext.ReduceSumDesc). ``layout``: as for ``mean_desc``, over ``op``'s dims (1 where reduced)."""
+    what = call.what
+    dt = data_type_of(op.dtype, what)
+    shape = op.shape
+    out_strides = None
+    if layout is not None:
+        out_strides = tuple(0 if d in axes else s for d, s in enumerate(layout[0]))
+    sizes, strides, red_axes, merged_out = merge_dims_out(shape, op.strides, axes, out_strides)
+    if len(sizes) > 8:
+        raise UnsupportedError(f"{what}: after merging neighbouring axes the tensor still has rank "
+                               f"{len(sizes)}; DirectML takes at most 8 dimensions")
+    in_desc = TensorDesc(dt, sizes, strides, guaranteed_base_offset_alignment=call.alignment(op))
+    out_dt = WIDE_SUM_TYPE[dt] if wide else dt
+    out_sizes = tuple(1 if d in red_axes else s for d, s in enumerate(sizes))
+    if layout is None:
+        out_desc = TensorDesc(out_dt, out_sizes)
+    else:
+        out_desc = TensorDesc(out_dt, out_sizes, tuple(0 if n == 1 else s for n, s in zip(out_sizes, merged_out)),
+                              guaranteed_base_offset_alignment=layout[1])
+    keep = tuple(1 if d in axes else s for d, s in enumerate(shape))
+    if wide:
+        return ReduceSumDesc(in_desc, out_desc, red_axes), keep
+    if dt in EXTENSION_TYPES:
+        return ReduceMeanDesc(in_desc, out_desc, red_axes), keep
+    if dt.is_float:
+        return ReduceDesc(ReduceFunction.AVERAGE, in_desc, out_desc, red_axes), keep
+    return IntegerReduceMeanDesc(in_desc, out_desc, red_axes), keep
+
+
+# -- memory -------------------------------------------------------------------------------------
+
+def free_memory(device=None) -> int:
+    """Give back the device memory gm.mean and gm.reduce_mean keep between calls: the buffers and
+    compiled launches they pool, and what the native layer keeps after that (CuPy's memory pool).
+    ``device``: a Device or a device string (``"opencl:0"``); None (default): every device. Returns
+    the bytes the pools gave back. The next call allocates and compiles again as needed."""
+    if device is None:
+        return pool.release()
+    if isinstance(device, Device):
+        return pool.release([pool.existing_cache(device)])
+    kind, index = parse_device(device)
+    # every Device object over that hardware the calls have used ("opencl" and "opencl:0" alike)
+    return pool.release(pool.caches_of(lambda info: info.backend == kind and info.index == index))
+
+
+def memory_pool(device=None) -> pool.BufferPool:
+    """The pool of device buffers gm.mean and gm.reduce_mean keep for ``device`` (default: the
+    default device), with CuPy's MemoryPool methods: ``used_bytes()`` (held by cached launches),
+    ``free_bytes()``, ``total_bytes()``, ``get_limit()``, ``set_limit(nbytes)`` and
+    ``free_all_blocks()``. It holds at most its limit between calls (default: an eighth of the
+    device's memory, at most 1 GiB)."""
+    return pool.device_cache(get_device(device)).pool

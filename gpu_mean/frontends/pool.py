@@ -14,48 +14,154 @@ A device-array launch (also used for host arrays bound in place on a device that
 memory) binds the caller's memory, whose address changes from call to call: its
 operator is compiled with DESCRIPTORS_VOLATILE, so the list recorded once reads the binding table
 at execution and each call only rebinds the table (no recording, no host synchronize).
+
+The pool (``BufferPool``) rounds a request up to a page (4 KiB), or, below 32 KiB, to a power of two
+of at most an eighth of it (16 bytes at least), and reuses a free buffer for a request it exceeds by
+at most an eighth: never a doubled request. What it holds -- the buffers of cached launches and the
+free ones -- is bounded by ``limit`` (default: an eighth of the device's memory, at most 1 GiB;
+``gm.memory_pool(device).set_limit``, as CuPy's ``MemoryPool.set_limit``): past it, free buffers are
+given back first, then the least recently used launches with theirs. ``gm.free_memory`` and
+``Device.close`` give everything back. An allocation that fails for lack of memory first gives back
+the free buffers and idle launches and tries once more; if it fails again, the error says what was
+asked, what the device reports and what the pool holds.
 """
 from __future__ import annotations
 
+import bisect
 import threading
+import weakref
 from collections import OrderedDict
 
 import numpy as np
 
 from ..descriptors.types import ExecutionFlags
+from ..errors import OutOfMemoryError
 from ..runtime.objects import BufferBinding
 
 MAX_LAUNCHES = 64          # call signatures kept per device; the least recently used goes first
-MAX_POOLED_PER_SIZE = 4    # free buffers kept per size class
+PAGE = 4096
+MIN_GRANULE = 16
+REUSE_SLACK = 8            # a free buffer serves a request it exceeds by at most 1/REUSE_SLACK
+DEFAULT_LIMIT_CAP = 1 << 30
+
+
+def request_size(nbytes: int) -> int:
+    """A request rounded up to the pool's granularity: a page from 32 KiB on, else the largest power
+    of two no more than an eighth of it (at least 16 bytes). Never more than an eighth added."""
+    n = max(int(nbytes), 1)
+    g = PAGE if n >= 8 * PAGE else max(MIN_GRANULE, 1 << max(0, (n // 8).bit_length() - 1))
+    return -(-n // g) * g
+
+
+def default_limit(dev) -> int:
+    mem = int(dev.info.global_memory or 0)
+    return min(DEFAULT_LIMIT_CAP, mem // 8) if mem else DEFAULT_LIMIT_CAP
 
 
 class BufferPool:
-    """Free device buffers of one device by size class (powers of two from 256 bytes)."""
+    """Device buffers of one device for the functional calls: those in use by cached launches and
+    free ones by size. Its methods follow CuPy's MemoryPool: ``used_bytes``, ``free_bytes``,
+    ``total_bytes``, ``get_limit``, ``set_limit``, ``free_all_blocks``."""
 
-    def __init__(self, dev):
+    def __init__(self, dev, cache: DeviceCache | None = None):
         self.dev = dev
-        self.free: dict = {}
-        self.allocations = 0     # create_buffer calls made for the pool (tests count them)
+        self.cache = cache
+        self.free: dict = {}       # size -> free buffers of that size
+        self.sizes: list = []      # the sizes in ``free``, sorted
+        self.held = 0              # bytes of every buffer made and not yet given back to the device
+        self.free_total = 0
+        self.allocations = 0       # create_buffer calls made for the pool (tests count them)
+        self.limit = default_limit(dev)
         self.lock = threading.Lock()   # take and give come from any thread
 
-    @staticmethod
-    def size_class(nbytes: int) -> int:
-        return max(256, 1 << (int(nbytes) - 1).bit_length())
+    # -- CuPy's MemoryPool names
+    def used_bytes(self) -> int:
+        """Bytes in buffers that cached launches hold."""
+        return self.held - self.free_total
 
+    def free_bytes(self) -> int:
+        """Bytes in free buffers, kept for reuse."""
+        return self.free_total
+
+    def total_bytes(self) -> int:
+        return self.held
+
+    def get_limit(self) -> int:
+        return self.limit
+
+    def set_limit(self, size: int) -> None:
+        """Hold at most ``size`` bytes (launches' buffers and free ones); what is held past it now is
+        given back at once (a call that needs more still runs, and gives back the excess after)."""
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
+            from ..errors import InvalidArgumentError
+            raise InvalidArgumentError(f"set_limit: size must be an integer >= 0, got {size!r}")
+        self.limit = int(size)
+        if self.cache is not None:
+            self.cache.trim()
+
+    def free_all_blocks(self) -> int:
+        """Give every free buffer back to the device; returns the bytes given back."""
+        return self.drop_free(0)
+
+    # -- the pool's own verbs
     def take(self, nbytes: int):
-        size = self.size_class(nbytes)
+        size = request_size(nbytes)
         with self.lock:
-            free = self.free.get(size)
-            if free:
-                return free.pop()
+            i = bisect.bisect_left(self.sizes, size)
+            if i < len(self.sizes) and self.sizes[i] <= size + size // REUSE_SLACK:
+                have = self.sizes[i]
+                free = self.free[have]
+                buf = free.pop()
+                if not free:
+                    del self.free[have]
+                    del self.sizes[i]
+                self.free_total -= have
+                return buf
             self.allocations += 1
-        return self.dev.create_buffer(size)
+        return self._allocate(size)
+
+    def _allocate(self, size: int):
+        try:
+            buf = self.dev.create_buffer(size)
+        except OutOfMemoryError:
+            released = self.cache.release_idle() if self.cache is not None else self.drop_free(0)
+            try:
+                buf = self.dev.create_buffer(size)
+            except OutOfMemoryError as e:
+                raise OutOfMemoryError(
+                    f"{e.args[0]}; the functional calls' pool holds {self.held} bytes ({self.free_total} free) "
+                    f"after giving back {released} bytes and trying again; gm.free_memory() gives back what "
+                    "the pool holds") from e
+        with self.lock:
+            self.held += buf.size
+        return buf
 
     def give(self, buf) -> None:
         with self.lock:
-            free = self.free.setdefault(buf.size, [])
-            if len(free) < MAX_POOLED_PER_SIZE:
-                free.append(buf)
+            free = self.free.get(buf.size)
+            if free is None:
+                free = self.free[buf.size] = []
+                bisect.insort(self.sizes, buf.size)
+            free.append(buf)
+            self.free_total += buf.size
+
+    def drop_free(self, keep_held: int) -> int:
+        """Give free buffers back to the device, largest first, until at most ``keep_held`` bytes are
+        held (or none is free); returns the bytes given back."""
+        dropped = []
+        with self.lock:
+            while self.sizes and self.held > keep_held:
+                size = self.sizes[-1]
+                free = self.free[size]
+                dropped.append(free.pop())
+                if not free:
+                    del self.free[size]
+                    self.sizes.pop()
+                self.free_total -= size
+                self.held -= size
+        n = sum(b.size for b in dropped)
+        del dropped      # the last references: the native memory goes back now
+        return n
 
 
 class Released(Exception):
@@ -69,13 +175,22 @@ class Launch:
         self.dev, self.desc, self.host, self.pool = dev, desc, host, pool
         self.released = False
         self.lock = threading.Lock()
+        self.owned = []
+        self.owned_bytes = 0
+        try:
+            self._build()
+        except BaseException:
+            self.release()     # whatever was taken goes back to the pool
+            raise
+
+    def _build(self) -> None:
+        dev, desc, host = self.dev, self.desc, self.host
         flags = ExecutionFlags.NONE if host else ExecutionFlags.DESCRIPTORS_VOLATILE
         cop = self.cop = dev.compile_operator(dev.create_operator(desc), flags)
         self.in_tensors = desc.input_tensors()
         self.out_tensor = desc.output_tensors()[0]
         self.out_count = self.out_tensor.element_count
         props = cop.binding_properties
-        self.owned = []
         temp = self._take(props.temporary_resource_size) if props.temporary_resource_size else None
         pers = self._take(props.persistent_resource_size) if props.persistent_resource_size else None
         self._initialize(pers)
@@ -100,6 +215,7 @@ class Launch:
     def _take(self, nbytes: int):
         b = self.pool.take(max(int(nbytes), 4))
         self.owned.append(b)
+        self.owned_bytes += b.size
         return b
 
     def _initialize(self, pers) -> None:
@@ -143,6 +259,7 @@ class Launch:
             # the list read the table when it ran: let go of the caller's memory until the next call
             self.table.bind_inputs([])
             self.table.bind_outputs([])
+            self.cop.program.forget_bindings()
 
     def release(self) -> None:
         """Hand the buffers back to the pool (the caller holds ``lock``); a thread that took this
@@ -151,16 +268,72 @@ class Launch:
         for b in self.owned:
             self.pool.give(b)
         self.owned = []
+        self.owned_bytes = 0
+        # the recorded list and table refer to the buffers: drop them so that they can be freed
+        self.cl = self.table = self.inputs = self.output = None
 
 
 class DeviceCache:
+    """One device's launches (by call signature, least recently used first) and buffer pool."""
+
     def __init__(self, dev):
-        self.pool = BufferPool(dev)
+        self.pool = BufferPool(dev, self)
         self.launches: OrderedDict = OrderedDict()
         self.lock = threading.Lock()
 
+    def trim(self) -> None:
+        """Bring what the pool holds within its limit: free buffers first, then the least recently
+        used launches that hold buffers and are not running."""
+        pool = self.pool
+        if pool.held <= pool.limit:
+            return
+        pool.drop_free(pool.limit)
+        if pool.held <= pool.limit:
+            return
+        with self.lock:
+            for key in list(self.launches):
+                if pool.held <= pool.limit:
+                    break
+                ln = self.launches[key]
+                if ln.owned_bytes and ln.lock.acquire(blocking=False):
+                    try:
+                        ln.release()
+                    finally:
+                        ln.lock.release()
+                    del self.launches[key]
+                    pool.drop_free(pool.limit)
+
+    def release_idle(self) -> int:
+        """Under memory pressure: every launch not running now and every free buffer go back to the
+        device; returns the bytes given back."""
+        before = self.pool.held
+        with self.lock:
+            for key in list(self.launches):
+                ln = self.launches[key]
+                if ln.lock.acquire(blocking=False):
+                    try:
+                        ln.release()
+                    finally:
+                        ln.lock.release()
+                    del self.launches[key]
+        self.pool.drop_free(0)
+        return before - self.pool.held
+
+    def release_all(self) -> int:
+        """Every launch (waiting for one that is running) and every buffer back to the device."""
+        before = self.pool.held
+        with self.lock:
+            launches = list(self.launches.values())
+            self.launches.clear()
+        for ln in launches:
+            with ln.lock:
+                ln.release()
+        self.pool.drop_free(0)
+        return before - self.pool.held
+
 
 _caches_lock = threading.Lock()
+_caches: weakref.WeakSet = weakref.WeakSet()     # every DeviceCache alive, for free_memory()
 
 
 def device_cache(dev) -> DeviceCache:
@@ -169,8 +342,35 @@ def device_cache(dev) -> DeviceCache:
     c = dev.__dict__.get("_functional_cache")
     if c is None:
         with _caches_lock:
-            c = dev.__dict__.setdefault("_functional_cache", DeviceCache(dev))
+            c = dev.__dict__.get("_functional_cache")
+            if c is None:
+                c = dev.__dict__["_functional_cache"] = DeviceCache(dev)
+                _caches.add(c)
+                dev.on_close(c.release_all)
     return c
+
+
+def existing_cache(dev) -> DeviceCache | None:
+    """The device's cache if the functional calls made one (never makes one)."""
+    return dev.__dict__.get("_functional_cache")
+
+
+def caches_of(match) -> list:
+    """The caches of the devices whose DeviceInfo ``match`` accepts."""
+    return [c for c in list(_caches) if match(c.pool.dev.info)]
+
+
+def release(caches=None) -> int:
+    """Give back what the caches hold (default: every device's), and what the native layer keeps
+    after that (CuPy's pool); returns the bytes the caches gave back."""
+    caches = list(_caches) if caches is None else [c for c in caches if c is not None]
+    n = 0
+    for c in caches:
+        n += c.release_all()
+        dev = c.pool.dev
+        if dev.get_device_removed_reason() is None:
+            dev.executor.guard("releasing cached memory", dev.backend.release_cached)
+    return n
 
 
 def launch_for(dev, signature, host: bool, make) -> Launch:
@@ -188,6 +388,7 @@ def launch_for(dev, signature, host: bool, make) -> Launch:
     desc, out_shape = make()
     ln = Launch(dev, desc, host, cache.pool)
     ln.out_shape = out_shape
+    ln.cache = cache
     with cache.lock:
         other = cache.launches.get(key)
         if other is not None:           # another thread made the same launch meanwhile: keep one

@@ -7,13 +7,39 @@ from dataclasses import dataclass
 
 from ..descriptors.operators import OperatorDesc
 from ..descriptors.types import DataType, ExecutionFlags, Feature, FeatureLevel, KernelOp
-from ..errors import DmlError, InvalidArgumentError, OutOfMemoryError, UnsupportedError, UnsupportedTypeError
+from ..errors import (
+    DeviceRemovedError,
+    DmlError,
+    InvalidArgumentError,
+    OutOfMemoryError,
+    UnsupportedError,
+    UnsupportedTypeError,
+)
 from . import planning
 from .bindings import BindingTable
 from .execution import CommandRecorder, Executor
 from .objects import Buffer, CommandList, CompiledOperator, Operator, OperatorInitializer
 
 _serials = itertools.count(1)
+# the smallest max_alloc_bytes a Device takes: room for a reduction's temporary partials and a few
+# elements per piece (tests lower the limit to exercise split calls on small arrays)
+MIN_MAX_ALLOC = 4096
+
+
+def _alloc_limit(backend, setting) -> tuple[int | None, str]:
+    """(bytes, name) of the largest single buffer: the backend's own limit (OpenCL:
+    CL_DEVICE_MAX_MEM_ALLOC_SIZE) or a lower ``max_alloc_bytes`` given to the Device; (None, "")
+    when neither exists."""
+    limit, name = getattr(backend, "max_alloc", None), getattr(backend, "max_alloc_name", "")
+    if setting is not None:
+        if isinstance(setting, bool) or not isinstance(setting, int) and not hasattr(setting, "__index__"):
+            raise InvalidArgumentError(f"Device: max_alloc_bytes must be an integer, got {type(setting).__name__}")
+        setting = int(setting)
+        if setting < MIN_MAX_ALLOC:
+            raise InvalidArgumentError(f"Device: max_alloc_bytes = {setting}; it must be at least {MIN_MAX_ALLOC}")
+        if limit is None or setting < limit:
+            limit, name = setting, "max_alloc_bytes (set on this Device)"
+    return limit, name
 
 
 @dataclass(frozen=True)
@@ -43,9 +69,11 @@ class DeviceInfo:
 
 class Device:
     """A device at a feature level: every operator created on it is validated against that level.
-    Thread-safe: several threads may create objects on it and execute compiled operators at once."""
+    ``max_alloc_bytes`` lowers the largest buffer it allocates below the hardware's own limit
+    (``Device.max_alloc_bytes`` / ``max_alloc_name``: the limit in force and its name). Thread-safe:
+    several threads may create objects on it and execute compiled operators at once."""
 
-    def __init__(self, backend, feature_level: FeatureLevel | None = None):
+    def __init__(self, backend, feature_level: FeatureLevel | None = None, max_alloc_bytes: int | None = None):
         self.backend = backend
         self.info: DeviceInfo = backend.info
         top = self.info.max_feature_level
@@ -59,8 +87,31 @@ class Device:
             raise UnsupportedError(f"create_device: {self.info.id} ({self.info.name}) supports feature levels up to "
                                    f"{top.label}; minimum level {feature_level.label} was requested")
         self.feature_level = feature_level
+        self.max_alloc_bytes, self.max_alloc_name = _alloc_limit(backend, max_alloc_bytes)
         self.serial = next(_serials)
         self.executor = Executor(self, backend)
+        self._close_hooks: list = []
+
+    def close(self) -> None:
+        """Give back what this Device object keeps between calls (the buffers and compiled launches
+        that gm.mean / gm.reduce_mean pool for it) and retire it: every later call raises
+        DeviceRemovedError saying it was closed. Other Device objects over the same hardware, and new
+        ones, keep working. ``with gm.create_device(...) as dev:`` closes it on leaving the block."""
+        if self.executor.removed is None:
+            self.executor.removed = DeviceRemovedError(f"{self.name} was closed (Device.close)")
+        hooks, self._close_hooks = self._close_hooks, []
+        for hook in hooks:
+            hook()
+
+    def on_close(self, hook) -> None:
+        """Call ``hook()`` when this Device is closed (the layers above release what they keep)."""
+        self._close_hooks.append(hook)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     @property
     def name(self) -> str:

@@ -56,7 +56,22 @@ class Executor:
     # -- memory
     def allocate(self, size: int) -> Buffer:
         self.check_alive()
-        return Buffer(self.device, self.guard(f"allocating {size} bytes", self.backend.alloc, size), size)
+        dev = self.device
+        if dev.max_alloc_bytes is not None and size > dev.max_alloc_bytes:
+            # a limit on one buffer, not a shortage of memory: say which limit
+            raise InvalidArgumentError(f"allocating {size} bytes: that exceeds {dev.max_alloc_name} = "
+                                       f"{dev.max_alloc_bytes} bytes, the largest single buffer of {dev.name}; "
+                                       "use several buffers (gm.mean and gm.reduce_mean split larger arrays "
+                                       "themselves)")
+        try:
+            native = self.guard(f"allocating {size} bytes", self.backend.alloc, size)
+        except OutOfMemoryError as e:
+            # say what the device reports, beside what was asked
+            free = self.backend.free_memory()
+            free = f", {free} bytes of it free" if free is not None else ""
+            raise OutOfMemoryError(f"{e.args[0]}; {self.device.name} reports {self.device.info.global_memory} "
+                                   f"bytes of memory{free}") from e.__cause__
+        return Buffer(self.device, native, size)
 
     def write(self, native, offset: int, raw) -> None:
         self.check_alive()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..descriptors.tensor import MAX_ELEMENTS, TensorDesc
+from ..descriptors.tensor import TensorDesc
 from ..descriptors.types import DataType
 from ..errors import InvalidArgumentError
 
@@ -30,8 +30,6 @@ def element_strides(shape, byte_strides, itemsize: int):
         if s < 0 or s % itemsize:
             return None
         out.append(s // itemsize)
-    if shape and sum((n - 1) * s for n, s in zip(shape, out)) + 1 > MAX_ELEMENTS:
-        return None
     return tuple(out)
 
 

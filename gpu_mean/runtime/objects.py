@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..descriptors.operators import OperatorDesc
-from ..descriptors.tensor import TensorDesc
+from ..descriptors.tensor import MAX_ELEMENTS, TensorDesc
 from ..descriptors.types import PERSISTENT_BUFFER_ALIGNMENT, ExecutionFlags, TensorFlags
 from ..errors import InvalidArgumentError, UnsupportedError
 from . import interop
@@ -151,7 +151,12 @@ def wrap_array(device, x, what: str = "Buffer.wrap_array"):
     if strides is None:
         raise UnsupportedError(f"{what}: strides {arr.strides} (bytes) of a {arr.dtype} array are negative or not "
                                "whole elements; a TensorDesc cannot describe them; pass a copy")
-    nbytes = interop.span_elements(shape, strides) * arr.dtype.itemsize
+    span = interop.span_elements(shape, strides)
+    if span > MAX_ELEMENTS:
+        raise UnsupportedError(f"{what}: the array addresses {span} elements; a DirectML tensor addresses at most "
+                               f"{MAX_ELEMENTS} (2^32 - 1); bind it in pieces (gm.mean and gm.reduce_mean split such "
+                               "arrays themselves)")
+    nbytes = span * arr.dtype.itemsize
     desc = interop.desc_for(dt, shape, strides, bridge.alignment(arr))
     return native_binding(device, bridge, arr, max(nbytes, 1), max(desc.total_size_in_bytes, nbytes)), desc
 

@@ -1,0 +1,271 @@
+"""Calls larger than the device takes in one piece (docs/design.md, "arrays larger than one
+allocation"): ``gm.mean`` and ``gm.reduce_mean`` cut them along their outer dimensions.
+
+Every tensor a piece binds -- each input, the result or the partial sums -- must fit:
+
+* the largest single buffer of the device (``Device.max_alloc_bytes``: OpenCL's
+  CL_DEVICE_MAX_MEM_ALLOC_SIZE, which PoCL enforces on buffers over numpy memory too; a lower
+  ``max_alloc_bytes`` given to the Device; on CUDA, for host arrays copied in, a share of the
+  free memory: ``Call._mode``);
+* DirectML's tensor limit: at most 2^32 - 1 elements, counted and addressed.
+
+``plan_chunks`` cuts, again and again, the dimension whose steps cover the most memory of the
+tensor furthest past its limit, into equal pieces that fit: a box of whole outer dimensions, a
+range of one, and whole inner ones. Pieces have at most two lengths per dimension, so few distinct
+launches are compiled and cached.
+
+Element-wise means, and reductions whose reduced axes are never cut, run each piece as a call of
+its own (``Call.piece``) that writes its part of the result where it belongs: bit for bit the same
+arithmetic as one launch, element by element. When a reduced axis is cut, each piece gives the wide
+partial sums of ``gm.ext.ReduceSumDesc`` (FLOAT64, INT64, UINT64, the partials gpu_mean.dask
+combines), read back to the host, added exactly (floats in double-double, integers in 64 bits or
+Python integers), and the mean is formed once, as the device's kernel forms it from its own total:
+FLOAT64 division and one rounding on a device with fp64, the total rounded to FLOAT32 and a FLOAT32
+division on one without (the compensated accumulator's last step); integers truncate toward zero.
+So the result is bit-identical to one launch's wherever the device's wide accumulation is exact
+(always for integers; for floats when no FLOAT64 addition rounds, as with float32 data of moderate
+length and exponent range), and within the same accuracy bound everywhere. A device without fp64
+cannot write FLOAT64 partials: its pieces are summed by the CPU device (host arrays in place).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from ..backends.arrays import aligned_empty, hand_back
+from ..descriptors.tables import EXTENSION_TYPES, WIDE_SUM_TYPE
+from ..descriptors.tensor import MAX_ELEMENTS, packed_strides
+from ..errors import InvalidArgumentError, UnsupportedError
+from ..runtime import numerics
+from .arrays import Call, Operand, data_type_of, get_device
+
+PAGE = 4096
+
+
+def plan_chunks(shape, tensors, max_bytes: int | None, max_elements: int = MAX_ELEMENTS) -> tuple:
+    """The piece length in each dimension of ``shape`` so that every tensor fits.
+
+    ``tensors``: (element strides over ``shape``, bytes per element) for each tensor a piece binds;
+    stride 0 where the tensor does not step along a dimension (broadcast, or reduced away). A piece
+    of lengths ``c`` spans ``sum((c[d] - 1) * stride[d]) + 1`` elements of a tensor, which must stay
+    within ``max_elements`` and ``max_bytes``; a piece also counts at most ``max_elements`` elements.
+    Returns ``shape`` itself when one piece takes it all."""
+    shape = tuple(int(n) for n in shape)
+    chunk = list(shape)
+    while True:
+        worst, worst_ratio = None, 1.0
+        for strides, itemsize in tensors:
+            cap = max_elements if max_bytes is None else min(max_elements, max_bytes // itemsize)
+            if cap < 1:
+                raise InvalidArgumentError(f"one element of {itemsize} bytes does not fit the {max_bytes}-byte "
+                                           "buffer limit")
+            span = sum((c - 1) * s for c, s in zip(chunk, strides)) + 1
+            if span > cap and span / cap > worst_ratio:
+                worst, worst_ratio = (strides, cap, span), span / cap
+        if worst is None:
+            count = math.prod(chunk)
+            if count <= max_elements:
+                return tuple(chunk)
+            # a tensor that repeats elements (stride 0) counts more than it addresses: cut the outermost
+            d = next(d for d, c in enumerate(chunk) if c > 1)
+            rest = count // chunk[d]
+            _cut(chunk, shape, d, max(1, max_elements // rest))
+            continue
+        strides, cap, span = worst
+        # the dimension whose steps cover the most memory: cutting it shrinks the span most
+        d = max((d for d, c in enumerate(chunk) if c > 1 and strides[d]),
+                key=lambda d: (chunk[d] - 1) * strides[d])
+        rest = span - (chunk[d] - 1) * strides[d]
+        fit = (cap - rest) // strides[d] + 1 if cap >= rest else 1
+        _cut(chunk, shape, d, fit)
+
+
+def _cut(chunk: list, shape: tuple, d: int, fit: int) -> None:
+    """Cut dimension ``d`` into equal pieces of at most ``fit`` (and fewer than now) elements."""
+    fit = max(1, min(fit, chunk[d] - 1))
+    pieces = -(-shape[d] // fit)
+    chunk[d] = -(-shape[d] // pieces)
+
+
+def boxes(shape, chunks):
+    """The pieces, one slice per dimension each, in row-major order."""
+    ranges = [[slice(a, min(a + c, n)) for a in range(0, n, c)] for n, c in zip(shape, chunks)]
+    return itertools.product(*ranges)
+
+
+def too_big(call: Call, count: int, nbytes: int) -> bool:
+    """Whether a tensor of ``count`` elements and ``nbytes`` bytes (the result, or an input's
+    element count) is past what one launch of ``call``'s device binds."""
+    return count > MAX_ELEMENTS or (call.limit is not None and nbytes > call.limit)
+
+
+def _result(call: Call, shape, dtype):
+    """The whole result, made once; pieces write their parts into it."""
+    dtype = np.dtype(dtype)
+    if call.kind == "host":
+        n = math.prod(shape)
+        return aligned_empty(n * dtype.itemsize, PAGE).view(dtype).reshape(shape)
+    return call.bridge.empty(call.ops[0].array, tuple(shape), dtype)
+
+
+def _layout(pc: Call, dest):
+    """How a piece's result tensor is laid out: packed where the piece copies through pooled
+    buffers (``Launch.run_host`` reads a packed output), else the view ``dest`` it writes in place."""
+    if pc.mode == "host":
+        return None
+    itemsize = np.dtype(dest.dtype).itemsize
+    strides = tuple(0 if n == 1 else int(s) // itemsize for n, s in zip(dest.shape, dest.strides))
+    return strides, (0 if pc.kind == "host" else pc.bridge.alignment(dest))
+
+
+# -- Mean -------------------------------------------------------------------------------------------
+
+def _broadcast_strides(op: Operand, out_shape) -> tuple:
+    pad = len(out_shape) - len(op.shape)
+    return tuple(0 if d < pad or op.shape[d - pad] == 1 else op.strides[d - pad] for d in range(len(out_shape)))
+
+
+def _operand_index(op: Operand, box, out_shape) -> tuple:
+    """A box of the result as the slices of one (right-aligned, broadcast) operand's dimensions."""
+    pad = len(out_shape) - len(op.shape)
+    return tuple(slice(None) if op.shape[k] == 1 else box[k + pad] for k in range(len(op.shape)))
+
+
+def run_mean(call: Call, out_shape, make_descs):
+    """``gm.mean`` piece by piece; ``make_descs(pc, ops, shape, layout)`` gives one piece's launch
+    (descriptor, result shape)."""
+    ops = call.ops
+    dtype = ops[0].dtype
+    tensors = [(_broadcast_strides(o, out_shape), dtype.itemsize) for o in ops]
+    tensors.append((packed_strides(out_shape), dtype.itemsize))
+    chunks = plan_chunks(out_shape, tensors, call.limit)
+    res = _result(call, out_shape, dtype)
+    for box in boxes(out_shape, chunks):
+        dest = res[box]
+        pc = Call.piece(call, [o.piece(_operand_index(o, box, out_shape)) for o in ops], dest)
+        shape = tuple(s.stop - s.start for s in box)
+        layout = _layout(pc, dest)
+        pc.run(("mean piece", pc.signature, shape, layout),
+               lambda pc=pc, shape=shape, layout=layout: make_descs(pc, pc.ops, shape, layout), dest=dest)
+    return hand_back(res, call.rule)
+
+
+# -- ReduceMean -------------------------------------------------------------------------------------
+
+def run_reduce(call: Call, axes: tuple, out_shape, make_desc):
+    """``gm.reduce_mean`` piece by piece. ``make_desc(pc, op, axes, layout, wide)`` gives one piece's
+    launch: REDUCE AVERAGE (or the integer mean) into its part of the result, or with ``wide`` the
+    partial sums of ReduceSumDesc."""
+    op = call.ops[0]
+    shape, dtype = op.shape, op.dtype
+    out_keep = tuple(1 if d in axes else s for d, s in enumerate(shape))
+    out_strides = tuple(0 if d in axes else s for d, s in enumerate(packed_strides(out_keep)))
+    chunks = plan_chunks(shape, [(op.strides, dtype.itemsize), (out_strides, dtype.itemsize)], call.limit)
+    crossing = any(chunks[d] < shape[d] for d in axes)
+    if not crossing:
+        res = _result(call, out_keep, dtype)
+        for box in boxes(shape, chunks):
+            dest = res[tuple(slice(None) if d in axes else b for d, b in enumerate(box))]
+            pc = Call.piece(call, [op.piece(box)], dest)
+            layout = _layout(pc, dest)
+            pc.run(("reduce piece", pc.signature, axes, layout),
+                   lambda pc=pc, layout=layout: make_desc(pc, pc.ops[0], axes, layout, False), dest=dest)
+        return hand_back(res.reshape(out_shape), call.rule)
+
+    totals = sum_pieces(call, axes, make_desc)
+    n = math.prod(shape[d] for d in axes)
+    res = totals.mean(n, dtype, call.dev.info.fp64).reshape(out_shape)
+    if call.kind != "host":
+        res = call.bridge.from_host(op.array, np.ascontiguousarray(res))
+    return hand_back(res, call.rule)
+
+
+def sum_pieces(call: Call, axes: tuple, make_desc) -> Totals:
+    """The exact totals over ``axes`` of a call's one operand, piece by piece: each piece's wide
+    partial sums (ReduceSumDesc) added in ``Totals``."""
+    op = call.ops[0]
+    shape, dtype = op.shape, op.dtype
+    dt = data_type_of(dtype, call.what)
+    if dt in EXTENSION_TYPES:
+        raise UnsupportedError(f"{call.what}: a {dt.name} tensor past one launch of {call.dev.name} (a buffer of at "
+                               f"most {call.limit} bytes, a tensor of at most 2^32 - 1 elements) with a reduced axis "
+                               "cut into pieces: the extension types' partial sums are not combined yet; reduce over "
+                               "inner axes first, or use a Device without max_alloc_bytes")
+    wide = WIDE_SUM_TYPE[dt]
+    out_keep = tuple(1 if d in axes else s for d, s in enumerate(shape))
+    out_strides = tuple(0 if d in axes else s for d, s in enumerate(packed_strides(out_keep)))
+    chunks = plan_chunks(shape, [(op.strides, dtype.itemsize), (out_strides, int(wide.element_size))], call.limit)
+    # a device without fp64 cannot write FLOAT64 partials: the CPU device sums its pieces
+    sum_dev = get_device("cpu") if dt.is_float and not call.dev.info.fp64 else None
+    totals = Totals(out_keep, np.dtype(wide.numpy_dtype))
+    for box in boxes(shape, chunks):
+        piece = op.piece(box)
+        if sum_dev is not None and piece.kind != "host":
+            piece = Operand("host", call.host_copy(piece), piece.shape, piece.dtype, piece.strides)
+        pc = Call.piece(call, [piece], None, sum_dev)
+        part = pc.run(("sum piece", pc.signature, axes),
+                      lambda pc=pc: make_desc(pc, pc.ops[0], axes, None, True), to_host=True)
+        totals.add(tuple(slice(None) if d in axes else b for d, b in enumerate(box)), part)
+    return totals
+
+
+def run_sum(call: Call, axes: tuple, make_desc):
+    """A gpu_mean.dask chunk past one launch: its wide total over ``axes`` (reduced axes kept as 1),
+    on the chunk's side (numpy, or the device array type), from its pieces' exact totals."""
+    total = sum_pieces(call, axes, make_desc).total()
+    if call.kind != "host" and total.dtype != object:
+        total = call.bridge.from_host(call.ops[0].array, total)
+    return total
+
+
+class Totals:
+    """Exact sums of partial sums over the result's elements: floats in double-double (``hi`` +
+    ``lo``), integers in 64 bits until one would wrap, then Python integers."""
+
+    def __init__(self, shape, wide: np.dtype):
+        self.hi = np.zeros(shape, wide)
+        self.lo = np.zeros(shape, np.float64) if wide.kind == "f" else None
+        self.seen: set = set()
+
+    def add(self, index: tuple, part: np.ndarray) -> None:
+        key = tuple((s.start, s.stop) for s in index)
+        if key not in self.seen:
+            # the first partial is taken as it is (0 + -0.0 would lose the sign of a zero total)
+            self.seen.add(key)
+            self.hi[index] = part
+            return
+        hi = self.hi[index]
+        if self.lo is not None:
+            with np.errstate(invalid="ignore", over="ignore"):
+                s, e = numerics.two_sum(hi, part)
+                self.hi[index] = s
+                self.lo[index] += e
+            return
+        s = numerics.add_exact(hi, part)
+        if s.dtype == object and self.hi.dtype != object:
+            self.hi = self.hi.astype(object)
+        self.hi[index] = s
+
+    def total(self) -> np.ndarray:
+        """The totals rounded once to the wide type (integers: exact, Python integers past 64 bits)."""
+        if self.lo is None:
+            return self.hi
+        with np.errstate(invalid="ignore", over="ignore"):
+            # inf and NaN totals carry noise in lo; a zero lo keeps the sign of a zero total
+            return np.where(np.isfinite(self.hi) & (self.lo != 0), self.hi + self.lo, self.hi)
+
+    def mean(self, n: int, dtype, fp64: bool) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        hi = self.hi
+        if self.lo is None:
+            if hi.dtype == object:
+                q = np.vectorize(lambda s: -(-s // n) if s < 0 else s // n, otypes=[object])(hi)
+                return q.astype(dtype)
+            return numerics.trunc_div(hi, n).astype(dtype)
+        total = self.total()
+        with np.errstate(invalid="ignore", over="ignore"):
+            if fp64:
+                return (total / np.float64(n)).astype(dtype)
+            return (total.astype(np.float32) / np.float32(n)).astype(dtype)
