@@ -40,7 +40,7 @@ from ..errors import InvalidArgumentError
 from ..frontends import split
 from ..frontends.arrays import Call, data_type_of, get_device
 from ..frontends.functional import merge_dims, reduce_desc
-from ..runtime import wide
+from ..runtime import numerics, wide
 from ..runtime.numerics import trunc_div
 from ..runtime.objects import Buffer
 
@@ -167,28 +167,6 @@ def _flatten(parts):
     return [p for item in parts for p in _flatten(item)]
 
 
-def _two_sum(a, b):
-    """s + e == a + b exactly (Knuth), for finite a and b; no branch, so it vectorizes."""
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
-
-
-def _add_int(a, b):
-    """a + b exact: 64 bits while no element wraps, Python integers (host object arrays) once one would."""
-    if a.dtype != object and b.dtype != object:
-        s = a + b
-        if a.dtype == np.uint64:
-            wrapped = s < a
-        else:
-            # both operands' signs differ from the sum's; INT64_MIN itself has no 64-bit magnitude for
-            # the final truncating division
-            wrapped = (((a ^ s) & (b ^ s)) < 0) | (s == np.iinfo(np.int64).min)
-        if not bool(wrapped.any()):
-            return s
-    return _host(a).astype(object) + _host(b).astype(object)
-
-
 def _host(x):
     return x.get() if cupy_module(x) is not None else x
 
@@ -207,13 +185,13 @@ def add(p: PartialSum, q: PartialSum) -> PartialSum:
         return PartialSum(hi, lo, p.count + q.count, p.cupy or q.cupy)
     if p.hi.dtype.kind == "f":
         with np.errstate(invalid="ignore", over="ignore"):
-            hi, err = _two_sum(p.hi, q.hi)
+            hi, err = wide.two_sum(p.hi, q.hi)
             lo = err
             for extra in (p.lo, q.lo):
                 if extra is not None:
                     lo = lo + extra
         return PartialSum(hi, lo, p.count + q.count, p.cupy or q.cupy)
-    return PartialSum(_add_int(p.hi, q.hi), None, p.count + q.count, p.cupy or q.cupy)
+    return PartialSum(numerics.add_exact(p.hi, q.hi, _host), None, p.count + q.count, p.cupy or q.cupy)
 
 
 def combine_sums(parts, axis=None, keepdims=True, computing_meta=False):

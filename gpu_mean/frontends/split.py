@@ -38,7 +38,7 @@ from ..backends.arrays import aligned_empty, hand_back
 from ..descriptors.tables import EXTENSION_TYPES, WIDE_SUM_TYPE
 from ..descriptors.tensor import MAX_ELEMENTS, packed_strides
 from ..errors import InvalidArgumentError, UnsupportedError
-from ..runtime import numerics
+from ..runtime import numerics, wide
 from .arrays import Call, Operand, data_type_of, get_device
 
 PAGE = 4096
@@ -239,7 +239,7 @@ class Totals:
         hi = self.hi[index]
         if self.lo is not None:
             with np.errstate(invalid="ignore", over="ignore"):
-                s, e = numerics.two_sum(hi, part)
+                s, e = wide.two_sum(hi, part)
                 self.hi[index] = s
                 self.lo[index] += e
             return

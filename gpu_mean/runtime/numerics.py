@@ -203,17 +203,9 @@ def _mean0(rows: np.ndarray, dt: DataType) -> np.ndarray:
     return out
 
 
-def two_sum(a: np.ndarray, b: np.ndarray):
-    """(s, e) with s + e == a + b exactly and s = fl(a + b) (Knuth's TwoSum), for finite a and b;
-    no branch, so it vectorizes. Partial sums of split calls add in double-double with it."""
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
-
-
-def add_exact(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def add_exact(a, b, host=np.asarray) -> np.ndarray:
     """a + b of INT64 / UINT64 totals, exact: in 64 bits while no element wraps, else as Python
-    integers (an object array)."""
+    integers (an object array; ``host`` brings a device array to numpy first)."""
     if a.dtype != object and b.dtype != object:
         s = a + b
         if a.dtype == np.uint64:
@@ -224,4 +216,4 @@ def add_exact(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             wrapped = (((a ^ s) & (b ^ s)) < 0) | (s == np.iinfo(np.int64).min)
         if not bool(np.any(wrapped)):
             return s
-    return np.asarray(a).astype(object) + np.asarray(b).astype(object)
+    return host(a).astype(object) + host(b).astype(object)
