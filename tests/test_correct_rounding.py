@@ -216,3 +216,37 @@ def test_limbs_add_in_any_grouping(dt):
             flags = exact.merge_flags(flags, exact.nonfinite_flags(p, (1,)))
         got = exact.mean_from_limbs(total, flags, x.shape[1], dt).reshape(-1)
         check_bits(got, want, f"{dt} cut at {cuts}")
+
+
+def adversarial_matrix(dt, rng, n=240):
+    rows = [np.resize(r, n) for r in rows_of(dt, rng).values()] + [np.resize(r, n) for r in nonfinite_rows(dt).values()]
+    return np.stack(rows + [as_type(rng.standard_normal(n), dt) for _ in range(8)])
+
+
+@pytest.mark.parametrize("dt", TYPES, ids=IDS)
+def test_split_chunkings_give_the_same_bits(dt):
+    """Calls cut into pieces along the reduced axis (lowered buffer limits): the exact totals of the
+    pieces give the bits of one launch, which are the oracle's, at every limit."""
+    rng = np.random.default_rng(21)
+    x = np.ascontiguousarray(adversarial_matrix(dt, rng).T)          # (240 values, outputs)
+    want = oracle.reduce_mean(x, (0,), dt)
+    check_bits(gm.reduce_mean(x, axes=[0], device="cpu"), want, f"{dt} one launch")
+    for limit in (1 << 16, 12288, 8192, 4096):
+        small = gm.create_device("cpu", max_alloc_bytes=limit)
+        check_bits(gm.reduce_mean(x, axes=[0], device=small), want, f"{dt} pieces of at most {limit} bytes")
+
+
+@pytest.mark.parametrize("dt", TYPES, ids=IDS)
+def test_dask_chunkings_give_the_same_bits(dt):
+    da = pytest.importorskip("dask.array")
+    import gpu_mean.dask as gmd
+    rng = np.random.default_rng(23)
+    x = adversarial_matrix(dt, rng)                                   # (outputs, 240 values)
+    want = oracle.reduce_mean(x, (1,), dt)
+    for chunks, every in (((x.shape[0], 240), None), ((7, 17), 2), ((x.shape[0], 1), 3), ((5, 100), 4)):
+        got = gmd.reduce_mean(da.from_array(x, chunks=chunks), [1], device="cpu",
+                              split_every=every).compute(scheduler="synchronous")
+        check_bits(got, want, f"{dt} Dask chunks {chunks}, split_every={every}")
+    perm = x[:, rng.permutation(x.shape[1])]
+    got = gmd.reduce_mean(da.from_array(perm, chunks=(9, 31)), [1], device="cpu").compute(scheduler="synchronous")
+    check_bits(got, want, f"{dt} Dask, permuted")

@@ -217,18 +217,9 @@ def mean_from_limbs(d: np.ndarray, flags: np.ndarray, n: int, dtype, out_dtype=N
     shape = d.shape[1:]
     d = d.reshape(d.shape[0], -1)
     flags = flags.reshape(4, -1)
-    neg = d[-1] < 0
-    mag = np.where(neg, normalize(-d), d)
-    h = np.zeros(d.shape[1], F64)
-    t = np.zeros(d.shape[1], F64)
+    h, t = _dd_of(d, f)
     with np.errstate(over="ignore", invalid="ignore"):
-        for j in range(d.shape[0] - 1, -1, -1):     # from the top digit down: every term exact
-            term = np.ldexp(mag[j].astype(F64), DIGIT * j + f.unit)
-            s, e = wide.two_sum(h, term)
-            h, t = s, t + e
-        h, t = wide.two_sum(h, t)
-        h, t = np.where(neg, -h, h), np.where(neg, -t, t)
-        # the terms' sum: K additions, each off by at most u^2 of the running magnitude
+        # the digits' sum: K additions, each off by at most u^2 of the running magnitude
         err = np.abs(h) * (d.shape[0] + 2) * U * U * 4
         res, ok = settle_dd(h, t, err, n, out_dtype)
     special = flags[0] | flags[1] | flags[2] | ~np.isfinite(h)
@@ -239,6 +230,34 @@ def mean_from_limbs(d: np.ndarray, flags: np.ndarray, n: int, dtype, out_dtype=N
     if bad.size:
         out[bad] = _finish(to_ints(d[:, bad]), flags[:, bad], n, f, fo, out_dtype)
     return out.reshape(shape)
+
+
+def _dd_of(d: np.ndarray, f: Format):
+    """Normalized digits (digits, m) as a double-double (h, t), within 4 (K + 2) u^2 |h| of the total
+    (added by magnitude from the top digit down, every term exact); past DBL_MAX: inf."""
+    neg = d[-1] < 0
+    mag = np.where(neg, normalize(-d), d)
+    h = np.zeros(d.shape[1], F64)
+    t = np.zeros(d.shape[1], F64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for j in range(d.shape[0] - 1, -1, -1):
+            term = np.ldexp(mag[j].astype(F64), DIGIT * j + f.unit)
+            s, e = wide.two_sum(h, term)
+            h, t = s, t + e
+        h, t = wide.two_sum(h, t)
+    return np.where(neg, -h, h), np.where(neg, -t, t)
+
+
+def limbs_to_dd(d: np.ndarray, flags: np.ndarray, dtype):
+    """Exact totals (digits and flags) as FLOAT64 double-double totals (hi, lo), as the FLOAT64
+    partial sums of a device: IEEE's value where an inf or NaN was summed, -0.0 for -0.0 alone."""
+    shape = d.shape[1:]
+    h, t = _dd_of(d.reshape(d.shape[0], -1), fmt(dtype))
+    nan, pinf, ninf, neg0 = flags.reshape(4, -1)
+    special = nan | pinf | ninf
+    h = np.where(special, wide.nonfinite_sum_value(nan, pinf, ninf), np.where((h == 0) & neg0, -0.0, h))
+    t = np.where(special | ~np.isfinite(h), 0.0, t)
+    return h.reshape(shape), t.reshape(shape)
 
 
 # -- deciding the rounding from a bound -------------------------------------------------------------
