@@ -175,7 +175,8 @@ def test_float32_superaccumulator(pocl, ncols):
     x = matrix(rows, ncols, F32)
     ns = np.full(x.shape[0], ncols)
     for cut in {0, ncols // 3, ncols}:
-        got, got_bf16 = _run(pocl, "gm_test_exact_f32", x.view(np.uint32), ns, [np.uint32, np.uint16], (np.uint32(cut),))
+        got, got_bf16 = _run(pocl, "gm_test_exact_f32", x.view(np.uint32), ns, [np.uint32, np.uint16],
+                             (np.uint32(cut),))
         check(got.view(F32), expected(x, ns, F32), x, f"float32, {ncols} values, cut {cut}")
         check(got_bf16.view(BF16), expected(x, ns, BF16), x, f"float32 values to bfloat16, {ncols} values")
 
@@ -208,7 +209,8 @@ def test_division_across_the_range(pocl):
         e = rng.integers(-149, 128, 4)
         rows.append((rng.uniform(1, 2, 4) * np.ldexp(1.0, e) * rng.choice([-1, 1], 4)).astype(F32))
         ns.append(int(rng.integers(1, 1 << int(rng.integers(1, 33)))))
-    for v, n in ((FLT_MAX, 1), (FLT_MAX, 3), (float(np.nextafter(np.float32(FLT_MAX), np.float32(0))), 1), (2.0 ** -149, 2),
+    below_max = float(np.nextafter(np.float32(FLT_MAX), np.float32(0)))
+    for v, n in ((FLT_MAX, 1), (FLT_MAX, 3), (below_max, 1), (2.0 ** -149, 2),
                  (3 * 2.0 ** -149, 2), (2.0 ** -126, 2 ** 31), (1.0, 4294967295), (-FLT_MAX, 2)):
         rows.append(np.array([v, v, v, v], F32))
         ns.append(n)
@@ -270,9 +272,9 @@ def test_nvrtc_compiles_without_spills_or_ftz(capsys):
     kernels = ["gm_test_exact_f32", "gm_test_exact_bf16", "gm_test_exact_f16", "gm_test_settle_f32",
                "gm_test_settle_f16"]
     assert sorted(res) == sorted(kernels), out.log
-    for k, (regs, stack, spill) in res.items():
+    for k, (_, stack, spill) in res.items():
         assert stack == 0 and spill == 0, f"{k}: {stack} B stack, {spill} B spilled"
         assert ".local" not in out.ptx.split(f".entry {k}(")[1].split(".entry ")[0], f"{k} uses local memory"
     assert not f32_ftz_lines(out.ptx)
     with capsys.disabled():
-        print("\nexact.h on sm_%d, registers per kernel: %s" % (CC, {k: v[0] for k, v in sorted(res.items())}))
+        print(f"\nexact.h on sm_{CC}, registers per kernel: { {k: v[0] for k, v in sorted(res.items())} }")

@@ -300,16 +300,49 @@ def settle_dd(h, t, err, n: int, dtype):
         down = r - _next(res, dt, -np.inf)
         nf = F64(n)
         p, pe = _two_prod(r, np.full_like(r, nf))
-        ok = np.isfinite(r) & (r != 0) & (np.abs(r) > 2.0 ** -960) & (np.abs(r) < 2.0 ** 990)
-        ok &= np.isfinite(up) & np.isfinite(down)
+        valid = np.isfinite(r) & (r != 0) & (np.abs(r) > 2.0 ** -960) & (np.abs(r) < 2.0 ** 990)
+        valid &= np.isfinite(up) & np.isfinite(down)
+        ok = valid.copy()
+        exact_total = np.broadcast_to(np.asarray(err) == 0, r.shape)
+        tie = np.zeros(r.shape, np.int8)          # +1 / -1: S / n is exactly the midpoint on that side
         for half, sgn in ((up * 0.5, 1.0), (down * 0.5, -1.0)):
             # D = sgn * (n * (r + sgn * half) - S): positive means S / n is on the candidate's side
             d1, e1 = wide.two_sum(p, -h)
             rest = ((e1 + pe) + sgn * nf * half) - t
             d = d1 + rest
             slack = 8 * U * (np.abs(d1) + np.abs(e1) + np.abs(pe) + nf * half + np.abs(t)) + 2.0 ** -1000
-            ok &= sgn * d > (err + slack) * (1 + 2.0 ** -40)
+            side = sgn * d > (err + slack) * (1 + 2.0 ** -40)
+            if np.any(exact_total & ~side):
+                # S is h + t exactly: the sign of D from an error-free sum of its five terms
+                sign, decided = _exact_sign([sgn * p, sgn * pe, nf * half, -sgn * h, -sgn * t])
+                side |= exact_total & decided & (sign > 0)
+                tie = np.where(exact_total & decided & (sign == 0), np.int8(sgn), tie)
+            ok &= side | (tie == sgn)
+        ok &= valid
+        if np.any(tie & ok):
+            # ties to even: the candidate, or its neighbour on the midpoint's side
+            last = bits(res) & 1
+            odd_up = ok & (tie > 0) & (last == 1)
+            odd_down = ok & (tie < 0) & (last == 1)
+            if np.any(odd_up | odd_down):
+                res = res.copy()
+                res[odd_up] = cast(_next(res[odd_up], dt, np.inf), dt)
+                res[odd_down] = cast(_next(res[odd_down], dt, -np.inf), dt)
     return res, ok
+
+
+def _exact_sign(terms: list):
+    """(sign, decided) of the exact sum of same-shaped FLOAT64 arrays: error-free passes (TwoSum along
+    the terms, three times) leave the rounded sum on top and the errors below; decided where the top
+    outweighs the rest, or everything is zero."""
+    t = list(terms)
+    for _ in range(3):
+        for i in range(1, len(t)):
+            t[i], t[i - 1] = wide.two_sum(t[i - 1], t[i])
+    rest = sum(np.abs(x) for x in t[:-1])
+    top = t[-1]
+    decided = (np.abs(top) > 2 * rest) | ((top == 0) & (rest == 0))
+    return np.sign(top), decided
 
 
 def _next(res, dt, toward):
@@ -360,12 +393,43 @@ def gamma(k: int) -> float:
     return k * U * (1 + 2.0 ** -19)
 
 
-def narrow_error(n: int, m, dtype):
-    """The bound on |s - S| for a FLOAT64 sum of n values of a narrow type with max|x| <= m; FLOAT16
-    sums of at most 2^13 values are exact (multiples of 2^-24 below 2^29)."""
+def narrow_error(n: int, m, dtype, depth: int | None = None):
+    """The bound on |s - S| for a FLOAT64 sum of n values of a narrow type with max|x| <= m, each
+    value passing through at most ``depth`` additions (default n - 1: any order); FLOAT16 sums of at
+    most 2^13 values are exact (multiples of 2^-24 below 2^29)."""
     if np.dtype(dtype) == np.float16 and n <= 1 << 13:
         return 0.0
-    return gamma(n - 1) * n * m
+    return gamma(n - 1 if depth is None else depth) * n * m
+
+
+SPLIT_AXIS = 1 << 12     # reduced axes longer than this are summed as (a, b) blocks
+
+
+def tree_sum(x: np.ndarray, axes: tuple):
+    """The FLOAT64 sum over ``axes`` (kept as size 1), one axis after another, innermost first; an axis
+    longer than SPLIT_AXIS is viewed as (a, b) blocks of b ~ sqrt(length) (no copy) and summed over b,
+    then a, then the rest. Returns (sum, depth): no value passes through more than ``depth`` additions,
+    so |sum - S| <= gamma(depth) * sum|x|, whatever order numpy adds in within each step (about
+    2 sqrt(n) instead of n - 1 for one long axis)."""
+    s, depth = x, 0
+    for a in sorted(axes, reverse=True):
+        length = s.shape[a]
+        if length <= SPLIT_AXIS:
+            s = np.sum(s, axis=a, dtype=F64, keepdims=True)
+            depth += length - 1
+            continue
+        b = math.isqrt(length)
+        blocks = length // b
+        main = s[(slice(None),) * a + (slice(0, blocks * b),)]
+        main = main.reshape(s.shape[:a] + (blocks, b) + s.shape[a + 1:])
+        part = np.sum(np.sum(main, axis=a + 1, dtype=F64), axis=a, dtype=F64, keepdims=True)
+        rest = length - blocks * b
+        if rest:
+            part = part + np.sum(s[(slice(None),) * a + (slice(blocks * b, length),)], axis=a, dtype=F64,
+                                 keepdims=True)
+        s = part
+        depth += (b - 1) + (blocks - 1) + (1 if rest else 0) + max(0, rest - 1 - (b - 1))
+    return s, depth
 
 
 def reduce_narrow(x: np.ndarray, axes: tuple, dtype) -> np.ndarray:
@@ -373,7 +437,7 @@ def reduce_narrow(x: np.ndarray, axes: tuple, dtype) -> np.ndarray:
     axes = tuple(axes)
     n = math.prod(x.shape[a] for a in axes)
     with np.errstate(over="ignore", invalid="ignore"):
-        s = np.sum(x, axis=axes, dtype=F64, keepdims=True)
+        s, depth = tree_sum(x, axes)
         q = s / F64(n)
     if np.dtype(dtype) == np.float16:
         m = F64(65504.0)
@@ -381,7 +445,7 @@ def reduce_narrow(x: np.ndarray, axes: tuple, dtype) -> np.ndarray:
         m = max_abs(x)
         if not np.isfinite(m):       # an inf or NaN somewhere: each output's own bound
             m = max_abs(x, axis=axes, keepdims=True)
-    out, ok = settle_narrow(q, narrow_error(n, m, dtype) / F64(n), dtype)
+    out, ok = settle_narrow(q, narrow_error(n, m, dtype, depth) / F64(n), dtype)
     nonfinite = ~np.isfinite(q)
     if np.any(nonfinite):     # an inf or NaN input: the FLOAT64 sum of narrow values cannot overflow
         out = np.where(nonfinite, cast(q, dtype), out)
@@ -391,7 +455,7 @@ def reduce_narrow(x: np.ndarray, axes: tuple, dtype) -> np.ndarray:
         qo = q.reshape(-1)[open_]
         out_flat = out.reshape(-1)
         # again with each output's own max|x|, then exactly what stays open
-        r, ok2 = settle_narrow(qo, narrow_error(n, max_abs(cols, axis=0), dtype) / F64(n), dtype)
+        r, ok2 = settle_narrow(qo, narrow_error(n, max_abs(cols, axis=0), dtype, depth) / F64(n), dtype)
         out_flat[open_[ok2]] = r[ok2]
         rest = ~ok2
         if np.any(rest):
@@ -422,13 +486,16 @@ def nary_narrow(xs: list, dtype) -> np.ndarray:
         out = np.where(nonfinite, cast(q, dtype), out)
     open_ = np.flatnonzero(~ok & ~nonfinite)
     if open_.size:
-        cols = np.stack([x.reshape(-1)[open_] for x in xs])
-        r, ok2 = settle_narrow(q.reshape(-1)[open_], narrow_error(k, max_abs(cols, axis=0), dtype) / F64(k),
-                               dtype)
+        # the open elements again, as a double-double with a bound that is zero when it is exact
+        # (exact ties are decided then)
+        cols = np.stack([x.reshape(-1)[open_] for x in xs]).astype(F64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            h, t, err = dd_running_sum(list(cols))
+            r, ok2 = settle_dd(h, t, err, k, dtype)
         out_flat = out.reshape(-1)
         out_flat[open_[ok2]] = r[ok2]
         if not np.all(ok2):
-            out_flat[open_[~ok2]] = exact_means(cols[:, ~ok2], dtype)
+            out_flat[open_[~ok2]] = exact_means(np.stack([x.reshape(-1)[open_[~ok2]] for x in xs]), dtype)
     return out
 
 
@@ -468,22 +535,31 @@ def mean0_f64(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def dd_running_sum(xs: list):
+    """(h, t, err): the sum of same-shaped FLOAT64 arrays as a double-double h + t within err of the
+    exact total. Each addition's error e is exact (TwoSum), and so is each error of adding the e's
+    (TwoSum again): the bound is the sum of those second-order errors' magnitudes, zero whenever no
+    addition of an error rounded -- then ties of the final rounding are decided exactly."""
+    h = np.array(xs[0], F64)
+    t = np.zeros(h.shape, F64)
+    g = np.zeros(h.shape, F64)
+    for x in xs[1:]:
+        h, e = wide.two_sum(h, x)
+        t, f = wide.two_sum(t, e)
+        g += np.abs(f)
+    h, t = wide.two_sum(h, t)
+    return h, t, g * (1 + 2 * len(xs) * U)
+
+
 def nary_f64(xs: list) -> np.ndarray:
-    """The FLOAT64 n-ary mean of same-shaped 1-D arrays, correctly rounded: a double-double running
-    sum (DWPlusFP: each step errs by at most 2u^2 of the values' magnitude), ``settle_dd``, and
-    ``mean0_f64`` over the inputs of what stays open."""
+    """The FLOAT64 n-ary mean of same-shaped 1-D arrays, correctly rounded: ``dd_running_sum``,
+    ``settle_dd``, and ``mean0_f64`` over the inputs of what stays open (an inf, NaN or overflow)."""
     k = len(xs)
     if k == 1:
         return xs[0].astype(F64, copy=True)
     with np.errstate(over="ignore", invalid="ignore"):
-        h, t = xs[0].astype(F64), np.zeros(xs[0].shape, F64)
-        for x in xs[1:]:
-            s, e = wide.two_sum(h, x)
-            h, t = wide._fast_two_sum(s, e + t)
-        m = max(max_abs(x) for x in xs)
-        if not np.isfinite(m):
-            m = np.max([np.abs(x) for x in xs], axis=0)
-        res, ok = settle_dd(h, t, 4 * U * U * k * k * m, k, np.float64)
+        h, t, err = dd_running_sum(xs)
+        res, ok = settle_dd(h, t, err, k, np.float64)
     ok &= np.isfinite(h)
     idx = np.flatnonzero(~ok)
     if idx.size:
