@@ -402,7 +402,7 @@ def narrow_error(n: int, m, dtype, depth: int | None = None):
     return gamma(n - 1 if depth is None else depth) * n * m
 
 
-SPLIT_AXIS = 1 << 12     # reduced axes longer than this are summed as (a, b) blocks
+SPLIT_AXIS = 1 << 8     # reduced axes longer than this are summed as (a, b) blocks
 
 
 def tree_sum(x: np.ndarray, axes: tuple):
