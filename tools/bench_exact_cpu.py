@@ -94,10 +94,9 @@ def cancelling(rng, shape, axis, big, npdt):
     1/n while its values are near ``big`` (the FLOAT64 sum loses it: the exact fallback decides)."""
     n = shape[axis]
     other = shape[1 - axis]
-    v = rng.uniform(0.5, 1.0, (other, n // 2)) * big
-    rows = np.concatenate([v, -v], axis=1)
+    v = rng.uniform(0.5, 1.0, (other, n // 2 - 1)) * big
+    rows = np.concatenate([v, -v, np.ones((other, 1)), np.zeros((other, 1))], axis=1)
     rows = rng.permuted(rows, axis=1)
-    rows[:, 0] = 1.0
     x = rows.astype(npdt)
     return x if axis == 1 else np.ascontiguousarray(x.T)
 
