@@ -26,6 +26,8 @@ So the result is bit-identical to one launch's wherever the device's wide accumu
 (always for integers; for floats when no FLOAT64 addition rounds, as with float32 data of moderate
 length and exponent range), and within the same accuracy bound everywhere. A device without fp64
 cannot write FLOAT64 partials: its pieces are summed by the CPU device (host arrays in place).
+On the CPU device itself, float pieces give exact totals (``runtime/exact.py``: superaccumulator
+digits), so a cut reduced axis gives the correctly rounded mean, the bits of one launch (issue 22).
 """
 from __future__ import annotations
 

@@ -402,7 +402,7 @@ def narrow_error(n: int, m, dtype, depth: int | None = None):
     return gamma(n - 1 if depth is None else depth) * n * m
 
 
-SPLIT_AXIS = 1 << 8     # reduced axes longer than this are summed as (a, b) blocks
+SPLIT_AXIS = 1 << 12    # reductions of more values: axis by axis, longer axes as (a, b) blocks
 
 
 def tree_sum(x: np.ndarray, axes: tuple):
@@ -411,6 +411,9 @@ def tree_sum(x: np.ndarray, axes: tuple):
     then a, then the rest. Returns (sum, depth): no value passes through more than ``depth`` additions,
     so |sum - S| <= gamma(depth) * sum|x|, whatever order numpy adds in within each step (about
     2 sqrt(n) instead of n - 1 for one long axis)."""
+    n = math.prod(x.shape[a] for a in axes)
+    if n <= SPLIT_AXIS:          # numpy's own order over all the axes: at most n - 1 additions each
+        return np.sum(x, axis=axes, dtype=F64, keepdims=True), n - 1
     s, depth = x, 0
     for a in sorted(axes, reverse=True):
         length = s.shape[a]
@@ -452,10 +455,12 @@ def reduce_narrow(x: np.ndarray, axes: tuple, dtype) -> np.ndarray:
     open_ = np.flatnonzero(~ok & ~nonfinite)
     if open_.size:
         cols = columns(x, axes, open_)
-        qo = q.reshape(-1)[open_]
         out_flat = out.reshape(-1)
-        # again with each output's own max|x|, then exactly what stays open
-        r, ok2 = settle_narrow(qo, narrow_error(n, max_abs(cols, axis=0), dtype, depth) / F64(n), dtype)
+        # again in double-double (pairwise, a bound near 2^-100 of sum|x|), then exactly what stays open
+        with np.errstate(over="ignore", invalid="ignore"):
+            c64 = cols.astype(F64)
+            h, t = wide.dd_sum0(c64)
+            r, ok2 = settle_dd(h, t, dd_error_pairwise(n, max_abs(c64, axis=0)), n, dtype)
         out_flat[open_[ok2]] = r[ok2]
         rest = ~ok2
         if np.any(rest):

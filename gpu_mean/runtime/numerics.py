@@ -102,7 +102,7 @@ def nary_mean(xs: list, dt: DataType) -> np.ndarray:
         return _blocks(lambda *part: wide.trunc_div128(*wide.int_sum0(np.stack(part)), n), xs, dt.numpy_dtype)
     if dt.is_float:
         # larger blocks: the bound test's few numpy calls per block over a gathered fraction
-        return _blocks(lambda *part: exact.nary_narrow(list(part), dt.numpy_dtype), xs, dt.numpy_dtype, 16 * BLOCK)
+        return _blocks(lambda *part: exact.nary_narrow(list(part), dt.numpy_dtype), xs, dt.numpy_dtype, 4 * BLOCK)
     if dt in (DataType.INT32, DataType.UINT32):
         acc_t = np.int64 if dt == DataType.INT32 else np.uint64
         s = xs[0].astype(acc_t)
