@@ -28,7 +28,7 @@
 // without fp64, and OpenCL devices whose float division is not correctly rounded
 // (no CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT), give the same bits.
 //
-// The bound test. gm_settle_double(s, err, n, format): s a FLOAT64 sum within err of the exact total;
+// The bound test. gm_settle_double_f32 / _f16(s, err, n): s a FLOAT64 sum within err of the exact total;
 // q = s / n (IEEE division of doubles is correctly rounded in both APIs) and the ends q -+ E (E the
 // error of q, padded for the arithmetic that forms the ends) rounded to the format: equal bits settle
 // the result (rounding is monotonic). A zero q never settles (the sign of a zero total needs the
@@ -284,5 +284,93 @@ GM_INLINE double gm_sum_error_bound(uint n, double m) {
     return (double)(n - 1) * GM_U53 * (1.0 + 0x1p-19) * (double)n * m;
 }
 #endif
+
+// -- the bound test without fp64 ---------------------------------------------------------------------
+// A float-float sum hi + lo within err of the exact total S. No double, and no trust in the float
+// division (OpenCL allows 2.5 ulp without CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT): a candidate from any
+// division, corrected once by the remainder, then the remainder decides exactly where S / n lies:
+// n * (r +- half) is formed without error (n = nh + nl, each an exact float; products split by fma,
+// which OpenCL and CUDA round correctly), the terms are added by TwoSum with the rounding of the
+// error terms bounded, and the result is accepted when S / n lies strictly between r's midpoints by
+// more than err. Values near the ends of the range (|r| < 2^-100 or the products near FLT_MAX) are
+// left to the exact path, as is everything the bound does not settle.
+
+GM_INLINE void gm_two_sum_f(float a, float b, float* s, float* e) {
+    *s = a + b;
+    const float bb = *s - a;
+    *e = (a - (*s - bb)) + (b - bb);
+}
+
+// sum of the terms so far: value v = s + c, |v - exact| <= bound
+typedef struct { float s, c, bound; } gm_fsum;
+
+GM_INLINE void gm_fsum_add(gm_fsum* a, float x) {
+    float s, e;
+    gm_two_sum_f(a->s, x, &s, &e);
+    const float c = a->c + e;
+    a->bound += fabs(c) * 0x1p-23f;      // the rounding of the error terms' sum
+    a->s = s;
+    a->c = c;
+}
+
+// add n * y exactly as four products
+GM_INLINE void gm_fsum_add_ny(gm_fsum* a, uint n, float y) {
+    const float nh = (float)(n & 0xFFFFF000u), nl = (float)(n & 0xFFFu);
+    const float p1 = nh * y, p2 = nl * y;
+    gm_fsum_add(a, p1);
+    gm_fsum_add(a, fma(nh, y, -p1));
+    gm_fsum_add(a, p2);
+    gm_fsum_add(a, fma(nl, y, -p2));
+}
+
+// 1 and the FLOAT32 bits of the correctly rounded S / n in *bits when settled, else 0
+GM_INLINE int gm_settle_ff_f32(float hi, float lo, float err, uint n, uint* bits) {
+    const int neg = hi < 0.0f;
+    if (neg) { hi = -hi; lo = -lo; }
+    // the candidate, then one correction by the remainder (hi + lo - n r) / n
+    float r = hi / (float)n;
+    gm_fsum rem = {hi, lo, 0.0f};
+    gm_fsum_add_ny(&rem, n, -r);
+    r = r + (rem.s + rem.c) / (float)n;
+    const uint u = gm_as_uint(r);
+    int ok = r > 0x1p-100f && r < 0x1p100f && hi < 0x1p120f && isfinite(err);
+    const float hu = (gm_as_float(u + 1) - r) * 0.5f, hd = (r - gm_as_float(u - 1)) * 0.5f;
+    // above: n (r + hu) - S > err; below: S - n (r - hd) > err
+    gm_fsum up = {-hi, -lo, 0.0f}, dn = {hi, lo, 0.0f};
+    gm_fsum_add_ny(&up, n, r);
+    gm_fsum_add_ny(&up, n, hu);
+    gm_fsum_add_ny(&dn, n, -r);
+    gm_fsum_add_ny(&dn, n, hd);
+    const float vu = up.s + up.c, vd = dn.s + dn.c;
+    const float slack = 1.0f + 0x1p-20f;
+    ok = ok && vu - fabs(vu) * 0x1p-23f > (err + up.bound) * slack
+            && vd - fabs(vd) * 0x1p-23f > (err + dn.bound) * slack;
+    *bits = neg ? (u | 0x80000000u) : u;
+    return ok;
+}
+
+// A float-float accumulator that tracks its own error bound: TwoSum's error e of hi + x is exact, and
+// adding it into lo rounds by at most 2^-24 |lo| (round to nearest), which the bound adds up (one
+// more fma per value). gm_ff_bound: the bound padded for its own float additions (n < 2^20).
+typedef struct { float hi, lo, bound; } gm_ff;
+
+GM_INLINE void gm_ff_add(gm_ff* a, float x) {
+    float s, e;
+    gm_two_sum_f(a->hi, x, &s, &e);
+    a->hi = s;
+    a->lo += e;
+    a->bound = fma(fabs(a->lo), 0x1p-24f, a->bound);
+}
+
+// merge two accumulators (a work-group's tree): the same rule, both bounds carried
+GM_INLINE void gm_ff_merge(gm_ff* a, const gm_ff* b) {
+    float s, e;
+    gm_two_sum_f(a->hi, b->hi, &s, &e);
+    a->hi = s;
+    a->lo = (a->lo + b->lo) + e;
+    a->bound = fma(fabs(a->lo), 0x1p-23f, a->bound + b->bound);
+}
+
+GM_INLINE float gm_ff_bound(const gm_ff* a, uint n) { return a->bound * (1.0f + (float)n * 0x1p-23f); }
 
 #endif  // GM_EXACT_H

@@ -63,6 +63,26 @@ __kernel void gm_test_exact_f16(__global const ushort* x, const uint ncols, cons
     out[row] = gm_xacc_h_mean(&b, ns[row]);
 }
 
+// the fast path without fp64: a float-float sum (TwoSum), max|x|, the float-only bound test
+__kernel void gm_test_settle_ff_f32(__global const uint* x, const uint ncols, __global uint* out,
+                                    __global uint* settled) {
+    const size_t row = get_global_id(0);
+    gm_ff a = {0.0f, 0.0f, 0.0f};
+    for (uint i = 0; i < ncols; i++) gm_ff_add(&a, gm_as_float(x[row * ncols + i]));
+    float h2, l2;
+    gm_two_sum_f(a.hi, a.lo, &h2, &l2);
+    uint bits;
+    const int ok = isfinite(h2) && gm_settle_ff_f32(h2, l2, gm_ff_bound(&a, ncols), ncols, &bits);
+    if (!ok) {
+        gm_xacc_f e;
+        gm_xacc_f_init(&e);
+        for (uint i = 0; i < ncols; i++) gm_xacc_f_add_bits(&e, x[row * ncols + i]);
+        bits = gm_xacc_f_mean(&e, ncols);
+    }
+    out[row] = bits;
+    settled[row] = ok;
+}
+
 #if GM_CUDA || USE_FP64
 // the fast path: a FLOAT64 sum and max|x|, accepted where the bound settles; else the exact path
 __kernel void gm_test_settle_f32(__global const uint* x, const uint ncols, __global uint* out,
@@ -248,6 +268,24 @@ def test_bound_settles_normal_data_and_defers_the_rest(pocl, dt):
         assert settled[200 + names.index(name)] == 0, name
 
 
+@pytest.mark.parametrize("n", [7, 1000, 5000])
+def test_float_only_bound_settles_normal_data(pocl, n):
+    """The no-fp64 fast path (float-float sum, no double, the float division only as a first guess):
+    the oracle's bits either way; normal data settle, +-FLT_MAX cancelling rows and ties go exact
+    (never inf or NaN for finite data)."""
+    rng = np.random.default_rng(41 + n)
+    normal = np.stack([rng.standard_normal(n) * 10.0 ** rng.integers(-30, 30) for _ in range(150)]).astype(F32)
+    rows = rows_of(F32, rng)
+    x = np.concatenate([normal, matrix(rows, n, F32)])
+    got, settled = _run(pocl, "gm_test_settle_ff_f32", x.view(np.uint32), None, [np.uint32, np.uint32])
+    check(got.view(F32), expected(x, np.full(x.shape[0], n), F32), x, f"float-only, {n} values")
+    assert settled[:150].mean() > 0.9, settled[:150].mean()     # few inputs: exact ties (about 5 %)
+    names = list(rows)
+    # (the tie rows are ties when their 8-value pattern repeats whole)
+    for name in ("max_cancelling", "all_negative_zero") + (("tie",) if n % 8 == 0 else ()):
+        assert settled[150 + names.index(name)] == 0, name
+
+
 # -- NVRTC ------------------------------------------------------------------------------------------
 
 def _nvrtc_resources(log: str) -> dict:
@@ -270,7 +308,7 @@ def test_nvrtc_compiles_without_spills_or_ftz(capsys):
     out = rtc.compile(program_text("cuda", True), opts, "exact_test.cu")
     res = _nvrtc_resources(out.log)
     kernels = ["gm_test_exact_f32", "gm_test_exact_bf16", "gm_test_exact_f16", "gm_test_settle_f32",
-               "gm_test_settle_f16"]
+               "gm_test_settle_f16", "gm_test_settle_ff_f32"]
     assert sorted(res) == sorted(kernels), out.log
     for k, (_, stack, spill) in res.items():
         assert stack == 0 and spill == 0, f"{k}: {stack} B stack, {spill} B spilled"
