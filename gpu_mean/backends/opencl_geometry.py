@@ -26,7 +26,7 @@ def round_up_geometry(n: int, local: int) -> tuple[tuple, tuple]:
 
 @dataclass(frozen=True)
 class ReduceGeometry:
-    kernel: str          # "row" | "col" | "general"
+    kernel: str          # "row" | "col" | "general" | "short"
     grid: tuple          # global size
     length: int          # reduced run length (elements for row/general, rows for col)
     chunk: int           # elements (or rows) per chunk
@@ -117,3 +117,13 @@ def reduce_geometry(plan: planning.ReducePlan, *, compute_units: int, tuning: Op
         pf = _row_prefetch(plan, chunk, adjacent, tuning)
     return ReduceGeometry(plan.cls if plan.cls == "row" else "general", (round_up(plan.n_out, l0), n_chunks), length,
                           chunk, n_chunks, cols, (l0, 1), prefetch=pf)
+
+
+def short_geometry(plan: planning.ReducePlan, *, compute_units: int,
+                   tuning: OpenCLTuning = DEFAULT_TUNING) -> ReduceGeometry:
+    """The short-rows kernel (reduce_kernels.short_rows): each work-item a contiguous block of whole
+    rows, a multiple of 8 of them, about 16 work-items per core and at least 64 rows each, so that
+    each streams a long run (one work-item per work-group: PoCL spreads them over the cores)."""
+    per = round_up(max(64, -(-plan.n_out // (compute_units * 16))), 8)
+    items = -(-plan.n_out // per)
+    return ReduceGeometry("short", (items,), plan.n_reduce, per, 1, 32, (1,), prefetch=tuning.row_prefetch_bytes)
