@@ -181,12 +181,11 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
     dt, acc = plan.dtype, m["ACC"]
     if short:
         m.update({"SHORT_LEN": short, "STORE8_RESULT(t, n, p)": store8_result(plan, acc)})
-        if dt == D.FLOAT16 and short == 8:
-            m["LOAD16(p)"] = "vload_half16(0, (p))"
     m.update({"GM_CPU_SHAPE": 1, "COLS": g.cols, "ROW_MULTI": int(g.row_multi), "PREFETCH": g.prefetch,
               "HALF_BLOCKS": int(dt == D.FLOAT16), "ACC8": acc + "8", "TO_ACC8(v)": f"convert_{acc}8(v)"})
     if dt == D.FLOAT16:
         m["LOAD8(p)"] = f"convert_{acc}8(vload_half8(0, (p)))"
+        m["LOAD16(p)"] = "vload_half16(0, (p))"     # float16: the short-rows kernel takes two rows at once
     else:
         m["LOAD8(p)"] = f"convert_{acc}8(vload8(0, (p)))"
     i64 = np.int64
