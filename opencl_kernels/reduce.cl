@@ -23,8 +23,9 @@
 //   GPU shape: WG (row kernel's work-group size), WARP_ROWS (a 32-wide slice per output),
 //              ROW_MULTI (interleaved axes with a dense innermost run), COL_Y (col kernel's local
 //              size in y; x is 32), FIN_WG (finalize work-group size); all multiples of 32
-//   CPU shape: ACC8, LOAD8(p), COLS, HALF_BLOCKS, TO_ACC8(v), PREFETCH, SHORT_LEN and
-//              STORE8_RESULT(t, n, p) (8 results at once; see those kernels)
+//   CPU shape: ACC8, LOAD8(p), COLS, HALF_BLOCKS, TO_ACC8(v), PREFETCH, SHORT_LEN and, where ACC
+//              is not the compensated pair, STORE8_RESULT(t, n, p) (8 results at once, each t / n
+//              rounded once; see those kernels)
 // Every global access goes through GM_AT (opencl_kernels/common.h) as (argument, element index), so
 // that the checked build tests it against the binding's extent: the arguments are the input, the
 // output and the partials (the temporary resource: gm_acc [chunk][output]), numbered below.
@@ -510,6 +511,15 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
             for (int v = 0; v < COLS / 8; ++v) { ACC8 x8 = GM_IN8(q + 8 * v); ACC8_ADD(s[v], GM_C(v), x8); }
         }
         for (int v = 0; v < COLS / 8; ++v) {
+#ifdef STORE8_RESULT
+            // eight adjacent results at once: a vector division (or the exact product by 1/n) and
+            // one 8-wide store instead of eight scalar ones (the outputs of a short column cost as
+            // much as its loads otherwise)
+            if (!use_part) {
+                STORE8_RESULT(s[v], n, GM_AT(GM_A_OUT, OUT_T, out, ob + 8 * v, 8));
+                continue;
+            }
+#endif
             ACC ss[8];
             vstore8(s[v], 0, ss);
 #if COMPENSATED

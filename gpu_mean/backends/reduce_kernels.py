@@ -100,9 +100,9 @@ def store8_result(plan: planning.ReducePlan, acc: str) -> str:
     if plan.op == KernelOp.REDUCE_SUM:
         return "vstore8((t), 0, (p))"
     n = plan.n_reduce
-    if plan.dtype.is_float and n & (n - 1) == 0:
+    if plan.dtype.is_float and n > 0 and n & (n - 1) == 0:
         # a power of two: the product by its reciprocal is exact, the same value as the quotient, and
-        # a 512-bit double division costs about 16 cycles of throughput (half the loop, measured)
+        # a 512-bit double division has a throughput of about 16 cycles
         q = f"((t) * ({acc}8)({1.0 / n!r}))"
     else:
         q = f"((t) / ({acc}8)(({acc})(n)))"
@@ -179,8 +179,10 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
         g = opencl_geometry.reduce_geometry(plan, compute_units=compute_units, tuning=tuning)
     m = type_macros(plan, fp64, checked)
     dt, acc = plan.dtype, m["ACC"]
+    if not m["COMPENSATED"]:
+        m["STORE8_RESULT(t, n, p)"] = store8_result(plan, acc)
     if short:
-        m.update({"SHORT_LEN": short, "STORE8_RESULT(t, n, p)": store8_result(plan, acc)})
+        m["SHORT_LEN"] = short
     m.update({"GM_CPU_SHAPE": 1, "COLS": g.cols, "ROW_MULTI": int(g.row_multi), "PREFETCH": g.prefetch,
               "HALF_BLOCKS": int(dt == D.FLOAT16), "ACC8": acc + "8", "TO_ACC8(v)": f"convert_{acc}8(v)"})
     if dt == D.FLOAT16:
