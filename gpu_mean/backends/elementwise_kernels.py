@@ -19,7 +19,7 @@ import numpy as np
 from ..descriptors.types import DataType, KernelOp
 from ..runtime import planning
 from . import gpu_geometry, opencl_geometry
-from .reduce_kernels import Launch
+from .reduce_kernels import Launch, half_through_odd
 from .typespell import OP_CODE
 from .typespell import OPENCL as spell
 
@@ -231,14 +231,8 @@ def cpu_macros(plan: planning.ElementwisePlan, fp64: bool, offsets_in_buffer: bo
     if plan.op == KernelOp.NARY_MEAN and dt.is_float:
         m.update({"ACCV": f"{acc}{vw}", "TO_ACCV(v)": f"convert_{acc}{vw}(v)"})
         if dt == D.FLOAT16 and acc == "double":
-            # PoCL stores a double vector as halves one lane at a time in software (2 GB/s), and its
-            # round-toward-zero conversion is slow too. Through float rounded to odd instead: f = v
-            # rounded to nearest, stepped one ulp toward zero where it rounded away, the last bit set
-            # where inexact; float keeps 13 more bits than half, so the rounding to half is the only one.
-            f, back = f"convert_float{vw}(v)", f"convert_double{vw}(convert_float{vw}(v))"
-            odd = (f"as_float{vw}((as_uint{vw}({f}) + convert_uint{vw}(isgreater(fabs({back}), fabs(v)))) | "
-                   f"(convert_uint{vw}(isnotequal({back}, (v))) & 1u))")
-            m["STOREV(v, p)"] = f"vstore_half{vw}_rte({odd}, 0, p)"
+            # through float rounded to odd: one rounding to half, at PoCL's float speed
+            m["STOREV(v, p)"] = f"vstore_half{vw}_rte({half_through_odd('v', vw)}, 0, p)"
     else:
         m.update({"ACCV": f"{c}{vw}", "TO_ACCV(v)": "(v)"})
     m.update({"GM_CPU_SHAPE": 1, "T": t, "VW": vw, "CTV": f"{c}{vw}", "UNROLL": 64 // vw, "RUN": RUN,
