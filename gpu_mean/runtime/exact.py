@@ -219,8 +219,9 @@ def mean_from_limbs(d: np.ndarray, flags: np.ndarray, n: int, dtype, out_dtype=N
     flags = flags.reshape(4, -1)
     h, t = _dd_of(d, f)
     with np.errstate(over="ignore", invalid="ignore"):
-        # the digits' sum: K additions, each off by at most u^2 of the running magnitude
-        err = np.abs(h) * (d.shape[0] + 2) * U * U * 4
+        # the digits' sum: TwoSum's errors are exact; adding the K of them (each at most u |h|) into t
+        # rounds by at most u |t| <= K u^2 |h| each time
+        err = np.abs(h) * (2.0 * (d.shape[0] + 2) ** 2) * U * U
         res, ok = settle_dd(h, t, err, n, out_dtype)
     special = flags[0] | flags[1] | flags[2] | ~np.isfinite(h)
     ok &= ~special
@@ -233,7 +234,7 @@ def mean_from_limbs(d: np.ndarray, flags: np.ndarray, n: int, dtype, out_dtype=N
 
 
 def _dd_of(d: np.ndarray, f: Format):
-    """Normalized digits (digits, m) as a double-double (h, t), within 4 (K + 2) u^2 |h| of the total
+    """Normalized digits (digits, m) as a double-double (h, t), within 2 (K + 2)^2 u^2 |h| of the total
     (added by magnitude from the top digit down, every term exact); past DBL_MAX: inf."""
     neg = d[-1] < 0
     mag = np.where(neg, normalize(-d), d)
