@@ -126,12 +126,13 @@ def limbs(x: np.ndarray, axes: tuple, dtype) -> np.ndarray:
     axes = tuple(axes)
     n = math.prod(x.shape[a] for a in axes)
     kept = tuple(1 if d in axes else s for d, s in enumerate(x.shape))
-    if n <= f.rows:
+    if n <= f.rows and x.size <= MEM_ELEMENTS:
         return normalize(_digits_block(x, f, axes)).reshape((f.digits,) + kept)
     rows = _rows(x, axes)
+    step = max(1, min(f.rows, MEM_ELEMENTS // max(1, rows.shape[1])))   # int64 temporaries bounded
     total = np.zeros((f.digits, rows.shape[1]), np.int64)
-    for i in range(0, n, f.rows):
-        total = normalize(total + _digits_block(rows[i:i + f.rows], f, 0))
+    for i in range(0, n, step):
+        total = normalize(total + _digits_block(rows[i:i + step], f, 0))
     return total.reshape((f.digits,) + kept)
 
 
@@ -455,18 +456,63 @@ def reduce_narrow(x: np.ndarray, axes: tuple, dtype) -> np.ndarray:
         out = np.where(nonfinite, cast(q, dtype), out)
     open_ = np.flatnonzero(~ok & ~nonfinite)
     if open_.size:
-        cols = columns(x, axes, open_)
         out_flat = out.reshape(-1)
-        # again in double-double (pairwise, a bound near 2^-100 of sum|x|), then exactly what stays open
-        with np.errstate(over="ignore", invalid="ignore"):
-            c64 = cols.astype(F64)
-            h, t = wide.dd_sum0(c64)
-            r, ok2 = settle_dd(h, t, dd_error_pairwise(n, max_abs(c64, axis=0)), n, dtype)
-        out_flat[open_[ok2]] = r[ok2]
-        rest = ~ok2
-        if np.any(rest):
-            out_flat[open_[rest]] = exact_means(cols[:, rest], dtype)
+        out_flat[open_] = open_means(x, axes, open_, dtype)
         out = out_flat.reshape(out.shape)
+    return out
+
+
+MEM_ELEMENTS = 1 << 21    # values per block of the open outputs' passes (their temporaries: 16 MiB each)
+
+
+def row_blocks(x: np.ndarray, axes: tuple, flat: np.ndarray):
+    """The values of the outputs at ``flat`` (indices into the kept shape) as (rows, k) blocks of at
+    most about MEM_ELEMENTS values: rows of the (values, outputs) view where ``x`` has one without a
+    copy, else of a transposed copy."""
+    n = math.prod(x.shape[a] for a in axes)
+    keep = [d for d in range(x.ndim) if d not in axes]
+    xt = np.transpose(x, list(axes) + keep)
+    rows = xt.reshape(n, -1)
+    if not np.shares_memory(rows, x) and flat.size * 4 < rows.shape[1]:
+        rows = columns(x, axes, flat)        # a copy either way: only the open outputs
+        flat = np.arange(flat.size)
+    step = max(1, MEM_ELEMENTS // flat.size)
+    whole = flat.size == rows.shape[1]
+    for i in range(0, n, step):
+        blk = rows[i:i + step]
+        yield blk if whole else blk[:, flat]
+
+
+def open_means(x: np.ndarray, axes: tuple, flat: np.ndarray, dtype) -> np.ndarray:
+    """The correctly rounded means of the outputs at ``flat``, block by block of their values: a
+    double-double sum (pairwise within a block, AccurateDWPlusDW across blocks) accepted by
+    ``settle_dd``, then the exact digits for what stays open."""
+    n = math.prod(x.shape[a] for a in axes)
+    h = t = m = None
+    blocks = 0
+    with np.errstate(over="ignore", invalid="ignore"):
+        for blk in row_blocks(x, axes, flat):
+            b64 = blk.astype(F64)
+            bh, bt = wide.dd_sum0(b64)
+            bm = max_abs(b64, axis=0)
+            if h is None:
+                h, t, m = bh, bt, bm
+            else:
+                h, t = wide.dd_add(h, t, bh, bt)
+                m = np.maximum(m, bm)
+            blocks += 1
+        r, ok = settle_dd(h, t, dd_error_pairwise(n, m, blocks), n, dtype)
+    out = r.copy()
+    rest = np.flatnonzero(~ok)
+    if rest.size:
+        f = fmt(dtype)
+        d = np.zeros((f.digits, rest.size), np.int64)
+        flags = None
+        for blk in row_blocks(x, axes, flat[rest]):
+            d = add_limbs(d, limbs(blk, (0,), dtype).reshape(f.digits, -1))
+            fl = nonfinite_flags(blk, (0,)).reshape(4, -1)
+            flags = fl if flags is None else merge_flags(flags, fl)
+        out[rest] = _finish(to_ints(d), flags, n, f, f, dtype)
     return out
 
 
@@ -505,12 +551,13 @@ def nary_narrow(xs: list, dtype) -> np.ndarray:
     return out
 
 
-def dd_error_pairwise(n: int, m) -> np.ndarray:
-    """The bound on |h + t - S| for ``wide.dd_sum0`` of n values with max|x| <= m: TwoSum at the
-    leaves is exact, every later AccurateDWPlusDW errs by at most 3u^2 / (1 - 4u) of its exact result,
-    and each value passes through at most 2 log2(n) + 2 of them (tree and side accumulator)."""
+def dd_error_pairwise(n: int, m, blocks: int = 1) -> np.ndarray:
+    """The bound on |h + t - S| for ``wide.dd_sum0`` of n values with max|x| <= m (over ``blocks``
+    row blocks whose sums are then added in turn): TwoSum at the leaves is exact, every later
+    AccurateDWPlusDW errs by at most 3u^2 / (1 - 4u) of its exact result, and each value passes through
+    at most 2 log2(n) + 2 of them (tree and side accumulator), plus one per later block."""
     levels = max(1, math.ceil(math.log2(max(n, 2))))
-    return 3.1 * U * U * (2 * levels + 2) * n * m
+    return 3.1 * U * U * (2 * levels + 2 + blocks) * n * m
 
 
 def mean0_f64(x: np.ndarray) -> np.ndarray:
