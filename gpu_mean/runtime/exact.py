@@ -457,9 +457,36 @@ def reduce_narrow(x: np.ndarray, axes: tuple, dtype) -> np.ndarray:
     open_ = np.flatnonzero(~ok & ~nonfinite)
     if open_.size:
         out_flat = out.reshape(-1)
-        out_flat[open_] = open_means(x, axes, open_, dtype)
+        zero = open_[q.reshape(-1)[open_] == 0]
+        if zero.size:
+            # a zero sum (padding rows, all-zero outputs): zeros alone give +0.0, or -0.0 when all are
+            # -0.0, decided from the bits (two integer passes over those outputs' values only); an
+            # exact sum (err 0) that is zero gives the same rule
+            exact_sum = np.all(narrow_error(n, m, dtype, depth) == 0)
+            vals, settled = _zero_means(x, axes, zero, dtype, exact_sum)
+            out_flat[zero[settled]] = vals[settled]
+            open_ = np.setdiff1d(open_, zero[settled], assume_unique=True)
+        if open_.size:
+            out_flat[open_] = open_means(x, axes, open_, dtype)
         out = out_flat.reshape(out.shape)
     return out
+
+
+def _zero_means(x, axes, flat, dtype, exact_sum: bool):
+    """(values, settled) for outputs whose sum is zero: every value a zero (or, with ``exact_sum``,
+    the exact total zero) gives +0.0, or -0.0 when every value is -0.0."""
+    f = fmt(dtype)
+    sign = np.array(1 << (f.bits - 1), f.udtype)
+    lo = hi = None
+    xb = x.view(f.udtype)
+    for blk in row_blocks(xb, axes, flat):
+        bl, bh = np.min(blk, axis=0), np.max(blk & (sign - f.udtype.type(1)), axis=0)
+        lo = bl if lo is None else np.minimum(lo, bl)
+        hi = bh if hi is None else np.maximum(hi, bh)
+    all_neg0 = lo == sign                     # the smallest pattern is -0.0's: all are -0.0
+    settled = np.full(flat.size, True) if exact_sum else (hi == 0)
+    vals = cast(np.where(all_neg0, -0.0, 0.0), dtype)
+    return vals, settled
 
 
 MEM_ELEMENTS = 1 << 21    # values per block of the open outputs' passes (their temporaries: 16 MiB each)
