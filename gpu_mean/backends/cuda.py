@@ -431,7 +431,7 @@ class CudaReduceProgram(Program):
         v, u64 = self.variant, np.uint64
         (ib, ioff), (ob, ooff) = inputs[0], outputs[0]
         inp, out = u64(int(ib.ptr)), u64(int(ob.ptr))
-        part, poff = (u64(int(temporary[0].ptr)), temporary[1] // ACC_BYTES) if v.finalize else (u64(0), 0)
+        part, poff = (u64(int(temporary[0].ptr)), temporary[1] // v.acc_bytes) if v.finalize else (u64(0), 0)
         ooff //= self.out_itemsize
         main = v.main_args(inp, ioff // self.itemsize, out, ooff, part, poff, self.meta)
         fin = v.finalize_args(part, poff, out, ooff, self.meta, self.plan.n_out, self.plan.n_reduce) \
@@ -439,7 +439,7 @@ class CudaReduceProgram(Program):
         status = self.status
         if status is not None:
             status.arm(checked.reduce_bounds(self.plan, ioff // self.itemsize, ooff, poff,
-                                             v.temporary_size // ACC_BYTES))
+                                             v.temporary_size // v.acc_bytes))
             tail = (u64(int(status.native.ptr)),)
             main, fin = main + tail, fin and fin + tail
         with self.be.dev:

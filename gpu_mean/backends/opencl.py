@@ -428,7 +428,7 @@ class ClReduceProgram(Program):
         (ib, ioff), (ob, ooff) = inputs[0], outputs[0]
         tb, toff = temporary if v.finalize else (None, 0)
         ooff //= self.out_itemsize
-        toff //= ACC_BYTES
+        toff //= v.acc_bytes
         a.set(0, ib)
         a.set(1, ioff // self.itemsize, u64)
         a.set(2, ob)
@@ -437,7 +437,7 @@ class ClReduceProgram(Program):
         a.set(5, toff, u64)
         status = self.status
         if status is not None:
-            n_parts = v.temporary_size // ACC_BYTES
+            n_parts = v.temporary_size // v.acc_bytes
             status.arm(checked.reduce_bounds(self.plan, ioff // self.itemsize, ooff, toff, n_parts))
         be.enqueue(a.kernel, v.main.global_size, v.main.local_size, self.traffic)
         if status is not None:
