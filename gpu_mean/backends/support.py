@@ -21,7 +21,8 @@ _ALL = DIRECTML_MEAN_TYPES | EXTENSION_TYPES
 
 # the GPU kernels (OpenCL and CUDA: one source): the wide sum's two-word totals (FLOAT64, INT64, UINT64
 # inputs, two output tensors) have no kernel yet
-_GPU = {KernelOp.MEAN: _ALL, KernelOp.NARY_MEAN: _ALL, KernelOp.REDUCE_MEAN: _ALL, KernelOp.REDUCE_SUM: DIRECTML_MEAN_TYPES | {DataType.BFLOAT16}}
+_GPU = {KernelOp.MEAN: _ALL, KernelOp.NARY_MEAN: _ALL, KernelOp.REDUCE_MEAN: _ALL,
+        KernelOp.REDUCE_SUM: DIRECTML_MEAN_TYPES | {DataType.BFLOAT16}}
 KERNEL_TYPES: dict[str, dict[KernelOp, frozenset]] = {
     "cpu": {op: _ALL for op in MEAN_OPS},
     "opencl": dict(_GPU),
