@@ -73,11 +73,11 @@
 // INT64 / UINT64 as the sums of the high and the low 32-bit halves; BFLOAT16 without fp64 in two
 // compensated float pairs (NARY_WIDE 2, 1, 3).
 #if OP == 4 && NARY_WIDE == 2
-#define GM_ACC_INIT(acc, c) GM_DD4_ZERO(acc)
+#define GM_ACC_INIT(acc, c) { GM_DD4_ZERO(acc) (void)(c); }
 #define GM_ACC_ADD(acc, c, x, V) GM_DD4_ADD(acc, x)
 #define GM_ACC_RESULT(acc, c, V) gm_dd4_mean(acc, NIN)
 #elif OP == 4 && NARY_WIDE == 3     // BFLOAT16 without fp64 (common.h: gm_ff4)
-#define GM_ACC_INIT(acc, c) GM_FF4_ZERO(acc)
+#define GM_ACC_INIT(acc, c) { GM_FF4_ZERO(acc) (void)(c); }
 #define GM_ACC_ADD(acc, c, x, V) GM_FF4_ADD(acc, x)
 #define GM_ACC_RESULT(acc, c, V) gm_ff4_mean(acc, NIN)
 #elif OP == 4 && NARY_WIDE == 1

@@ -381,3 +381,27 @@ def test_cuda_backend_follows_the_same_table():
             with pytest.raises(gm.UnsupportedTypeError, match=pattern):
                 dev.create_operator(desc)
     assert refused == sum(not support.computes("cuda", op, dt) for op in (MEAN, NARY, REDUCE, SUM) for dt in EXT_TYPES)
+
+
+def test_bfloat16_without_fp64_in_the_gpu_shape():
+    """No device variant runs the GPU-shaped kernels without fp64 (CUDA always has it), yet an OpenCL
+    GPU without cl_khr_fp64 would: BFLOAT16's two compensated float pairs and integer quotient there,
+    on the adversarial rows (reduction and n-ary mean) and a split reduction, against the oracle."""
+    pytest.importorskip("pyopencl")
+    from gpu_mean.backends import opencl
+    try:
+        dev = gm.Device(opencl.make_backend(0, allow_fp64=False, gpu_paths=True))
+    except RuntimeError as e:
+        pytest.skip(f"no OpenCL device: {e}")
+    dt = D.BFLOAT16
+    names, x = _rows(dt)
+    want = oracle.reduce_mean(x, (1,), dt.numpy_dtype)
+    got = run(dev, gm.ext.ReduceMeanDesc(T(dt, x.shape), T(dt, (x.shape[0], 1)), (1,)), [x])
+    cols = [np.ascontiguousarray(c) for c in x.T]
+    nary = run(dev, gm.ext.NaryMeanDesc([T(dt, (x.shape[0],))] * x.shape[1], T(dt, (x.shape[0],))), cols)
+    for name, g, n, w in zip(names, got.ravel(), nary.ravel(), want.ravel()):
+        assert oracle.equal_bits(np.array(g), np.array(w)), f"row {name!r}: got {g!r}, want {w!r}"
+        assert oracle.equal_bits(np.array(n), np.array(w)), f"n-ary {name!r}: got {n!r}, want {w!r}"
+    x = random_data(dt, (100003,), 7, positive=True)
+    got = run(dev, gm.ext.ReduceMeanDesc(T(dt, x.shape), T(dt, (1,)), (0,)), [x])
+    assert_means(got, oracle.reduce_mean(x, (0,), dt.numpy_dtype), dt, 1)
