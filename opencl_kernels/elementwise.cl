@@ -283,13 +283,7 @@ GM_INLINE ushort##N gm_float##N##_to_bf16(float##N v) { \
     const uint##N b = as_uint##N(v); \
     return convert_ushort##N(select((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16, (b >> 16) | 0x40u, isnan(v))); \
 }
-GM_BF16_VEC(4)
-GM_BF16_VEC(8)
-#if USE_FP64
-GM_INLINE ushort4 gm_double4_to_bf16(double4 v) {
-    return (ushort4)(gm_double_to_bf16(v.s0), gm_double_to_bf16(v.s1), gm_double_to_bf16(v.s2), gm_double_to_bf16(v.s3));
-}
-#endif
+GM_BF16_VEC(16)
 #endif
 
 #if OP == 4 && NARY_WIDE

@@ -501,6 +501,19 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
 #define GM_C(v) c_unused
 #endif
         for (int v = 0; v < COLS / 8; ++v) { s[v] = (ACC8)(0); GM_C(v) = (ACC8)(0); }
+#if WIDE_INT
+        // four rows per pass, as below: four values' high halves (and low halves) cannot wrap either sum
+        for (; r + 4 <= rend; r += 4) {
+            long q = b + r * rs;
+            for (int v = 0; v < COLS / 8; ++v) {
+                const X8 x0 = GM_IN8(q + 8 * v), x1 = GM_IN8(q + rs + 8 * v);
+                const X8 x2 = GM_IN8(q + 2 * rs + 8 * v), x3 = GM_IN8(q + 3 * rs + 8 * v);
+                s[v] += (as_ulong8(x0 >> 32) + as_ulong8(x1 >> 32)) + (as_ulong8(x2 >> 32) + as_ulong8(x3 >> 32));
+                c[v] += ((as_ulong8(x0) & 0xFFFFFFFFUL) + (as_ulong8(x1) & 0xFFFFFFFFUL)) +
+                        ((as_ulong8(x2) & 0xFFFFFFFFUL) + (as_ulong8(x3) & 0xFFFFFFFFUL));
+            }
+        }
+#endif
 #if !HAS_C8
         // four rows per pass over the accumulators: a quarter of the accumulator loads and stores
         // (COLS/8 vectors do not fit in registers), and four row streams in flight. Exact adds
