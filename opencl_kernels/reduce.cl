@@ -23,7 +23,9 @@
 //   GPU shape: WG (row kernel's work-group size), WARP_ROWS (a 32-wide slice per output),
 //              ROW_MULTI (interleaved axes with a dense innermost run), COL_Y (col kernel's local
 //              size in y; x is 32), FIN_WG (finalize work-group size); all multiples of 32
-//   CPU shape: ACC8, LOAD8(p), COLS, HALF_BLOCKS, TO_ACC8(v), PREFETCH (see those kernels)
+//   CPU shape: ACC8, LOAD8(p), COLS, HALF_BLOCKS, TO_ACC8(v), PREFETCH, SHORT_LEN and, where ACC
+//              is not the compensated pair, STORE8_RESULT(t, n, p) (8 results at once, each t / n
+//              rounded once; see those kernels)
 // Every global access goes through GM_AT (opencl_kernels/common.h) as (argument, element index), so
 // that the checked build tests it against the binding's extent: the arguments are the input, the
 // output and the partials (the temporary resource: gm_acc [chunk][output]), numbered below.
@@ -465,6 +467,57 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
     gm_emit(a, n, out, out_off, part, part_off, use_part, m, k, chunk, n_out GM_CHK_A);
 }
 
+#if SHORT_LEN
+// Short dense rows (SHORT_LEN elements, a multiple of 8 up to 32; row k at k * SHORT_LEN, output k
+// at k): work-item g takes rows [g * clen, + clen), eight at a time. Each row's 8-lane vectors are
+// added, then a transpose tree of three levels sums the eight rows' lanes pairwise, so the eight
+// results leave in one vector through one 8-wide store (STORE8_RESULT: divided, rounded once each).
+// Per row the order is ((x0+x1)+(x2+x3))+((x4+x5)+(x6+x7)) plus +0 (a row of -0.0 gives +0.0, as
+// the other kernels), the same for the rows after the last full eight. Only where ACC is a plain
+// vector type (no compensated pair): reduce_kernels.short_rows.
+GM_INLINE ACC8 gm_row8(__global const T* in, long b GM_CHK_P) {
+    ACC8 v = GM_IN8(b);
+    for (int j = 8; j < SHORT_LEN; j += 8) v += GM_IN8(b + j);
+    return v;
+}
+#define GM_PAIRS(a, b) ((ACC8)((a).s0246 + (a).s1357, (b).s0246 + (b).s1357))
+#if defined(LOAD16) && SHORT_LEN == 8
+// two rows of 8 through one 16-wide load (FLOAT16: PoCL converts vload_half16 at the copy's speed,
+// vload_half8 at about half of it)
+GM_INLINE ACC8 gm_rows2(__global const T* in, long b GM_CHK_P) {
+    float16 h = LOAD16(GM_AT(GM_A_IN, const T, in, b, 16));
+    return GM_PAIRS(TO_ACC8(h.lo), TO_ACC8(h.hi));
+}
+#define GM_ROWS2(b) gm_rows2(in, (b) GM_CHK_A)
+#else
+#define GM_ROWS2(b) GM_PAIRS(gm_row8(in, (b) GM_CHK_A), gm_row8(in, (b) + SHORT_LEN GM_CHK_A))
+#endif
+__kernel void gm_reduce_short_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
+                                     __global gm_acc* part, ulong part_off, int use_part,
+                                     __constant const gm_rmeta* m, long n_out, long len, long clen, ulong n
+                                     GM_CHK_P) {
+    long r = get_global_id(0) * clen;
+    const long end = min(n_out, r + clen);
+    long b = (long)in_off + r * SHORT_LEN;
+    for (; r + 8 <= end; r += 8, b += 8 * SHORT_LEN) {
+        GM_PREFETCH(in, b, PREFETCH);
+        ACC8 w01 = GM_ROWS2(b), w23 = GM_ROWS2(b + 2 * SHORT_LEN);
+        ACC8 w45 = GM_ROWS2(b + 4 * SHORT_LEN), w67 = GM_ROWS2(b + 6 * SHORT_LEN);
+        ACC8 t = GM_PAIRS(GM_PAIRS(w01, w23), GM_PAIRS(w45, w67)) + (ACC8)(0);
+        STORE8_RESULT(t, n, GM_AT(GM_A_OUT, OUT_T, out, (long)out_off + r, 8));
+    }
+    for (; r < end; ++r, b += SHORT_LEN) {
+        ACC8 v = gm_row8(in, b GM_CHK_A);
+        v = GM_PAIRS(v, v);
+        v = GM_PAIRS(v, v);
+        gm_acc a;
+        GM_ACC_ZERO(a);
+        GM_ACC_ADD(a, v.s0 + v.s1);
+        gm_store(a, n, out, (long)out_off + r GM_CHK_A);
+    }
+}
+#endif
+
 // Column class: work-item (column block, outer index, chunk) sums COLS adjacent columns over a chunk
 // of rows: every row read is COLS contiguous elements, and no work-item walks a whole column alone.
 __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
@@ -538,6 +591,15 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
             for (int v = 0; v < COLS / 8; ++v) { X8 x8 = GM_IN8(q + 8 * v); ACC8_ADD(s[v], GM_C(v), x8); }
         }
         for (int v = 0; v < COLS / 8; ++v) {
+#ifdef STORE8_RESULT
+            // eight adjacent results at once: a vector division (or the exact product by 1/n) and
+            // one 8-wide store instead of eight scalar ones (the outputs of a short column cost as
+            // much as its loads otherwise)
+            if (!use_part) {
+                STORE8_RESULT(s[v], n, GM_AT(GM_A_OUT, OUT_T, out, ob + 8 * v, 8));
+                continue;
+            }
+#endif
             ACC ss[8];
             vstore8(s[v], 0, ss);
 #if HAS_C8

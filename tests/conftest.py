@@ -17,8 +17,9 @@ from gpu_mean import backends
 # "opencl:0-nofp64" is the OpenCL device with fp64 switched off: it forces the kernels' paths for
 # devices without cl_khr_fp64 (compensated float accumulation) onto every test. "opencl:0-gpupaths"
 # runs the kernel variants and launch geometry an OpenCL GPU gets (4-wide vectors, short blocks, no
-# prefetch, many reduction chunks) on the device present, so that a machine without a GPU tests them.
-ALL_DEVICE_IDS = ["cpu", "opencl:0", "opencl:0-nofp64", "opencl:0-gpupaths", "cuda:0"]
+# prefetch, many reduction chunks) on the device present, so that a machine without a GPU tests them;
+# "opencl:0-gpupaths-nofp64" the same without fp64, as an OpenCL GPU without cl_khr_fp64 runs them.
+ALL_DEVICE_IDS = ["cpu", "opencl:0", "opencl:0-nofp64", "opencl:0-gpupaths", "opencl:0-gpupaths-nofp64", "cuda:0"]
 # The bounds-checked kernel builds (gpu_mean/backends/checked.py) of both kernel shapes: by default
 # only the tests that ask for them (``device_or_checked``, ``checked_device``: the fuzzer, the
 # conformance pass, the planted out-of-bounds kernels) run on them; naming one in
@@ -26,7 +27,7 @@ ALL_DEVICE_IDS = ["cpu", "opencl:0", "opencl:0-nofp64", "opencl:0-gpupaths", "cu
 CHECKED_DEVICE_IDS = ["opencl:0-checked", "opencl:0-gpupaths-checked"]
 
 
-DEVICE_ID = re.compile(r"cpu|opencl:\d+(-nofp64|-gpupaths)?(-checked)?|cuda:\d+(-checked)?")
+DEVICE_ID = re.compile(r"cpu|opencl:\d+(-gpupaths)?(-nofp64)?(-checked)?|cuda:\d+(-checked)?")
 
 
 def _wanted():

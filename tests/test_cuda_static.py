@@ -16,9 +16,10 @@ import pytest
 
 import gpu_mean as gm
 from gpu_mean.backends import elementwise_kernels as ewk
-from gpu_mean.backends.cuda import CudaElementwiseProgram, CudaReduceProgram
+from gpu_mean.backends.cuda import CudaBackend
 from gpu_mean.backends.cuda_compile import BASE_OPTIONS, variant_source
 from gpu_mean.backends.kernels import kernel_dir, kernel_source
+from gpu_mean.backends.programs import ReduceProgram
 from gpu_mean.descriptors.types import DataType as D
 from gpu_mean.descriptors.types import KernelOp
 from gpu_mean.runtime import planning
@@ -114,7 +115,9 @@ class FakeMem:
         self.ptr, self.data = ptr, np.zeros(nbytes, np.uint8)
 
 
-class FakeBackend:
+class FakeBackend(CudaBackend):
+    """The CUDA backend's own kernel verbs (kernel, launch, buffer_arg, struct_arg, input_seam),
+    over a recording ``function`` and host memory instead of CuPy and a GPU."""
     sms = 132
     cc = 90
 
@@ -146,8 +149,7 @@ class FakeBackend:
 
 
 def make_program(be, plan):
-    cls = CudaReduceProgram if isinstance(plan, planning.ReducePlan) else CudaElementwiseProgram
-    return cls(be, plan)
+    return be.compile(plan, 0)
 
 
 def program_variants(checked: bool = False):
@@ -304,7 +306,7 @@ def test_arguments_match_the_kernels_and_launch_on_the_backend_stream(name, plan
         assert stream is be.stream
         assert all(g >= 1 for g in grid) and 1 <= int(np.prod(block)) <= 1024
     names = [c[0] for c in be.calls]
-    if isinstance(prog, CudaReduceProgram):
+    if isinstance(prog, ReduceProgram):
         assert ("gm_reduce_finalize" in names) == bool(prog.temporary_size)
     elif name.endswith("contig"):
         assert names == ["gm_ew_contig_vec", "gm_ew_contig_scalar"]

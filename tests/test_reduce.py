@@ -222,3 +222,40 @@ def test_ext_reduce_sum_output_type_is_the_wide_type(cpu):
         cpu.create_operator(gm.ext.ReduceSumDesc(x, gm.TensorDesc(gm.DataType.FLOAT32, (4, 1)), (1,)))
     with pytest.raises(gm.InvalidArgumentError, match="the sum of a FLOAT32 InputTensor is FLOAT64"):
         cpu.create_operator(gm.ext.ReduceSumDesc(x, gm.TensorDesc(gm.DataType.INT64, (4, 1)), (1,)))
+
+
+# rows of 8..32 dense elements: the CPU shape's short-rows kernel (8 rows per step, a transpose tree,
+# one 8-wide store); row counts that leave 1..7 rows after the last full eight, and every type it takes
+SHORT_CASES = {"len8_rows9": (9, 8), "len8_rows4099": (4099, 8), "len16_rows1001": (1001, 16),
+               "len24_rows203": (203, 24), "len32_rows70": (70, 32)}
+
+
+@pytest.mark.parametrize("case", sorted(SHORT_CASES))
+@pytest.mark.parametrize("dt", [D.FLOAT32, D.FLOAT16, D.INT32, D.UINT32], ids=lambda d: d.name)
+def test_short_rows(device, case, dt):
+    from gpu_mean.backends import reduce_kernels
+    from gpu_mean.runtime import planning
+    shape, axes = SHORT_CASES[case], (1,)
+    rng = np.random.default_rng(zlib.crc32(case.encode()))
+    if dt.is_float:
+        x = (rng.standard_normal(shape) * 1000).astype(dt.numpy_dtype)
+        x[0] = -0.0             # a row of negative zeros: +0.0, as every other kernel gives
+        if device.info.fp64:    # without fp64 a sum past FLT_MAX still overflows: issue 22
+            x[-1, ::2] = np.finfo(dt.numpy_dtype).max     # a row whose sum passes the type's maximum
+        desc = gm.ReduceDesc(AVG, T(dt, shape), out_desc(dt, shape, axes), axes)
+    else:
+        info = np.iinfo(dt.numpy_dtype)
+        x = rng.integers(info.min, info.max, shape, dtype=dt.numpy_dtype, endpoint=True)
+        x[-1] = info.min
+        desc = gm.ext.IntegerReduceMeanDesc(T(dt, shape), out_desc(dt, shape, axes), axes)
+    plan = planning.plan_operator(desc)
+    assert reduce_kernels.short_rows(plan, fp64=True) == shape[1]    # the kernel an fp64 CPU device takes
+    got = run(device, desc, [x])
+    if dt.is_float:
+        check_float(got, x, axes, dt)
+        assert np.signbit(got[0, 0]) == np.False_ and got[0, 0] == 0
+    else:
+        check_int(got, x, axes, dt)
+    if device.info.fp64 or not dt.is_float:    # the same bits as the CPU device (without fp64: issue 22)
+        cpu = run(gm.create_device("cpu"), desc, [x])
+        assert np.array_equal(got.view(np.uint8), cpu.view(np.uint8))

@@ -12,14 +12,11 @@ import threading
 import numpy as np
 
 from ..errors import KernelBuildError, UnsupportedError
-from ..runtime import planning
 from ..runtime.device import DeviceInfo
-from . import checked, cuda_compile, elementwise_kernels, reduce_kernels
-from .base import Backend, Program
+from . import cuda_compile, elementwise_kernels
 from .kernels import ProgramCache
+from .programs import KernelBackend
 from .typespell import cache_key
-
-ACC_BYTES = planning.ACC_BYTES
 
 _PICK = ("pip install 'gpu_mean[cuda13]' for a CUDA 13 driver (580 or newer), 'gpu_mean[cuda12]' for a "
          "CUDA 12 driver")
@@ -174,7 +171,9 @@ class PinnedStaging:
         out[pos:pos + n] = host[:n]
 
 
-class CudaBackend(Backend):
+class CudaBackend(KernelBackend):
+    api = "cuda"
+
     def __init__(self, index: int, driver_major: int | None = None, driver_version: int | None = None):
         """Reads the GPU's properties only: its context and the backend's stream are made on first use
         (open), so that listing GPUs touches none and a GPU that cannot be used fails alone.
@@ -368,86 +367,43 @@ class CudaBackend(Backend):
         with self.dev:
             return self._modules.get(cache_key(filename, macros), build).get_function(name)
 
-    def compile(self, plan, flags):
-        if isinstance(plan, planning.ReducePlan):
-            return CudaReduceProgram(self, plan)
-        return CudaElementwiseProgram(self, plan)
+    # -- the kernel verbs (programs.KernelBackend): the GPU-shaped kernels of opencl_kernels/ (the
+    # same text, launches and geometry the opencl:0-gpupaths test device runs on PoCL), compiled
+    # through cuda_kernels/dialect.h
+    @property
+    def gpu_sms(self) -> int:
+        return self.sms
+
+    def kernel(self, filename: str, macros: dict, name: str):
+        return self.function(filename, macros, name)
+
+    def launch(self, handle, args: tuple, launch, nbytes: int) -> None:
+        with self.dev:
+            handle(launch.grid, launch.local_size, args, stream=self.stream)
+
+    def buffer_arg(self, native):
+        return np.uint64(0 if native is None else int(native.ptr))
+
+    def struct_arg(self, packed: np.ndarray) -> np.ndarray:
+        return packed       # by value
+
+    def input_seam(self, variant, n_inputs: int) -> CudaInputSeam:
+        return CudaInputSeam(self.checked)
+
+    def address(self, native) -> int:
+        return int(native.ptr)
 
 
-class CudaElementwiseProgram(Program):
-    """The GPU-shaped kernels of opencl_kernels/elementwise.cl (the same text, launches and geometry
-    the opencl:0-gpupaths test device runs on PoCL), compiled through cuda_kernels/dialect.h; the
-    inputs travel as one by-value struct of pointers."""
+class CudaInputSeam:
+    """The element-wise kernels' inputs on CUDA: one by-value struct of pointers (``gm_inputs``; 64
+    inputs are 512 bytes of parameters); a checked build keeps the buffers' starts and the element
+    offsets apart, so that the checks see the offsets."""
 
-    def __init__(self, be: CudaBackend, plan: planning.ElementwisePlan):
-        self.be = be
-        self.plan = plan
-        v = self.variant = elementwise_kernels.gpu_variant(plan, api="cuda", sms=be.sms, checked=be.checked)
-        self.fns = {launch.kernel: be.function("elementwise.cl", v.macros, launch.kernel)
-                    for launch in (v.scalar, v.vec) if launch is not None}
-        self.status = checked.StatusBuffer(be, plan.n_inputs + 1) if be.checked else None
-        self.fixed = v.fixed_args(plan.scale, plan.bias, v.dims)
-        self.itemsize = int(plan.dtype.element_size)
+    def __init__(self, checked: bool):
+        self.checked = checked
 
-    def run(self, inputs, outputs, temporary):
-        v, isz = self.variant, self.itemsize
-        ptrs = [int(b.ptr) + int(off) for b, off in inputs]
-        out, ooff = int(outputs[0][0].ptr), int(outputs[0][1])
-        aligned = v.vec is not None and all(p % 16 == 0 for p in ptrs + [out + ooff])
-        launch = v.vec if aligned else v.scalar
-        if self.status is None:
-            ins = elementwise_kernels.pack_inputs(ptrs)
-        else:   # buffer starts and element offsets apart, so that the checks see the offsets
-            offs = [int(off) // isz for _, off in inputs]
-            ins = elementwise_kernels.pack_inputs([int(b.ptr) for b, _ in inputs], offs)
-            self.status.arm(checked.elementwise_bounds(self.plan, offs, ooff // isz))
-        args = (np.uint64(out), np.uint64(ooff // isz)) + self.fixed + (ins,)
-        if self.status is not None:
-            args += (np.uint64(int(self.status.native.ptr)),)
-        with self.be.dev:
-            self.fns[launch.kernel](launch.grid, launch.local_size, args, stream=self.be.stream)
-        if self.status is not None:
-            self.status.check(launch.kernel)
-
-
-class CudaReduceProgram(Program):
-    """The GPU-shaped kernels of opencl_kernels/reduce.cl (the same text, launches and geometry the
-    opencl:0-gpupaths test device runs on PoCL), compiled through cuda_kernels/dialect.h."""
-
-    def __init__(self, be: CudaBackend, plan: planning.ReducePlan):
-        self.be = be
-        self.plan = plan
-        v = self.variant = reduce_kernels.gpu_variant(plan, sms=be.sms, checked=be.checked)
-        self.fn = be.function("reduce.cl", v.macros, v.main.kernel)
-        self.status = checked.StatusBuffer(be, 3) if be.checked else None
-        self.meta = reduce_kernels.pack_meta(plan)
-        self.temporary_size = v.temporary_size
-        self.itemsize = int(plan.dtype.element_size)
-        self.out_itemsize = int(plan.output_type.element_size)
-        if v.finalize:
-            self.fin = be.function("reduce.cl", v.macros, v.finalize.kernel)
-
-    def run(self, inputs, outputs, temporary):
-        v, u64 = self.variant, np.uint64
-        (ib, ioff), (ob, ooff) = inputs[0], outputs[0]
-        inp, out = u64(int(ib.ptr)), u64(int(ob.ptr))
-        part, poff = (u64(int(temporary[0].ptr)), temporary[1] // v.acc_bytes) if v.finalize else (u64(0), 0)
-        ooff //= self.out_itemsize
-        main = v.main_args(inp, ioff // self.itemsize, out, ooff, part, poff, self.meta)
-        fin = v.finalize_args(part, poff, out, ooff, self.meta, self.plan.n_out, self.plan.n_reduce) \
-            if v.finalize else None
-        status = self.status
-        if status is not None:
-            status.arm(checked.reduce_bounds(self.plan, ioff // self.itemsize, ooff, poff,
-                                             v.temporary_size // v.acc_bytes))
-            tail = (u64(int(status.native.ptr)),)
-            main, fin = main + tail, fin and fin + tail
-        with self.be.dev:
-            self.fn(v.main.grid, v.main.local_size, main, stream=self.be.stream)
-        if status is not None:
-            status.check(v.main.kernel)
-        if fin is not None:
-            with self.be.dev:
-                self.fin(v.finalize.grid, v.finalize.local_size, fin, stream=self.be.stream)
-            if status is not None:
-                status.check(v.finalize.kernel)
+    def args(self, inputs, itemsize: int) -> tuple:
+        if not self.checked:
+            return (elementwise_kernels.pack_inputs([int(b.ptr) + int(off) for b, off in inputs]),)
+        return (elementwise_kernels.pack_inputs([int(b.ptr) for b, _ in inputs],
+                                                [int(off) // itemsize for _, off in inputs]),)

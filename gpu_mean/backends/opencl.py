@@ -14,16 +14,14 @@ import numpy as np
 
 from ..descriptors.types import DataType
 from ..errors import KernelBuildError
-from ..runtime import planning
 from ..runtime.device import DeviceInfo
-from . import checked, diskcache, elementwise_kernels, reduce_kernels
+from . import diskcache
 from . import opencl_geometry as geometry
 from .arrays import aligned_empty
-from .base import Backend, Program
 from .kernels import ProgramCache, kernel_text
+from .programs import KernelBackend
 from .typespell import cache_key
 
-ACC_BYTES = planning.ACC_BYTES
 _TRIVIAL = "__kernel void gm_probe(__global float* a) { a[get_global_id(0)] = 1.0f; }"
 # -w: PoCL prints clang's notes ("N warnings generated") on every build; a failed build still raises
 # with the whole log
@@ -147,20 +145,33 @@ class KernelArgs:
 
     def __init__(self, kernel):
         self.kernel = kernel
+        self.name = kernel.function_name
         self.last: dict = {}
+        self.last_args = None       # the tuple of the last set_all
 
     def set(self, i: int, value, dtype=None) -> None:
-        key = value if dtype is None else int(value)      # buffers by identity, scalars by value
+        # buffers by identity, scalars by value
+        key = value if dtype is None else (value.item() if isinstance(value, np.generic) else value)
         last = self.last.get(i, _MISSING)
         if last is key or (dtype is not None and last == key):
             return
         self.kernel.set_arg(i, value if dtype is None else dtype(value))
         self.last[i] = key
 
+    def set_all(self, args: tuple) -> None:
+        """Every argument, in order: numpy scalars typed, buffers (or None) as they are; the tuple of
+        the previous call again sets nothing."""
+        if args is self.last_args:
+            return
+        for i, a in enumerate(args):
+            self.set(i, a, type(a) if isinstance(a, np.generic) else None)
+        self.last_args = args
+
     def forget_buffers(self) -> None:
         """Forget the buffers set (scalars stay): the next run sets them again, and nothing here
         keeps a buffer (or the host array under it) alive."""
-        self.last = {i: v for i, v in self.last.items() if isinstance(v, int)}
+        self.last = {i: v for i, v in self.last.items() if isinstance(v, (int, float))}
+        self.last_args = None
 
 
 _MISSING = object()
@@ -183,7 +194,9 @@ def make_backend(index: int = 0, allow_fp64: bool = True, gpu_paths: bool = Fals
 _OOM_STATUS = ("MEM_OBJECT_ALLOCATION_FAILURE", "OUT_OF_RESOURCES", "OUT_OF_HOST_MEMORY", "INVALID_BUFFER_SIZE")
 
 
-class OpenCLBackend(Backend):
+class OpenCLBackend(KernelBackend):
+    api = "opencl"
+
     def __init__(self, device, platform, index: int, ctx=None, allow_fp64: bool = True, gpu_paths: bool = False,
                  tuning: geometry.OpenCLTuning = geometry.DEFAULT_TUNING, checked: bool = False):
         cl = _cl()
@@ -201,6 +214,7 @@ class OpenCLBackend(Backend):
         self.gpu_paths = gpu_paths
         self.checked = checked
         self.is_cpu = bool(device.type & cl.device_type.CPU) and not gpu_paths
+        self.cpu_shaped = self.is_cpu       # the serial kernels (programs.KernelBackend)
         self.host_backed = self.is_cpu and bool(device.host_unified_memory)
         self.compute_units = device.max_compute_units
         # enforced on every buffer, those over host memory (USE_HOST_PTR) included (PoCL 3.1, checked)
@@ -306,170 +320,45 @@ class OpenCLBackend(Backend):
         return OpenCLBackend(self.cl_device, self.platform, self.info.index, self.ctx, self.fp64, self.gpu_paths,
                              self.tuning, checked=True)
 
-    def constant_struct(self, packed: np.ndarray) -> object:
+    # -- the kernel verbs (programs.KernelBackend)
+    def kernel(self, filename: str, macros: dict, name: str) -> KernelArgs:
+        return KernelArgs(self.cl.Kernel(self.program(filename, macros), name))
+
+    def launch(self, handle: KernelArgs, args: tuple, launch, nbytes: int) -> None:
+        handle.set_all(args)
+        self.enqueue(handle.kernel, launch.global_size, launch.local_size, nbytes)
+
+    def buffer_arg(self, native):
+        return native       # a cl.Buffer, or None for a NULL pointer
+
+    def struct_arg(self, packed: np.ndarray) -> object:
         """A kernel's metadata struct (the bytes CUDA passes by value) as a constant buffer."""
         mf = self.cl.mem_flags
         return self.cl.Buffer(self.ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=packed.tobytes())
 
-    def compile(self, plan, flags):
-        if isinstance(plan, planning.ReducePlan):
-            return ClReduceProgram(self, plan)
-        return ClElementwiseProgram(self, plan)
+    def input_seam(self, variant, n_inputs: int) -> ClInputSeam:
+        return ClInputSeam(self, n_inputs if variant.offsets_in_buffer else 0)
+
+    def forget_args(self, handle: KernelArgs) -> None:
+        handle.forget_buffers()
 
 
-# --- element-wise ----------------------------------------------------------------------------
+class ClInputSeam:
+    """The element-wise kernels' inputs on OpenCL: a buffer and an element offset per input, or,
+    past the device's parameter limit, the offsets in a small constant buffer and the buffers
+    (elementwise_kernels.input_seam)."""
 
-class ClElementwiseProgram(Program):
-    def __init__(self, be: OpenCLBackend, plan: planning.ElementwisePlan):
+    def __init__(self, be: OpenCLBackend, n_offsets: int):
         self.be = be
-        self.plan = plan
-        if be.is_cpu:
-            v = elementwise_kernels.cpu_variant(plan, fp64=be.fp64, max_param_bytes=be.max_param_bytes,
-                                                tuning=be.tuning, checked=be.checked)
-        else:
-            v = elementwise_kernels.gpu_variant(plan, api="opencl", sms=be.gpu_sms, fp64=be.fp64,
-                                                max_param_bytes=be.max_param_bytes, checked=be.checked)
-        self.variant = v
-        prg = be.program("elementwise.cl", v.macros)
-        cl = be.cl
-        self.meta = be.constant_struct(v.dims) if v.dims is not None else None
-        fixed = v.fixed_args(plan.scale, plan.bias, self.meta)
-        self.first_in = 2 + len(fixed)
-        self.offsets = None
-        if v.offsets_in_buffer:     # past the device's parameter limit: the offsets in a constant buffer
-            self.offsets = cl.Buffer(be.ctx, cl.mem_flags.READ_ONLY, 8 * plan.n_inputs)
-        self.status = checked.StatusBuffer(be, plan.n_inputs + 1) if be.checked else None
-        self.launches = {}
-        for launch in (v.scalar, v.vec):
-            if launch is not None:
-                args = KernelArgs(cl.Kernel(prg, launch.kernel))
-                _set_fixed(args, (None, None) + fixed, (0, 1))
-                _set_status(args, self.status)
-                self.launches[launch.kernel] = [launch, args, None]
-        self.itemsize = int(plan.dtype.element_size)
-        self.traffic = plan.count * self.itemsize * (plan.n_inputs + 1)    # bytes read and written
-        self._offsets_set = None
+        self.offsets = be.cl.Buffer(be.ctx, be.cl.mem_flags.READ_ONLY, 8 * n_offsets) if n_offsets else None
+        self._written = None
 
-    def run(self, inputs, outputs, temporary):
-        v = self.variant
-        out, ooff = outputs[0]
-        # 16-byte vectors when every operand's address is aligned (OpenCL buffers start aligned)
-        aligned = v.vec is not None and ooff % 16 == 0 and all(off % 16 == 0 for _, off in inputs)
-        entry = self.launches[(v.vec if aligned else v.scalar).kernel]
-        launch, a, last = entry
-        key = (outputs[0], *inputs)
-        if key != last:     # replays with unchanged bindings set no argument at all
-            isz, u64 = self.itemsize, np.uint64
-            a.set(0, out)
-            a.set(1, ooff // isz, u64)
-            i = self.first_in
-            if self.offsets is not None:
-                offs = np.array([off // isz for _, off in inputs], np.uint64)
-                if self._offsets_set is None or not np.array_equal(offs, self._offsets_set):
-                    self.be.write(self.offsets, 0, offs)
-                    self._offsets_set = offs
-                a.set(i, self.offsets)
-                for k, (buf, _) in enumerate(inputs):
-                    a.set(i + 1 + k, buf)
-            else:
-                for buf, boff in inputs:
-                    a.set(i, buf)
-                    a.set(i + 1, boff // isz, u64)
-                    i += 2
-            entry[2] = key
-        if self.status is None:
-            self.be.enqueue(a.kernel, launch.global_size, launch.local_size, self.traffic)
-            return
-        isz = self.itemsize
-        self.status.arm(checked.elementwise_bounds(self.plan, [off // isz for _, off in inputs], ooff // isz))
-        self.be.enqueue(a.kernel, launch.global_size, launch.local_size, self.traffic)
-        self.status.check(launch.kernel)
-
-    def forget_bindings(self):
-        for entry in self.launches.values():
-            entry[1].forget_buffers()
-            entry[2] = None
-
-
-# --- reductions ------------------------------------------------------------------------------
-
-class ClReduceProgram(Program):
-    def __init__(self, be: OpenCLBackend, plan: planning.ReducePlan):
-        self.be = be
-        self.plan = plan
-        if be.is_cpu:
-            v = reduce_kernels.cpu_variant(plan, compute_units=be.compute_units, fp64=be.fp64, tuning=be.tuning,
-                                           checked=be.checked)
-        else:
-            v = reduce_kernels.gpu_variant(plan, sms=be.gpu_sms, fp64=be.fp64, checked=be.checked)
-        self.variant = v
-        prg = be.program("reduce.cl", v.macros)
-        cl = be.cl
-        self.itemsize = int(plan.dtype.element_size)
-        self.out_itemsize = int(plan.output_type.element_size)
-        self.traffic = (plan.n_reduce * self.itemsize + self.out_itemsize) * plan.n_out
-        self.meta = be.constant_struct(reduce_kernels.pack_meta(plan))
-        self.temporary_size = v.temporary_size
-        # what does not change between runs is set once; run() sets the bindings (arguments 0-5 of
-        # the main kernel, 0, 1, 4 and 5 of the finalize pass) when they change
-        self.status = checked.StatusBuffer(be, 3) if be.checked else None
-        self.args = KernelArgs(cl.Kernel(prg, v.main.kernel))
-        _set_fixed(self.args, v.main_args(None, 0, None, 0, None, 0, self.meta), reduce_kernels.MAIN_BINDINGS)
-        _set_status(self.args, self.status)
-        self.fin_args = None
-        if v.finalize:
-            self.fin_args = KernelArgs(cl.Kernel(prg, v.finalize.kernel))
-            _set_fixed(self.fin_args, v.finalize_args(None, 0, None, 0, self.meta, plan.n_out, plan.n_reduce),
-                       reduce_kernels.FINALIZE_BINDINGS)
-            _set_status(self.fin_args, self.status)
-
-    def run(self, inputs, outputs, temporary):
-        be, v, a, u64 = self.be, self.variant, self.args, np.uint64
-        (ib, ioff), (ob, ooff) = inputs[0], outputs[0]
-        tb, toff = temporary if v.finalize else (None, 0)
-        ooff //= self.out_itemsize
-        toff //= v.acc_bytes
-        a.set(0, ib)
-        a.set(1, ioff // self.itemsize, u64)
-        a.set(2, ob)
-        a.set(3, ooff, u64)
-        a.set(4, tb)
-        a.set(5, toff, u64)
-        status = self.status
-        if status is not None:
-            n_parts = v.temporary_size // v.acc_bytes
-            status.arm(checked.reduce_bounds(self.plan, ioff // self.itemsize, ooff, toff, n_parts))
-        be.enqueue(a.kernel, v.main.global_size, v.main.local_size, self.traffic)
-        if status is not None:
-            status.check(v.main.kernel)
-        if v.finalize:
-            f = self.fin_args
-            f.set(0, tb)
-            f.set(1, toff, u64)
-            f.set(4, ob)
-            f.set(5, ooff, u64)
-            be.enqueue(f.kernel, v.finalize.global_size, v.finalize.local_size, 0)
-            if status is not None:
-                status.check(v.finalize.kernel)
-
-    def forget_bindings(self):
-        self.args.forget_buffers()
-        if self.fin_args is not None:
-            self.fin_args.forget_buffers()
-
-
-def _set_status(args: KernelArgs, status) -> None:
-    """A checked kernel's last argument: its program's status buffer."""
-    if status is not None:
-        args.set(args.kernel.get_info(_cl().kernel_info.NUM_ARGS) - 1, status.native)
-
-
-def _set_fixed(args: KernelArgs, values, bindings: tuple) -> None:
-    """Every argument of a launch but the bindings: buffers by identity, numpy scalars by value."""
-    for i, a in enumerate(values):
-        if i in bindings:
-            continue
-        if isinstance(a, np.generic):
-            args.set(i, a, type(a))
-        else:
-            args.set(i, a)
+    def args(self, inputs, itemsize: int) -> tuple:
+        u64 = np.uint64
+        if self.offsets is None:
+            return tuple(a for buf, off in inputs for a in (buf, u64(off // itemsize)))
+        offs = np.array([off // itemsize for _, off in inputs], np.uint64)
+        if self._written is None or not np.array_equal(offs, self._written):
+            self.be.write(self.offsets, 0, offs)
+            self._written = offs
+        return (self.offsets,) + tuple(buf for buf, _ in inputs)

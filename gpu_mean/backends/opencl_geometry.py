@@ -26,7 +26,7 @@ def round_up_geometry(n: int, local: int) -> tuple[tuple, tuple]:
 
 @dataclass(frozen=True)
 class ReduceGeometry:
-    kernel: str          # "row" | "col" | "general"
+    kernel: str          # "row" | "col" | "general" | "short"
     grid: tuple          # global size
     length: int          # reduced run length (elements for row/general, rows for col)
     chunk: int           # elements (or rows) per chunk
@@ -79,12 +79,14 @@ def reduce_geometry(plan: planning.ReducePlan, *, compute_units: int, tuning: Op
     ~16 work-items per core are enough, and chunks stay long (>= 32K elements, >= 64 rows) so each
     work-item streams. A work-group of one work-item when work-items are few, so that PoCL spreads
     them over the cores (a (1, 32) NDRange would otherwise be one work-group, one core). The column
-    kernel takes up to 2048 columns per work-item: every row read is up to 8 KB contiguous and the
-    accumulators (16 KB of doubles) stay in L1.
+    kernel takes up to 1024 columns per work-item: every row read is up to 4 KB contiguous and the
+    accumulators (8 KB of doubles) stay in L1 beside the four row streams. Measured on PoCL (CI VM,
+    tools/bench_kernels.py --only R4, 32 MiB, 9 rounds side by side): (256, 32768) over axis 0,
+    FLOAT32, 2048 -> 1024 columns 24.3 -> 49.2 GB/s; in another run 2048 -> 512 25.2 -> 43.0.
     """
     if cols is None:
-        # whole rows up to 2048 columns, so each row read is one contiguous run
-        cols = min(2048, round_up(plan.inner, 8)) if plan.cls == "col" else 32
+        # whole rows up to 1024 columns, so each row read is one contiguous run
+        cols = min(1024, round_up(plan.inner, 8)) if plan.cls == "col" else 32
     target = compute_units * 16
     if plan.cls == "col":
         n_cb = -(-plan.inner // cols)
@@ -117,3 +119,13 @@ def reduce_geometry(plan: planning.ReducePlan, *, compute_units: int, tuning: Op
         pf = _row_prefetch(plan, chunk, adjacent, tuning)
     return ReduceGeometry(plan.cls if plan.cls == "row" else "general", (round_up(plan.n_out, l0), n_chunks), length,
                           chunk, n_chunks, cols, (l0, 1), prefetch=pf)
+
+
+def short_geometry(plan: planning.ReducePlan, *, compute_units: int,
+                   tuning: OpenCLTuning = DEFAULT_TUNING) -> ReduceGeometry:
+    """The short-rows kernel (reduce_kernels.short_rows): each work-item a contiguous block of whole
+    rows, a multiple of 8 of them, about 16 work-items per core and at least 64 rows each, so that
+    each streams a long run (one work-item per work-group: PoCL spreads them over the cores)."""
+    per = round_up(max(64, -(-plan.n_out // (compute_units * 16))), 8)
+    items = -(-plan.n_out // per)
+    return ReduceGeometry("short", (items,), plan.n_reduce, per, 1, 32, (1,), prefetch=tuning.row_prefetch_bytes)

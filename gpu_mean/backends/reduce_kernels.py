@@ -91,6 +91,48 @@ def type_macros(plan: planning.ReducePlan, fp64: bool, checked: bool = False) ->
     return m
 
 
+SHORT_TYPES = (D.FLOAT32, D.FLOAT16, D.INT32, D.UINT32)
+
+
+def short_rows(plan: planning.ReducePlan, fp64: bool) -> int:
+    """The row length the CPU shape's short-rows kernel takes for this plan (0: not that kernel):
+    one reduced run of 8, 16, 24 or 32 dense elements per output, rows one after another, outputs
+    dense, an accumulator with a vector type (not the compensated pair of a device without fp64)."""
+    if plan.cls != "row" or plan.dtype not in SHORT_TYPES or (plan.dtype.is_float and not fp64):
+        return 0
+    length = plan.n_reduce
+    if length % 8 or not 8 <= length <= 32 or len(plan.red_shape) != 1 or plan.red_strides[0] != 1:
+        return 0
+    dense = len(plan.keep_shape) == 1 and plan.keep_in_strides[0] == length and plan.keep_out_strides[0] == 1
+    return length if dense and plan.n_out >= 8 else 0
+
+
+def half_through_odd(v: str, vw: int) -> str:
+    """Doubles ``v`` (vw lanes) as floats rounded to odd, for a vstore_half_rte that then rounds once:
+    PoCL stores a double vector as halves one lane at a time in software (about 2 GB/s), and its
+    round-toward-zero conversion is slow too. f = v rounded to nearest, stepped one ulp toward zero
+    where it rounded away, the last bit set where inexact; float keeps 13 more bits than half."""
+    f, back = f"convert_float{vw}({v})", f"convert_double{vw}(convert_float{vw}({v}))"
+    return (f"as_float{vw}((as_uint{vw}({f}) + convert_uint{vw}(isgreater(fabs({back}), fabs({v})))) | "
+            f"(convert_uint{vw}(isnotequal({back}, ({v}))) & 1u))")
+
+
+def store8_result(plan: planning.ReducePlan, acc: str) -> str:
+    """STORE8_RESULT(t, n, p): eight accumulated totals divided by n, each rounded once, stored at p."""
+    if plan.op == KernelOp.REDUCE_SUM:
+        return "vstore8((t), 0, (p))"
+    n = plan.n_reduce
+    if plan.dtype.is_float and n > 0 and n & (n - 1) == 0:
+        # a power of two: the product by its reciprocal is exact, the same value as the quotient, and
+        # a 512-bit double division has a throughput of about 16 cycles
+        q = f"((t) * ({acc}8)({1.0 / n!r}))"
+    else:
+        q = f"((t) / ({acc}8)(({acc})(n)))"
+    if plan.dtype == D.FLOAT16:
+        return f"vstore_half8_rte({half_through_odd(q, 8)}, 0, (p))"
+    return f"vstore8(convert_{spell(plan.dtype)}8({q}), 0, (p))"
+
+
 @dataclass(frozen=True)
 class Launch:
     """One kernel launch in OpenCL's terms: the global size (work-items per dimension) and the local
@@ -160,14 +202,23 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
                 tuning: opencl_geometry.OpenCLTuning = opencl_geometry.DEFAULT_TUNING,
                 checked: bool = False) -> ReduceVariant:
     """The serial vector kernels for OpenCL CPU devices (opencl_geometry.reduce_geometry)."""
-    g = opencl_geometry.reduce_geometry(plan, compute_units=compute_units, tuning=tuning)
+    short = short_rows(plan, fp64)
+    if short:
+        g = opencl_geometry.short_geometry(plan, compute_units=compute_units, tuning=tuning)
+    else:
+        g = opencl_geometry.reduce_geometry(plan, compute_units=compute_units, tuning=tuning)
     m = type_macros(plan, fp64, checked)
     dt, acc = plan.dtype, m["ACC"]
+    if dt in SHORT_TYPES and not m["COMPENSATED"]:     # a vector accumulator of one word per output
+        m["STORE8_RESULT(t, n, p)"] = store8_result(plan, acc)
+    if short:
+        m["SHORT_LEN"] = short
     m.update({"GM_CPU_SHAPE": 1, "COLS": g.cols, "ROW_MULTI": int(g.row_multi), "PREFETCH": g.prefetch,
               "HALF_BLOCKS": int(dt == D.FLOAT16), "ACC8": acc + "8", "TO_ACC8(v)": f"convert_{acc}8(v)",
               "X8": acc + "8"})
     if dt == D.FLOAT16:
         m["LOAD8(p)"] = f"convert_{acc}8(vload_half8(0, (p)))"
+        m["LOAD16(p)"] = "vload_half16(0, (p))"     # float16: the short-rows kernel takes two rows at once
     elif dt == D.BFLOAT16:
         m["LOAD8(p)"] = f"convert_{acc}8(as_float8(convert_uint8(vload8(0, (p))) << 16))"
     elif dt in WIDE_INT:

@@ -1,0 +1,201 @@
+"""One program class per kernel family, for every backend that runs the kernels of opencl_kernels/
+(OpenCL and CUDA): which variant a plan gets, the arguments of each launch, the order of launches,
+the bounds-checked build's status buffer. What differs between the APIs is behind a few verbs of
+``KernelBackend`` (below), each backend module implementing only what is native to its API:
+compile a kernel, pass a buffer, pass a struct, pass the element-wise inputs, launch.
+
+A launch's arguments are one tuple, made again only when the bindings change (the program keeps
+the tuple of the last run), so a replayed dispatch costs a lookup and a launch; OpenCL sets only
+the kernel arguments that differ from the last launch of the same kernel (pyopencl's set_arg
+costs ~11 us for a scalar on PoCL), CUDA passes the tuple by value.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..runtime import planning
+from . import checked, elementwise_kernels, reduce_kernels
+from . import opencl_geometry as geometry
+from .base import Backend, Program
+from .reduce_kernels import Launch
+
+VEC_ALIGN = 16      # the vector kernels' loads and stores: every operand's address a multiple of this
+
+
+class KernelBackend(Backend):
+    """A backend that runs the kernels of opencl_kernels/ (OpenCL, CUDA). Its verbs:
+
+    - ``kernel(filename, macros, name)``: a handle to one kernel of one compiled variant;
+    - ``launch(handle, args, launch, nbytes)``: enqueue it with ``args`` (a tuple; the same tuple
+      object again means the same arguments), ``launch`` its geometry, ``nbytes`` the bytes it moves;
+    - ``buffer_arg(native)``: what a kernel's pointer parameter receives for a buffer (None: no buffer);
+    - ``struct_arg(packed)``: what a metadata struct parameter receives for its bytes (a structured
+      numpy array: OpenCL a constant buffer, CUDA the struct by value);
+    - ``input_seam(variant, n_inputs)``: an object whose ``args(inputs, itemsize)`` gives the
+      element-wise kernels' input arguments (elementwise_kernels.input_seam: the macros side);
+    - ``address(native)``: a buffer's device address, for the vector kernels' alignment (0 where
+      every buffer starts aligned to more than VEC_ALIGN);
+    - ``forget_args(handle)``: drop what the handle keeps of its last arguments.
+
+    And the attributes the variant builders read: ``api``, ``cpu_shaped`` (the serial kernels of an
+    OpenCL CPU device), ``gpu_sms`` (the width of the GPU geometry), ``fp64``, ``max_param_bytes``,
+    ``tuning``, ``compute_units``, ``checked``."""
+
+    api = ""
+    cpu_shaped = False
+    fp64 = True
+    checked = False
+    max_param_bytes = 4096
+    tuning = geometry.DEFAULT_TUNING
+    compute_units = 1
+
+    def kernel(self, filename: str, macros: dict, name: str):
+        raise NotImplementedError
+
+    def launch(self, handle, args: tuple, launch: Launch, nbytes: int) -> None:
+        raise NotImplementedError
+
+    def buffer_arg(self, native):
+        raise NotImplementedError
+
+    def struct_arg(self, packed: np.ndarray):
+        raise NotImplementedError
+
+    def input_seam(self, variant, n_inputs: int):
+        raise NotImplementedError
+
+    def address(self, native) -> int:
+        return 0
+
+    def forget_args(self, handle) -> None:
+        pass
+
+    def compile(self, plan, flags) -> Program:
+        if isinstance(plan, planning.ReducePlan):
+            return ReduceProgram(self, plan)
+        return ElementwiseProgram(self, plan)
+
+
+def reduce_variant(be: KernelBackend, plan: planning.ReducePlan) -> reduce_kernels.ReduceVariant:
+    if be.cpu_shaped:
+        return reduce_kernels.cpu_variant(plan, compute_units=be.compute_units, fp64=be.fp64, tuning=be.tuning,
+                                          checked=be.checked)
+    return reduce_kernels.gpu_variant(plan, sms=be.gpu_sms, fp64=be.fp64, checked=be.checked)
+
+
+def elementwise_variant(be: KernelBackend, plan: planning.ElementwisePlan) -> elementwise_kernels.ElementwiseVariant:
+    if be.cpu_shaped:
+        return elementwise_kernels.cpu_variant(plan, fp64=be.fp64, max_param_bytes=be.max_param_bytes,
+                                               tuning=be.tuning, checked=be.checked)
+    return elementwise_kernels.gpu_variant(plan, api=be.api, sms=be.gpu_sms, fp64=be.fp64,
+                                           max_param_bytes=be.max_param_bytes, checked=be.checked)
+
+
+class _Checked:
+    """A checked program's status buffer (gpu_mean/backends/checked.py): armed with the bounds before
+    the first launch of a run, read after every launch."""
+
+    def __init__(self, be: KernelBackend, n_args: int):
+        self.status = checked.StatusBuffer(be, n_args)
+        self.tail = (be.buffer_arg(self.status.native),)     # every checked kernel's last argument
+
+
+class ElementwiseProgram(Program):
+    """opencl_kernels/elementwise.cl: one launch, the vector kernel when every operand is aligned."""
+
+    def __init__(self, be: KernelBackend, plan: planning.ElementwisePlan):
+        self.be, self.plan = be, plan
+        v = self.variant = elementwise_variant(be, plan)
+        self.handles = {launch.kernel: be.kernel("elementwise.cl", v.macros, launch.kernel)
+                        for launch in (v.scalar, v.vec) if launch is not None}
+        self.fixed = v.fixed_args(plan.scale, plan.bias, be.struct_arg(v.dims) if v.dims is not None else None)
+        self.seam = be.input_seam(v, plan.n_inputs)
+        self.checked = _Checked(be, plan.n_inputs + 1) if be.checked else None
+        self.itemsize = int(plan.dtype.element_size)
+        self.traffic = plan.count * self.itemsize * (plan.n_inputs + 1)    # bytes read and written
+        self._last = None       # (bindings, launch, args) of the last run
+
+    def run(self, inputs, outputs, temporary):
+        key = (outputs[0], *inputs)
+        last = self._last
+        if last is None or last[0] != key:      # replays with unchanged bindings reuse the tuple
+            last = self._last = (key, *self._arguments(inputs, outputs[0]))
+        _, launch, args = last
+        be, chk = self.be, self.checked
+        if chk is None:
+            be.launch(self.handles[launch.kernel], args, launch, self.traffic)
+            return
+        isz = self.itemsize
+        chk.status.arm(checked.elementwise_bounds(self.plan, [off // isz for _, off in inputs],
+                                                  outputs[0][1] // isz))
+        be.launch(self.handles[launch.kernel], args, launch, self.traffic)
+        chk.status.check(launch.kernel)
+
+    def _arguments(self, inputs, output) -> tuple:
+        v, be, isz = self.variant, self.be, self.itemsize
+        out, ooff = output
+        aligned = v.vec is not None and all((be.address(b) + off) % VEC_ALIGN == 0 for b, off in (output, *inputs))
+        args = (be.buffer_arg(out), np.uint64(ooff // isz)) + self.fixed + self.seam.args(inputs, isz)
+        if self.checked is not None:
+            args += self.checked.tail
+        return (v.vec if aligned else v.scalar), args
+
+    def forget_bindings(self):
+        self._last = None
+        for h in self.handles.values():
+            self.be.forget_args(h)
+
+
+class ReduceProgram(Program):
+    """opencl_kernels/reduce.cl: the main kernel, then the finalize pass of a split reduction."""
+
+    def __init__(self, be: KernelBackend, plan: planning.ReducePlan):
+        self.be, self.plan = be, plan
+        v = self.variant = reduce_variant(be, plan)
+        self.main = be.kernel("reduce.cl", v.macros, v.main.kernel)
+        self.fin = be.kernel("reduce.cl", v.macros, v.finalize.kernel) if v.finalize else None
+        self.meta = be.struct_arg(reduce_kernels.pack_meta(plan))
+        self.temporary_size = v.temporary_size
+        self.itemsize = int(plan.dtype.element_size)
+        self.out_itemsize = int(plan.output_type.element_size)
+        self.part_bytes = v.acc_bytes     # one chunk partial (16 or 32 bytes for the extension types)
+        self.traffic = (plan.n_reduce * self.itemsize + self.out_itemsize) * plan.n_out
+        self.checked = _Checked(be, 3) if be.checked else None
+        self._last = None       # (bindings, main args, finalize args, element offsets) of the last run
+
+    def run(self, inputs, outputs, temporary):
+        v = self.variant
+        key = (inputs[0], outputs[0], temporary if v.finalize else None)
+        last = self._last
+        if last is None or last[0] != key:
+            last = self._last = (key, *self._arguments(inputs[0], outputs[0], temporary))
+        _, main, fin, offs = last
+        be, chk = self.be, self.checked
+        if chk is not None:
+            chk.status.arm(checked.reduce_bounds(self.plan, *offs, v.temporary_size // self.part_bytes))
+        be.launch(self.main, main, v.main, self.traffic)
+        if chk is not None:
+            chk.status.check(v.main.kernel)
+        if fin is not None:
+            be.launch(self.fin, fin, v.finalize, 0)
+            if chk is not None:
+                chk.status.check(v.finalize.kernel)
+
+    def _arguments(self, binding_in, binding_out, temporary) -> tuple:
+        v, be = self.variant, self.be
+        (ib, ioff), (ob, ooff) = binding_in, binding_out
+        tb, toff = temporary if v.finalize else (None, 0)
+        ioff, ooff, toff = ioff // self.itemsize, ooff // self.out_itemsize, toff // self.part_bytes
+        inp, out, part = be.buffer_arg(ib), be.buffer_arg(ob), be.buffer_arg(tb)
+        tail = self.checked.tail if self.checked is not None else ()
+        main = v.main_args(inp, ioff, out, ooff, part, toff, self.meta) + tail
+        fin = None
+        if v.finalize:
+            fin = v.finalize_args(part, toff, out, ooff, self.meta, self.plan.n_out, self.plan.n_reduce) + tail
+        return main, fin, (ioff, ooff, toff)
+
+    def forget_bindings(self):
+        self._last = None
+        for h in (self.main, self.fin):
+            if h is not None:
+                self.be.forget_args(h)
