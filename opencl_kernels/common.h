@@ -107,12 +107,6 @@ GM_INLINE ulong gm_wide_div(ulong a, ulong b, ulong n, int is_signed) {
     const ulong q = (q1 << 32) + (((r1 << 32) | b) / n);
     return neg ? (ulong)0 - q : q;
 }
-// the words of a 128-bit total: hi * 2^64 + lo (hi of the input's type, as bits; lo unsigned)
-GM_INLINE ulong gm_wide_hi(ulong a, ulong b, int is_signed) {
-    a += b >> 32;
-    return is_signed ? (ulong)((long)a >> 32) : a >> 32;
-}
-GM_INLINE ulong gm_wide_lo(ulong a, ulong b) { return ((a + (b >> 32)) << 32) | (b & 0xFFFFFFFFUL); }
 
 #if USE_FP64
 // FLOAT64 sums as double-doubles. TwoSum (exact error of an addition), and FastTwoSum written so that a
