@@ -13,16 +13,19 @@
 //   OP           1 MEAN, 2 ADD, 3 IDENTITY, 4 NARY_MEAN;  NIN number of inputs
 //   CT           compute scalar type;  ACC_T the n-ary sum's type (double, float, or CT for integers)
 //   IS_FLOAT, WIDE_COMPUTE (FLOAT16 computed in float32), ACC_DOUBLE (n-ary float sums in fp64),
+//   IS_BF16 (BFLOAT16 storage), WIDE_INT + IS_SIGNED (the INT64 / UINT64 mean), NARY_WIDE (the
+//   n-ary mean's two-word accumulators: 1 INT64 / UINT64, 2 FLOAT64, 3 BFLOAT16 without fp64),
 //   HAS_SCALE_BIAS, NDIM (rank of the coalesced iteration space), DIMS_BYTES (sizeof(gm_dims) on the host)
 //   IDX, ST      index and stride types of gm_dims (uint when every offset fits: IDX32, magic division)
 //   inputs (a seam each API fills its own way): GM_INPUT_PARAMS (the parameter list, after a comma),
 //     GM_INPUTS_BIND (a statement that makes ``ins``), GM_INPUTS_PARAM (the type of ``ins`` in helper
 //     functions), GM_IN_BASE(ins, k) and GM_IN_OFF(ins, k) (input k's buffer start and its binding's
 //     element offset; or the binding's first element and 0), GM_LAST_IN (NIN - 1 as one number)
-//   GPU shape: TS storage scalar (ushort for FLOAT16: the bits), VEC = 16 / sizeof(TS),
+//   GPU shape: TS storage scalar (ushort for FLOAT16 and BFLOAT16: the bits), VEC = 16 / sizeof(TS),
 //     TO_CT(x), FROM_CT(x), FROM_ACC(x): storage <-> compute (round to nearest even)
-//   CPU shape: T (half for FLOAT16), VW lanes, CTV / ACCV vector types, TO_ACCV(v), LOADV(p), STOREV(v, p),
-//     LOAD1(p), STORE1(s, p), UNROLL, RUN, RUN_ROWS, PREFETCH (bytes ahead), PF_LINE, FOREACH_INPUT(X)
+//   CPU shape: T (half for FLOAT16, ushort for BFLOAT16), VW lanes, CTV / ACCV vector types, TO_ACCV(v), LOADV(p), STOREV(v, p),
+//     LOAD1(p), STORE1(s, p), VLOADV(o, p), UNROLL, RUN, RUN_ROWS, PREFETCH (bytes ahead), PF_LINE,
+//     FOREACH_INPUT(X)
 // Contraction is off (opencl_kernels/dialect.h; CUDA: --fmad=false), so that x*scale+bias rounds
 // twice, as the CPU device does.
 // Every global access goes through GM_AT (opencl_kernels/common.h): argument k < NIN is input k,

@@ -1,4 +1,5 @@
-// REDUCE AVERAGE (FLOAT32, FLOAT16), the exact integer mean reduction and the wide sum (gm.ext):
+// REDUCE AVERAGE (FLOAT32, FLOAT16), the exact integer mean reduction, the extension types' mean
+// reduction (BFLOAT16, FLOAT64, INT64, UINT64) and the wide sum (gm.ext):
 // one source for OpenCL and CUDA (cuda_kernels/dialect.h maps it; docs/design.md, "Kernels").
 //
 // Two kernel shapes, chosen by the host per device kind (gpu_mean/backends/reduce_kernels.py):
@@ -16,14 +17,18 @@
 //   T, OUT_T, ACC    storage, output and accumulator types (ACC: double for floats, a float with a
 //                    Neumaier compensation term on a device without fp64, long / ulong for integers)
 //   COMPENSATED      1 when ACC is the compensated float
-//   LOAD1(p)         the element at p as ACC;  STORE_RESULT(t, n, p)  t / n rounded once into *p
-//                    (REDUCE_SUM: t itself)
+//   WIDE_INT, WIDE_FLOAT, GM_BF16_NOFP64  the two-word accumulators (common.h): INT64 / UINT64
+//                    halves' sums, FLOAT64's gm_dd4, BFLOAT16's gm_ff4 without fp64
+//   LOAD1(p)         the element at p as ACC (the two-word accumulators: as stored, they split it);
+//                    STORE_RESULT(t, n, p)  t / n rounded once into *p (REDUCE_SUM: t itself; the
+//                    two-word accumulators: t is the accumulator)
 //   KN, RN, KNA, RNA ranks of the coalesced kept and reduced groups (KNA, RNA: at least 1)
 //   META_BYTES       sizeof(gm_rmeta) on the host (checked below, in both languages)
 //   GPU shape: WG (row kernel's work-group size), WARP_ROWS (a 32-wide slice per output),
 //              ROW_MULTI (interleaved axes with a dense innermost run), COL_Y (col kernel's local
 //              size in y; x is 32), FIN_WG (finalize work-group size); all multiples of 32
-//   CPU shape: ACC8, LOAD8(p), COLS, HALF_BLOCKS, TO_ACC8(v), PREFETCH, SHORT_LEN and, where ACC
+//   CPU shape: ACC8, X8 (a loaded vector's type), LOAD8(p), COLS, HALF_BLOCKS, TO_ACC8(v), PREFETCH,
+//              SHORT_LEN and, where ACC
 //              is not the compensated pair, STORE8_RESULT(t, n, p) (8 results at once, each t / n
 //              rounded once; see those kernels)
 // Every global access goes through GM_AT (opencl_kernels/common.h) as (argument, element index), so
