@@ -54,6 +54,12 @@ GM_INLINE float gm_half_to_float(ushort h) { return __half2float(__ushort_as_hal
 GM_INLINE ushort gm_float_to_half(float x) { return __half_as_ushort(__float2half_rn(x)); }
 GM_INLINE ushort gm_double_to_half(double x) { return __half_as_ushort(__double2half(x)); }
 
+// -- OpenCL's bit reinterpretations (scalars)
+GM_INLINE uint as_uint(float x) { return __float_as_uint(x); }
+GM_INLINE float as_float(uint x) { return __uint_as_float(x); }
+GM_INLINE ulong as_ulong(double x) { return (ulong)__double_as_longlong(x); }
+GM_INLINE double as_double(ulong x) { return __longlong_as_double((long long)x); }
+
 // -- OpenCL's relational built-ins on scalars (vector forms are CPU-shaped kernels' business), mul_hi, atomics
 #define select(a, b, c) ((c) ? (b) : (a))
 #define isless(a, b) ((a) < (b))

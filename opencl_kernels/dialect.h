@@ -20,20 +20,7 @@
 // a half's bits held in a ushort, converted with round to nearest even (no cl_khr_fp16 needed)
 GM_INLINE float gm_half_to_float(ushort h) { return vload_half(0, (const __private half*)&h); }
 GM_INLINE ushort gm_float_to_half(float x) { ushort h; vstore_half_rte(x, 0, (__private half*)&h); return h; }
-#if USE_FP64
-// double -> half, rounded once: PoCL converts a double to half in software, lane by lane (about 20x
-// slower than from float), so go through float rounded to odd (rounded toward zero, the last bit set
-// where inexact): float keeps 13 more bits than half, so the rounding to half is still the only one
-GM_INLINE float gm_float_odd(double x) {
-    const float f = (float)x;
-    const double b = (double)f;
-    uint u = as_uint(f);
-    if (fabs(b) > fabs(x)) u -= 1;     // rounded away from zero: one ulp back (inf -> FLT_MAX)
-    if (b != x) u |= 1;                // inexact (or NaN): the sticky last bit
-    return as_float(u);
-}
-GM_INLINE ushort gm_double_to_half(double x) { ushort h; vstore_half_rte(gm_float_odd(x), 0, (__private half*)&h); return h; }
-#endif
+// (gm_double_to_half, which needs fp64, is in common.h: it goes through gm_float_odd)
 
 // the metadata argument: a constant buffer holding the same struct CUDA takes by value
 #define GM_META_ARG(type, name) __constant const type* name

@@ -13,16 +13,19 @@
 //   OP           1 MEAN, 2 ADD, 3 IDENTITY, 4 NARY_MEAN;  NIN number of inputs
 //   CT           compute scalar type;  ACC_T the n-ary sum's type (double, float, or CT for integers)
 //   IS_FLOAT, WIDE_COMPUTE (FLOAT16 computed in float32), ACC_DOUBLE (n-ary float sums in fp64),
+//   IS_BF16 (BFLOAT16 storage), WIDE_INT + IS_SIGNED (the INT64 / UINT64 mean), NARY_WIDE (the
+//   n-ary mean's two-word accumulators: 1 INT64 / UINT64, 2 FLOAT64, 3 BFLOAT16 without fp64),
 //   HAS_SCALE_BIAS, NDIM (rank of the coalesced iteration space), DIMS_BYTES (sizeof(gm_dims) on the host)
 //   IDX, ST      index and stride types of gm_dims (uint when every offset fits: IDX32, magic division)
 //   inputs (a seam each API fills its own way): GM_INPUT_PARAMS (the parameter list, after a comma),
 //     GM_INPUTS_BIND (a statement that makes ``ins``), GM_INPUTS_PARAM (the type of ``ins`` in helper
 //     functions), GM_IN_BASE(ins, k) and GM_IN_OFF(ins, k) (input k's buffer start and its binding's
 //     element offset; or the binding's first element and 0), GM_LAST_IN (NIN - 1 as one number)
-//   GPU shape: TS storage scalar (ushort for FLOAT16: the bits), VEC = 16 / sizeof(TS),
+//   GPU shape: TS storage scalar (ushort for FLOAT16 and BFLOAT16: the bits), VEC = 16 / sizeof(TS),
 //     TO_CT(x), FROM_CT(x), FROM_ACC(x): storage <-> compute (round to nearest even)
-//   CPU shape: T (half for FLOAT16), VW lanes, CTV / ACCV vector types, TO_ACCV(v), LOADV(p), STOREV(v, p),
-//     LOAD1(p), STORE1(s, p), UNROLL, RUN, RUN_ROWS, PREFETCH (bytes ahead), PF_LINE, FOREACH_INPUT(X)
+//   CPU shape: T (half for FLOAT16, ushort for BFLOAT16), VW lanes, CTV / ACCV vector types, TO_ACCV(v), LOADV(p), STOREV(v, p),
+//     LOAD1(p), STORE1(s, p), VLOADV(o, p), UNROLL, RUN, RUN_ROWS, PREFETCH (bytes ahead), PF_LINE,
+//     FOREACH_INPUT(X)
 // Contraction is off (opencl_kernels/dialect.h; CUDA: --fmad=false), so that x*scale+bias rounds
 // twice, as the CPU device does.
 // Every global access goes through GM_AT (opencl_kernels/common.h): argument k < NIN is input k,
@@ -37,11 +40,27 @@
 // isinf/isfinite cost PoCL 17 % of bandwidth). FLOAT16 in float32 cannot overflow. Integers sum in
 // 64 bits and C division truncates toward zero. ADD: integers wrap (the host truncates through the
 // unsigned type). IDENTITY: a bit copy, or x*scale+bias rounded twice.
+// select on a scalar wants a condition as wide as the operands (a long for a double): the GPU
+// shape's scalars take the conditional expression, which is what select means on a scalar
+#if GM_CPU_SHAPE
+#define GM_SELECT(a, b, c) select(a, b, c)
+#else
+#define GM_SELECT(a, b, c) ((c) ? (b) : (a))
+#endif
 #if OP == 1 && IS_FLOAT && WIDE_COMPUTE
 #define GM_COMBINE(a, b, V) (((a) + (b)) * (V)(0.5f))
 #elif OP == 1 && IS_FLOAT
-#define GM_COMBINE(a, b, V) select((a) * (V)(0.5f) + (b) * (V)(0.5f), ((a) + (b)) * (V)(0.5f), \
+#define GM_COMBINE(a, b, V) GM_SELECT((a) * (V)(0.5f) + (b) * (V)(0.5f), ((a) + (b)) * (V)(0.5f), \
                                    isless(fabs((a) + (b)), (V)(INFINITY)))
+#elif OP == 1 && WIDE_INT
+// INT64 / UINT64: floor((a + b) / 2) without forming a + b, then toward zero where the sum is odd
+// and negative (a relational is 1 on a scalar, -1 on a vector lane: either way & 1 is the bit)
+#define GM_HALF_SUM(a, b) (((a) >> 1) + ((b) >> 1) + ((a) & (b) & 1))
+#if IS_SIGNED
+#define GM_COMBINE(a, b, V) (GM_HALF_SUM(a, b) + ((GM_HALF_SUM(a, b) < 0) & ((a) ^ (b)) & 1))
+#else
+#define GM_COMBINE(a, b, V) GM_HALF_SUM(a, b)
+#endif
 #elif OP == 1
 #define GM_COMBINE(a, b, V) (((a) + (b)) / (V)(2))
 #elif OP == 2
@@ -53,13 +72,37 @@
 #endif
 
 // NARY_MEAN: a wide sum, one division, one rounding. Without fp64, a Neumaier-compensated float sum.
-#if IS_FLOAT && !ACC_DOUBLE
+// The 64-bit types (NARY_WIDE) accumulate as the reductions do (common.h): FLOAT64 in gm_dd4,
+// INT64 / UINT64 as the sums of the high and the low 32-bit halves; BFLOAT16 without fp64 in two
+// compensated float pairs (NARY_WIDE 2, 1, 3).
+#if OP == 4 && NARY_WIDE == 2
+#define GM_ACC_INIT(acc, c) { GM_DD4_ZERO(acc) (void)(c); }
+#define GM_ACC_ADD(acc, c, x, V) GM_DD4_ADD(acc, x)
+#define GM_ACC_RESULT(acc, c, V) gm_dd4_mean(acc, NIN)
+#elif OP == 4 && NARY_WIDE == 3     // BFLOAT16 without fp64 (common.h: gm_ff4)
+#define GM_ACC_INIT(acc, c) { GM_FF4_ZERO(acc) (void)(c); }
+#define GM_ACC_ADD(acc, c, x, V) GM_FF4_ADD(acc, x)
+#define GM_ACC_RESULT(acc, c, V) gm_ff4_mean(acc, NIN)
+#elif OP == 4 && NARY_WIDE == 1
+#define GM_ACC_INIT(acc, c) { (acc) = 0; (c) = 0; }
+#define GM_ACC_ADD(acc, c, x, V) GM_WIDE_ADD(acc, c, x)
+#define GM_ACC_RESULT(acc, c, V) gm_wide_div(acc, c, NIN, IS_SIGNED)
+#elif IS_FLOAT && !ACC_DOUBLE
 #define GM_ACC_ADD(acc, c, x, V) { V t_ = (acc) + (x); \
     (c) += select(((x) - t_) + (acc), ((acc) - t_) + (x), isgreaterequal(fabs(acc), fabs(x))); (acc) = t_; }
 #define GM_ACC_RESULT(acc, c, V) (select((acc) + (c), (acc), isinf(acc)) / (V)(NIN))
 #else
 #define GM_ACC_ADD(acc, c, x, V) { (acc) += (x); (void)(c); }
 #define GM_ACC_RESULT(acc, c, V) ((acc) / (V)(NIN))
+#endif
+#ifndef GM_ACC_INIT
+#define GM_ACC_INIT(acc, c) { (acc) = 0; (c) = 0; }
+#endif
+// an input element as the accumulator takes it (the wide accumulators split the value themselves)
+#if NARY_WIDE
+#define GM_TO_ACC(x) TO_CT(x)
+#else
+#define GM_TO_ACC(x) ((ACC_T)TO_CT(x))
 #endif
 
 // The iteration space's sizes, magic divisors and every operand's strides (inputs..., then the
@@ -118,11 +161,11 @@ GM_INLINE IDX gm_offset(__constant const gm_dims* s, int k, const IDX* idx, int 
 #if OP == 4
 #define GM_APPLY_BODY(VT, W) \
     ACC_T acc[W], cmp[W]; \
-    for (int j = 0; j < W; ++j) { acc[j] = 0; cmp[j] = 0; } \
+    for (int j = 0; j < W; ++j) GM_ACC_INIT(acc[j], cmp[j]); \
     _Pragma("unroll 4") \
     for (int k = 0; k < NIN; ++k) { \
         VT x = *(__global const VT*)GM_INPUT_AT(const TS, k, gm_offset(s, k, idx, last) + e, W); \
-        for (int j = 0; j < W; ++j) GM_ACC_ADD(acc[j], cmp[j], (ACC_T)TO_CT(x.v[j]), ACC_T); \
+        for (int j = 0; j < W; ++j) GM_ACC_ADD(acc[j], cmp[j], GM_TO_ACC(x.v[j]), ACC_T); \
     } \
     VT r; \
     for (int j = 0; j < W; ++j) r.v[j] = FROM_ACC(GM_ACC_RESULT(acc[j], cmp[j], ACC_T)); \
@@ -236,7 +279,26 @@ __kernel void gm_ew_rows_scalar(__global TS* restrict out, ulong out_off, ulong 
 #else
 // ---- CPU-shaped kernels (OpenCL CPU devices) -----------------------------------------------------
 
-#if OP == 4
+#if IS_BF16
+// BFLOAT16 stores of a vector: each lane rounded once to nearest even, NaN kept (common.h's rounding)
+#define GM_BF16_VEC(N) \
+GM_INLINE ushort##N gm_float##N##_to_bf16(float##N v) { \
+    const uint##N b = as_uint##N(v); \
+    return convert_ushort##N(select((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16, (b >> 16) | 0x40u, isnan(v))); \
+}
+GM_BF16_VEC(16)
+#endif
+
+#if OP == 4 && NARY_WIDE
+// the 64-bit types lane by lane (their accumulators have no vector form here); ELEM_AT(k, l) is the
+// address of input k's element in lane l where LOADV_AT(k) loads a vector
+#define GM_ADD_LANE(k) GM_ACC_ADD(acc_, cmp_, LOAD1(ELEM_AT(k, l_)), ACC_T)
+#define GM_COMPUTE(res) { CT r_[VW]; \
+    for (int l_ = 0; l_ < VW; ++l_) { ACC_T acc_, cmp_; GM_ACC_INIT(acc_, cmp_); FOREACH_INPUT(GM_ADD_LANE) \
+        r_[l_] = (CT)GM_ACC_RESULT(acc_, cmp_, ACC_T); } \
+    res = VLOADV(0, r_); }
+#define RESV CTV
+#elif OP == 4
 #define GM_ADD_INPUT(k) { ACCV x_ = TO_ACCV(LOADV_AT(k)); GM_ACC_ADD(acc, comp, x_, ACCV) }
 #define GM_COMPUTE(res) { ACCV acc = (ACCV)(0); ACCV comp = (ACCV)(0); FOREACH_INPUT(GM_ADD_INPUT) \
     res = GM_ACC_RESULT(acc, comp, ACCV); }
@@ -268,18 +330,22 @@ __kernel void gm_ew_contig_serial(__global T* out, ulong out_off, ulong n, float
             GM_PREFETCH_INPUTS(base)
 #undef GM_PF_POS
 #define LOADV_AT(k) LOADV(GM_INPUT_AT(const T, k, base, VW))
+#define ELEM_AT(k, l) GM_INPUT_AT(const T, k, base + (l), 1)
             RESV r;
             GM_COMPUTE(r)
             STOREV(r, GM_AT(NIN, T, out, out_off + base, VW));
 #undef LOADV_AT
+#undef ELEM_AT
         }
     } else {
         for (ulong i = first; i < n; ++i) {
 #define LOADV_AT(k) ((CTV)(LOAD1(GM_INPUT_AT(const T, k, i, 1))))
+#define ELEM_AT(k, l) GM_INPUT_AT(const T, k, i, 1)
             RESV r;
             GM_COMPUTE(r)
             STORE1(r.s0, GM_AT(NIN, T, out, out_off + i, 1));
 #undef LOADV_AT
+#undef ELEM_AT
         }
     }
 }
@@ -316,10 +382,12 @@ __kernel void gm_ew_strided_serial(__global T* out, ulong out_off, ulong n_runs,
     long iend = gm_run_start(m, (long)g, RUN, pos, &i0);
     for (long i = i0; i < iend; ++i) {
 #define LOADV_AT(k) ((CTV)(LOAD1(GM_INPUT_AT(const T, k, pos[k] + i * (long)m->stride[k][NDIM - 1], 1))))
+#define ELEM_AT(k, l) GM_INPUT_AT(const T, k, pos[k] + i * (long)m->stride[k][NDIM - 1], 1)
         RESV r;
         GM_COMPUTE(r)
         STORE1(r.s0, GM_AT(NIN, T, out, (long)out_off + pos[NIN] + i * (long)m->stride[NIN][NDIM - 1], 1));
 #undef LOADV_AT
+#undef ELEM_AT
     }
 }
 
@@ -338,17 +406,21 @@ __kernel void gm_ew_rows_serial(__global T* out, ulong out_off, ulong n_runs, __
         GM_PREFETCH_INPUTS(i)
 #undef GM_PF_POS
 #define LOADV_AT(k) LOADV(GM_INPUT_AT(const T, k, pos[k] + i, VW))
+#define ELEM_AT(k, l) GM_INPUT_AT(const T, k, pos[k] + i + (l), 1)
         RESV r;
         GM_COMPUTE(r)
         STOREV(r, GM_AT(NIN, T, out, (long)out_off + pos[NIN] + i, VW));
 #undef LOADV_AT
+#undef ELEM_AT
     }
     for (; i < iend; ++i) {
 #define LOADV_AT(k) ((CTV)(LOAD1(GM_INPUT_AT(const T, k, pos[k] + i, 1))))
+#define ELEM_AT(k, l) GM_INPUT_AT(const T, k, pos[k] + i, 1)
         RESV r;
         GM_COMPUTE(r)
         STORE1(r.s0, GM_AT(NIN, T, out, (long)out_off + pos[NIN] + i, 1));
 #undef LOADV_AT
+#undef ELEM_AT
     }
 }
 #endif  // GM_CPU_SHAPE

@@ -1,4 +1,5 @@
-// REDUCE AVERAGE (FLOAT32, FLOAT16), the exact integer mean reduction and the wide sum (gm.ext):
+// REDUCE AVERAGE (FLOAT32, FLOAT16), the exact integer mean reduction, the extension types' mean
+// reduction (BFLOAT16, FLOAT64, INT64, UINT64) and the wide sum (gm.ext):
 // one source for OpenCL and CUDA (cuda_kernels/dialect.h maps it; docs/design.md, "Kernels").
 //
 // Two kernel shapes, chosen by the host per device kind (gpu_mean/backends/reduce_kernels.py):
@@ -16,14 +17,18 @@
 //   T, OUT_T, ACC    storage, output and accumulator types (ACC: double for floats, a float with a
 //                    Neumaier compensation term on a device without fp64, long / ulong for integers)
 //   COMPENSATED      1 when ACC is the compensated float
-//   LOAD1(p)         the element at p as ACC;  STORE_RESULT(t, n, p)  t / n rounded once into *p
-//                    (REDUCE_SUM: t itself)
+//   WIDE_INT, WIDE_FLOAT, GM_BF16_NOFP64  the two-word accumulators (common.h): INT64 / UINT64
+//                    halves' sums, FLOAT64's gm_dd4, BFLOAT16's gm_ff4 without fp64
+//   LOAD1(p)         the element at p as ACC (the two-word accumulators: as stored, they split it);
+//                    STORE_RESULT(t, n, p)  t / n rounded once into *p (REDUCE_SUM: t itself; the
+//                    two-word accumulators: t is the accumulator)
 //   KN, RN, KNA, RNA ranks of the coalesced kept and reduced groups (KNA, RNA: at least 1)
 //   META_BYTES       sizeof(gm_rmeta) on the host (checked below, in both languages)
 //   GPU shape: WG (row kernel's work-group size), WARP_ROWS (a 32-wide slice per output),
 //              ROW_MULTI (interleaved axes with a dense innermost run), COL_Y (col kernel's local
 //              size in y; x is 32), FIN_WG (finalize work-group size); all multiples of 32
-//   CPU shape: ACC8, LOAD8(p), COLS, HALF_BLOCKS, TO_ACC8(v), PREFETCH, SHORT_LEN and, where ACC
+//   CPU shape: ACC8, X8 (a loaded vector's type), LOAD8(p), COLS, HALF_BLOCKS, TO_ACC8(v), PREFETCH,
+//              SHORT_LEN and, where ACC
 //              is not the compensated pair, STORE8_RESULT(t, n, p) (8 results at once, each t / n
 //              rounded once; see those kernels)
 // Every global access goes through GM_AT (opencl_kernels/common.h) as (argument, element index), so
@@ -48,12 +53,39 @@ typedef struct { ACC s; ACC c; } gm_acc;
 #define GM_ACC_MERGE(a, b) { GM_ACC_ADD(a, (b).s); (a).c += (b).c; }
 // an infinite sum leaves a NaN compensation term behind: the sum alone is the answer then
 #define GM_ACC_TOTAL(a) (isfinite((a).s) ? (a).s + (a).c : (a).s)
+#define GM_ACC_FIELDS(X) X(s) X(c)
+#elif WIDE_INT
+// INT64 / UINT64: s sums the high 32-bit halves, c the low ones (common.h: GM_WIDE_ADD); STORE_RESULT
+// takes the pair
+typedef struct { ulong s; ulong c; } gm_acc;
+#define GM_ACC_ZERO(a) { (a).s = 0; (a).c = 0; }
+#define GM_ACC_ADD(a, x) { const T x_ = (x); GM_WIDE_ADD((a).s, (a).c, x_) }
+#define GM_ACC_MERGE(a, b) { (a).s += (b).s; (a).c += (b).c; }
+#define GM_ACC_TOTAL(a) (a)
+#define GM_ACC_FIELDS(X) X(s) X(c)
+#elif GM_BF16_NOFP64
+// BFLOAT16 without fp64: two compensated float pairs (common.h: gm_ff4); STORE_RESULT takes the accumulator
+typedef gm_ff4 gm_acc;
+#define GM_ACC_ZERO(a) GM_FF4_ZERO(a)
+#define GM_ACC_ADD(a, x) GM_FF4_ADD(a, x)
+#define GM_ACC_MERGE(a, b) { gm_ff4_merge(&(a), (b)); }
+#define GM_ACC_TOTAL(a) (a)
+#define GM_ACC_FIELDS(X) X(s) X(c) X(bs) X(bc)
+#elif WIDE_FLOAT
+// FLOAT64: two double-doubles (common.h: gm_dd4); STORE_RESULT takes the accumulator
+typedef gm_dd4 gm_acc;
+#define GM_ACC_ZERO(a) GM_DD4_ZERO(a)
+#define GM_ACC_ADD(a, x) GM_DD4_ADD(a, x)
+#define GM_ACC_MERGE(a, b) { gm_dd4_merge(&(a), (b)); }
+#define GM_ACC_TOTAL(a) (a)
+#define GM_ACC_FIELDS(X) X(hi) X(lo) X(bhi) X(blo)
 #else
 typedef struct { ACC s; } gm_acc;
 #define GM_ACC_ZERO(a) { (a).s = 0; }
 #define GM_ACC_ADD(a, x) { (a).s += (x); }
 #define GM_ACC_MERGE(a, b) { (a).s += (b).s; }
 #define GM_ACC_TOTAL(a) ((a).s)
+#define GM_ACC_FIELDS(X) X(s)
 #endif
 
 // The plan's shapes and strides in elements (gpu_mean/backends/reduce_kernels.py: meta_struct).
@@ -147,10 +179,9 @@ GM_INLINE gm_acc gm_general_sum(__global const T* in, long base, __constant cons
 #if GM_WARP_SHUFFLE
 GM_INLINE gm_acc gm_shfl_down(gm_acc a, int offset) {
     gm_acc r;
-    r.s = GM_SHFL_DOWN(a.s, offset);
-#if COMPENSATED
-    r.c = GM_SHFL_DOWN(a.c, offset);
-#endif
+#define GM_SHFL_FIELD(f) r.f = GM_SHFL_DOWN(a.f, offset);
+    GM_ACC_FIELDS(GM_SHFL_FIELD)
+#undef GM_SHFL_FIELD
     return r;
 }
 #endif
@@ -336,11 +367,24 @@ __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong par
 // ---- CPU-shaped kernels (OpenCL CPU devices) ---------------------------------------------------
 #else
 
+// ACC8_ADD adds loaded vectors (X8) to a vector accumulator, ACC8_JOIN one vector accumulator to
+// another; HAS_C8: the accumulator has a second vector (compensation terms, or the low halves' sums).
+// FLOAT64 (WIDE_FLOAT) and BFLOAT16 without fp64 (GM_BF16_NOFP64) have no vector form here: their
+// kernels below add element by element (GM_SCALAR_ACC).
+#define GM_SCALAR_ACC (WIDE_FLOAT || GM_BF16_NOFP64)
 #if COMPENSATED
 #define ACC8_ADD(s8, c8, x8) { ACC8 t_ = s8 + (x8); \
     c8 += select(((x8) - t_) + s8, (s8 - t_) + (x8), isgreaterequal(fabs(s8), fabs(x8))); s8 = t_; }
+#define ACC8_JOIN(s8, c8, t8) ACC8_ADD(s8, c8, t8)
+#define HAS_C8 1
+#elif WIDE_INT
+#define ACC8_ADD(s8, c8, x8) { s8 += as_ulong8((x8) >> 32); c8 += as_ulong8(x8) & 0xFFFFFFFFUL; }
+#define ACC8_JOIN(s8, c8, t8) { s8 += (t8); }
+#define HAS_C8 1
 #else
 #define ACC8_ADD(s8, c8, x8) { s8 += (x8); }
+#define ACC8_JOIN(s8, c8, t8) ACC8_ADD(s8, c8, t8)
+#define HAS_C8 0
 #endif
 
 // Software prefetch (PREFETCH != 0; the host sets it only where the lines are read soon, see
@@ -375,6 +419,17 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
 #else
     long i = chunk * clen, end = min(len, i + clen);
 #endif
+#if GM_SCALAR_ACC
+    // element by element, four accumulators (the double-double adds are a dependent chain)
+    gm_acc a, a1, a2, a3;
+    GM_ACC_ZERO(a); GM_ACC_ZERO(a1); GM_ACC_ZERO(a2); GM_ACC_ZERO(a3);
+    for (; i + 4 <= end; i += 4) {
+        GM_PREFETCH(in, b + i, PREFETCH);
+        GM_ACC_ADD(a, GM_IN1(b + i)); GM_ACC_ADD(a1, GM_IN1(b + i + 1));
+        GM_ACC_ADD(a2, GM_IN1(b + i + 2)); GM_ACC_ADD(a3, GM_IN1(b + i + 3));
+    }
+    GM_ACC_MERGE(a, a1); GM_ACC_MERGE(a2, a3); GM_ACC_MERGE(a, a2);
+#else
     // four independent accumulators: one add chain would be bound by the adder's latency
     ACC8 s8 = (ACC8)(0), c8 = (ACC8)(0), s8b = (ACC8)(0), c8b = (ACC8)(0);
     ACC8 s8c = (ACC8)(0), c8c = (ACC8)(0), s8d = (ACC8)(0), c8d = (ACC8)(0);
@@ -393,20 +448,26 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
 #endif
     for (; i + 32 <= end; i += 32) {
         GM_PREFETCH(in, b + i, PREFETCH); GM_PREFETCH(in, b + i + 16, PREFETCH);
-        ACC8 x0 = GM_IN8(b + i), x1 = GM_IN8(b + i + 8), x2 = GM_IN8(b + i + 16), x3 = GM_IN8(b + i + 24);
+        X8 x0 = GM_IN8(b + i), x1 = GM_IN8(b + i + 8), x2 = GM_IN8(b + i + 16), x3 = GM_IN8(b + i + 24);
         ACC8_ADD(s8, c8, x0); ACC8_ADD(s8b, c8b, x1); ACC8_ADD(s8c, c8c, x2); ACC8_ADD(s8d, c8d, x3);
     }
-    for (; i + 8 <= end; i += 8) { ACC8 x8 = GM_IN8(b + i); ACC8_ADD(s8, c8, x8); }
-    ACC8_ADD(s8, c8, s8b); ACC8_ADD(s8c, c8c, s8d); ACC8_ADD(s8, c8, s8c);
+    for (; i + 8 <= end; i += 8) { X8 x8 = GM_IN8(b + i); ACC8_ADD(s8, c8, x8); }
+    ACC8_JOIN(s8, c8, s8b); ACC8_JOIN(s8c, c8c, s8d); ACC8_JOIN(s8, c8, s8c);
     c8 += c8b + c8c + c8d;
     gm_acc a;
     GM_ACC_ZERO(a);
     ACC8 t8 = s8;
+#if WIDE_INT
+    a.s = t8.s0 + t8.s1 + t8.s2 + t8.s3 + t8.s4 + t8.s5 + t8.s6 + t8.s7;
+    a.c = c8.s0 + c8.s1 + c8.s2 + c8.s3 + c8.s4 + c8.s5 + c8.s6 + c8.s7;
+#else
 #if COMPENSATED
     a.c = c8.s0 + c8.s1 + c8.s2 + c8.s3 + c8.s4 + c8.s5 + c8.s6 + c8.s7;
 #endif
     GM_ACC_ADD(a, t8.s0); GM_ACC_ADD(a, t8.s1); GM_ACC_ADD(a, t8.s2); GM_ACC_ADD(a, t8.s3);
     GM_ACC_ADD(a, t8.s4); GM_ACC_ADD(a, t8.s5); GM_ACC_ADD(a, t8.s6); GM_ACC_ADD(a, t8.s7);
+#endif
+#endif
     for (; i < end; ++i) GM_ACC_ADD(a, GM_IN1(b + i));
     gm_emit(a, n, out, out_off, part, part_off, use_part, m, k, chunk, n_out GM_CHK_A);
 }
@@ -477,9 +538,20 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
     long ob = (long)out_off + gm_keep_offset(m, k0, 2);
     long pb = (long)part_off + chunk * n_out + k0;
     long r = chunk * clen, rend = min(len, r + clen);
+#if GM_SCALAR_ACC
+    if (c0 + COLS <= inner) {
+        // element by element: a row's COLS adjacent elements into COLS accumulators
+        gm_acc acc[COLS];
+        for (int v = 0; v < COLS; ++v) GM_ACC_ZERO(acc[v]);
+        for (; r < rend; ++r) {
+            long q = b + r * rs;
+            for (int v = 0; v < COLS; ++v) GM_ACC_ADD(acc[v], GM_IN1(q + v));
+        }
+        for (int v = 0; v < COLS; ++v) gm_emit_at(acc[v], n, out, ob + v, part, pb + v, use_part GM_CHK_A);
+#else
     if (c0 + COLS <= inner) {
         ACC8 s[COLS / 8];
-#if COMPENSATED
+#if HAS_C8
         ACC8 c[COLS / 8];
 #define GM_C(v) c[v]
 #else
@@ -487,7 +559,20 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
 #define GM_C(v) c_unused
 #endif
         for (int v = 0; v < COLS / 8; ++v) { s[v] = (ACC8)(0); GM_C(v) = (ACC8)(0); }
-#if !COMPENSATED
+#if WIDE_INT
+        // four rows per pass, as below: four values' high halves (and low halves) cannot wrap either sum
+        for (; r + 4 <= rend; r += 4) {
+            long q = b + r * rs;
+            for (int v = 0; v < COLS / 8; ++v) {
+                const X8 x0 = GM_IN8(q + 8 * v), x1 = GM_IN8(q + rs + 8 * v);
+                const X8 x2 = GM_IN8(q + 2 * rs + 8 * v), x3 = GM_IN8(q + 3 * rs + 8 * v);
+                s[v] += (as_ulong8(x0 >> 32) + as_ulong8(x1 >> 32)) + (as_ulong8(x2 >> 32) + as_ulong8(x3 >> 32));
+                c[v] += ((as_ulong8(x0) & 0xFFFFFFFFUL) + (as_ulong8(x1) & 0xFFFFFFFFUL)) +
+                        ((as_ulong8(x2) & 0xFFFFFFFFUL) + (as_ulong8(x3) & 0xFFFFFFFFUL));
+            }
+        }
+#endif
+#if !HAS_C8
         // four rows per pass over the accumulators: a quarter of the accumulator loads and stores
         // (COLS/8 vectors do not fit in registers), and four row streams in flight. Exact adds
         // (integers) or double adds of floats: the grouping does not change the 1-ulp bound.
@@ -508,7 +593,7 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
 #endif
         for (; r < rend; ++r) {
             long q = b + r * rs;
-            for (int v = 0; v < COLS / 8; ++v) { ACC8 x8 = GM_IN8(q + 8 * v); ACC8_ADD(s[v], GM_C(v), x8); }
+            for (int v = 0; v < COLS / 8; ++v) { X8 x8 = GM_IN8(q + 8 * v); ACC8_ADD(s[v], GM_C(v), x8); }
         }
         for (int v = 0; v < COLS / 8; ++v) {
 #ifdef STORE8_RESULT
@@ -522,19 +607,20 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
 #endif
             ACC ss[8];
             vstore8(s[v], 0, ss);
-#if COMPENSATED
+#if HAS_C8
             ACC cc[8];
             vstore8(c[v], 0, cc);
 #endif
             for (int j = 0; j < 8; ++j) {
                 gm_acc a;
                 a.s = ss[j];
-#if COMPENSATED
+#if HAS_C8
                 a.c = cc[j];
 #endif
                 gm_emit_at(a, n, out, ob + 8 * v + j, part, pb + 8 * v + j, use_part GM_CHK_A);
             }
         }
+#endif
     } else {
         for (long col = c0; col < inner; ++col) {
             gm_acc a;

@@ -124,7 +124,9 @@ def _resources(rtc, name: str) -> dict:
 
 
 @pytest.mark.parametrize("name", ["ew_nary_FLOAT16_64_contig", "ew_nary_FLOAT16_64_strided",
-                                  "ew_nary_FLOAT16_64_rows", "ew_nary_FLOAT32_5_strided"])
+                                  "ew_nary_FLOAT16_64_rows", "ew_nary_FLOAT32_5_strided",
+                                  "ew_nary_FLOAT64_64_contig", "ew_nary_FLOAT64_5_rows", "ew_nary_UINT64_64_rows",
+                                  "ew_nary_BFLOAT16_64_strided"])
 def test_many_input_mean_does_not_spill(rtc, name):
     # loading all 64 vectors before summing took 255 registers and spilled; the strided kernel had a
     # 2 KB stack. Inputs in the outer loop keep VEC accumulators and one vector live.

@@ -37,6 +37,8 @@ def _ew_desc(kind: str, dt, layout: str, nin: int = 2):
     a, out = _t(dt, LAYOUTS[layout]), _t(dt)
     if kind == "mean":
         return gm.ElementWiseMeanDesc(a, _t(dt), out)
+    if kind == "ext_mean":
+        return gm.ext.MeanDesc(a, _t(dt), out)
     if kind == "add":
         return gm.ElementWiseAddDesc(a, _t(dt), out)
     if kind == "identity":
@@ -49,7 +51,11 @@ def _ew_desc(kind: str, dt, layout: str, nin: int = 2):
 EW_CASES = [("mean", D.FLOAT32, 2), ("mean", D.FLOAT16, 2), ("mean", D.INT32, 2), ("mean", D.UINT32, 2),
             ("add", D.FLOAT16, 2), ("add", D.INT8, 2), ("add", D.UINT64, 2), ("identity", D.FLOAT16, 1),
             ("identity", D.INT16, 1), ("scale_bias", D.FLOAT32, 1), ("scale_bias", D.FLOAT64, 1),
-            ("nary", D.FLOAT32, 5), ("nary", D.FLOAT16, 64), ("nary", D.INT32, 3), ("nary", D.UINT32, 7)]
+            ("nary", D.FLOAT32, 5), ("nary", D.FLOAT16, 64), ("nary", D.INT32, 3), ("nary", D.UINT32, 7),
+            # the extension types (issue 21)
+            ("ext_mean", D.BFLOAT16, 2), ("ext_mean", D.FLOAT64, 2), ("ext_mean", D.INT64, 2),
+            ("ext_mean", D.UINT64, 2), ("nary", D.BFLOAT16, 64), ("nary", D.FLOAT64, 5), ("nary", D.FLOAT64, 64),
+            ("nary", D.INT64, 3), ("nary", D.UINT64, 64)]
 
 # (descriptor class, dtype, shape, axes): row (warp and block per row), row over interleaved axes,
 # col, general, split (finalize) and unsplit, the wide sum and the integer mean
@@ -59,12 +65,21 @@ RED_CASES = [(gm.ReduceDesc, D.FLOAT32, (64, 1024), (1,)), (gm.ReduceDesc, D.FLO
              (gm.ReduceDesc, D.FLOAT32, (6, 5, 7, 3), (0, 2)), (gm.ReduceDesc, D.FLOAT32, (3, 4), ()),
              (gm.ext.IntegerReduceMeanDesc, D.INT32, (300, 64), (0,)),
              (gm.ext.IntegerReduceMeanDesc, D.UINT32, (6, 5, 7, 3), (0, 2)),
-             (gm.ext.ReduceSumDesc, D.FLOAT32, (64, 1024), (1,))]
+             (gm.ext.ReduceSumDesc, D.FLOAT32, (64, 1024), (1,)),
+             # the extension types (issue 21): row, split row (finalize), col, general
+             (gm.ext.ReduceMeanDesc, D.BFLOAT16, (64, 1024), (1,)),
+             (gm.ext.ReduceMeanDesc, D.BFLOAT16, (300, 64), (0,)),
+             (gm.ext.ReduceMeanDesc, D.FLOAT64, (1 << 20,), (0,)), (gm.ext.ReduceMeanDesc, D.FLOAT64, (300, 64), (0,)),
+             (gm.ext.ReduceMeanDesc, D.FLOAT64, (6, 5, 7, 3), (0, 2)),
+             (gm.ext.ReduceMeanDesc, D.INT64, (8, 100000), (1,)), (gm.ext.ReduceMeanDesc, D.INT64, (300, 64), (0,)),
+             (gm.ext.ReduceMeanDesc, D.UINT64, (7, 11, 13), (0, 1, 2)),
+             (gm.ext.ReduceSumDesc, D.BFLOAT16, (64, 1024), (1,))]
 
 
 def reduce_desc(cls, dt, shape, axes):
     out_shape = tuple(1 if i in axes else s for i, s in enumerate(shape))
-    out_dt = {D.FLOAT32: D.FLOAT64, D.FLOAT16: D.FLOAT64}.get(dt, dt) if cls is gm.ext.ReduceSumDesc else dt
+    out_dt = {D.FLOAT32: D.FLOAT64, D.FLOAT16: D.FLOAT64, D.BFLOAT16: D.FLOAT64}.get(dt, dt) \
+        if cls is gm.ext.ReduceSumDesc else dt
     x, y = gm.TensorDesc(dt, shape), gm.TensorDesc(out_dt, out_shape)
     return cls(gm.ReduceFunction.AVERAGE, x, y, axes) if cls is gm.ReduceDesc else cls(x, y, axes)
 

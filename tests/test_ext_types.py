@@ -22,6 +22,7 @@ from helpers import run
 
 import gpu_mean as gm
 from gpu_mean import DataType as D
+from gpu_mean.backends import support
 
 T = gm.TensorDesc
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -354,19 +355,53 @@ def test_plan_names_the_accumulators():
     assert plan.acc_bytes == 16 and plan.temporary_size(8) == 8 * 4 * 16
 
 
-def test_cuda_backend_refuses_the_new_types_from_the_same_table():
-    """The CUDA backend (no GPU here: its object without a context; create_operator compiles nothing)."""
+def test_cuda_backend_follows_the_same_table():
+    """The CUDA backend (no GPU here: its object without a context; create_operator compiles nothing)
+    accepts what the table lists and refuses the rest naming itself (the two-word wide sums)."""
     from gpu_mean.backends import cuda
     from gpu_mean.runtime.device import DeviceInfo
     be = object.__new__(cuda.CudaBackend)
     be.info = DeviceInfo("cuda", 0, "stand-in GPU", "NVIDIA", "GPU", 1 << 30, True, True)
     be.unavailable, be.native_errors = None, ()
     dev = gm.Device(be)
+    refused = 0
     for dt in EXT_TYPES:
-        t = T(dt, (4,))
-        pattern = refusal(dev, MEAN, dt)
-        assert pattern and "CUDA backend" in pattern
-        with pytest.raises(gm.UnsupportedTypeError, match=pattern):
-            dev.create_operator(gm.ext.MeanDesc(t, t, t))
-    f = T(D.FLOAT32, (4,))
-    dev.create_operator(gm.ElementWiseMeanDesc(f, f, f))
+        t, r = T(dt, (4, 4)), T(dt, (4, 1))
+        wide = {D.BFLOAT16: D.FLOAT64}.get(dt, dt)
+        low = {D.FLOAT64: D.FLOAT64, D.INT64: D.UINT64, D.UINT64: D.UINT64}.get(dt)
+        for op, desc in ((MEAN, gm.ext.MeanDesc(t, t, t)), (NARY, gm.ext.NaryMeanDesc([t, t], t)),
+                         (REDUCE, gm.ext.ReduceMeanDesc(t, r, (1,))),
+                         (SUM, gm.ext.ReduceSumDesc(t, T(wide, (4, 1)), (1,), T(low, (4, 1)) if low else None))):
+            pattern = refusal(dev, op, dt)
+            if pattern is None:
+                dev.create_operator(desc)
+                continue
+            refused += 1
+            assert "CUDA backend" in pattern
+            with pytest.raises(gm.UnsupportedTypeError, match=pattern):
+                dev.create_operator(desc)
+    assert refused == sum(not support.computes("cuda", op, dt) for op in (MEAN, NARY, REDUCE, SUM) for dt in EXT_TYPES)
+
+
+def test_bfloat16_without_fp64_in_the_gpu_shape():
+    """No device variant runs the GPU-shaped kernels without fp64 (CUDA always has it), yet an OpenCL
+    GPU without cl_khr_fp64 would: BFLOAT16's two compensated float pairs and integer quotient there,
+    on the adversarial rows (reduction and n-ary mean) and a split reduction, against the oracle."""
+    pytest.importorskip("pyopencl")
+    from gpu_mean.backends import opencl
+    try:
+        dev = gm.Device(opencl.make_backend(0, allow_fp64=False, gpu_paths=True))
+    except RuntimeError as e:
+        pytest.skip(f"no OpenCL device: {e}")
+    dt = D.BFLOAT16
+    names, x = _rows(dt)
+    want = oracle.reduce_mean(x, (1,), dt.numpy_dtype)
+    got = run(dev, gm.ext.ReduceMeanDesc(T(dt, x.shape), T(dt, (x.shape[0], 1)), (1,)), [x])
+    cols = [np.ascontiguousarray(c) for c in x.T]
+    nary = run(dev, gm.ext.NaryMeanDesc([T(dt, (x.shape[0],))] * x.shape[1], T(dt, (x.shape[0],))), cols)
+    for name, g, n, w in zip(names, got.ravel(), nary.ravel(), want.ravel()):
+        assert oracle.equal_bits(np.array(g), np.array(w)), f"row {name!r}: got {g!r}, want {w!r}"
+        assert oracle.equal_bits(np.array(n), np.array(w)), f"n-ary {name!r}: got {n!r}, want {w!r}"
+    x = random_data(dt, (100003,), 7, positive=True)
+    got = run(dev, gm.ext.ReduceMeanDesc(T(dt, x.shape), T(dt, (1,)), (0,)), [x])
+    assert_means(got, oracle.reduce_mean(x, (0,), dt.numpy_dtype), dt, 1)

@@ -29,6 +29,7 @@ VEC_BYTES = 16
 RUN = 64            # CPU shape: elements per work-item, general strides
 RUN_ROWS = 1024     # CPU shape: elements per work-item when every innermost dimension is dense
 FIXED_PARAM_BYTES = 48      # out, out_off, n, meta, scale, bias
+WIDE_64 = (D.FLOAT64, D.INT64, D.UINT64)
 
 
 # ---- the metadata: sizes, magic divisors, strides ------------------------------------------------
@@ -147,15 +148,30 @@ def input_seam(api: str, storage: str, n_inputs: int, offsets_in_buffer: bool = 
 def common_macros(plan: planning.ElementwisePlan, fp64: bool) -> dict:
     """What both shapes share: the operation, the compute and accumulator types, the metadata layout."""
     dt, ct = plan.dtype, plan.compute
-    nary_float = plan.op == KernelOp.NARY_MEAN and dt.is_float
+    nary = plan.op == KernelOp.NARY_MEAN
+    nary_float = nary and dt.is_float
     if nary_float:
-        ct = D.FLOAT32 if dt == D.FLOAT16 else dt
+        ct = D.FLOAT32 if dt in (D.FLOAT16, D.BFLOAT16) else dt
+    # the 64-bit types' n-ary mean accumulates in two words (opencl_kernels/common.h)
+    # NARY_WIDE: 1 INT64 / UINT64, 2 FLOAT64, 3 BFLOAT16 without fp64
+    nary_wide = 0
+    if nary and dt in WIDE_64:
+        nary_wide = 2 if dt == D.FLOAT64 else 1
+    elif nary and dt == D.BFLOAT16 and not fp64:
+        nary_wide = 3
+    acc_t = ("double" if fp64 else "float") if nary_float else spell(ct)
+    if nary_wide:
+        acc_t = {1: "ulong", 2: "gm_dd4", 3: "gm_ff4"}[nary_wide]
     idx32 = index_is_32bit(plan)
+    arith = not plan.bit_copy
     return {"OP": OP_CODE[plan.op], "NIN": plan.n_inputs, "NDIM": plan.ndim,
-            "IS_FLOAT": int(dt.is_float and not plan.bit_copy), "HAS_SCALE_BIAS": int(plan.has_scale_bias),
-            "WIDE_COMPUTE": int(dt == D.FLOAT16 and not plan.bit_copy), "ACC_DOUBLE": int(nary_float and fp64),
-            "USE_FP64": int((nary_float and fp64) or (dt == D.FLOAT64 and not plan.bit_copy)),
-            "CT": spell(ct), "ACC_T": ("double" if fp64 else "float") if nary_float else spell(ct),
+            "IS_FLOAT": int(dt.is_float and arith), "HAS_SCALE_BIAS": int(plan.has_scale_bias),
+            "WIDE_COMPUTE": int(dt == D.FLOAT16 and arith), "ACC_DOUBLE": int(nary_float and fp64),
+            "IS_BF16": int(dt == D.BFLOAT16 and arith), "NARY_WIDE": nary_wide, "GM_BF16_NOFP64": int(nary_wide == 3),
+            "WIDE_INT": int(plan.op == KernelOp.MEAN and dt in (D.INT64, D.UINT64)),
+            "IS_SIGNED": int(dt == D.INT64),
+            "USE_FP64": int((nary_float and fp64) or (dt == D.FLOAT64 and arith)),
+            "CT": spell(ct), "ACC_T": acc_t,
             "IDX32": int(idx32), "IDX": "uint" if idx32 else "ulong", "ST": "ulong" if _wide_strides(plan) else "uint",
             "DIMS_BYTES": dims_struct(plan).itemsize}
 
@@ -173,6 +189,10 @@ def gpu_macros(plan: planning.ElementwisePlan, api: str, fp64: bool, offsets_in_
         ts = "ushort"
         m.update({"TO_CT(x)": "gm_half_to_float(x)", "FROM_CT(x)": "gm_float_to_half(x)",
                   "FROM_ACC(x)": "gm_double_to_half(x)" if m["ACC_DOUBLE"] else "gm_float_to_half(x)"})
+    elif dt == D.BFLOAT16:
+        ts = "ushort"
+        m.update({"TO_CT(x)": "gm_bf16_to_float(x)", "FROM_CT(x)": "gm_float_to_bf16(x)",
+                  "FROM_ACC(x)": "gm_double_to_bf16(x)" if m["ACC_DOUBLE"] else "gm_float_to_bf16(x)"})
     elif dt.is_float:
         ts = spell(dt)
         m.update({"TO_CT(x)": "(x)", "FROM_CT(x)": f"(({ts})(x))", "FROM_ACC(x)": f"(({ts})(x))"})
@@ -192,10 +212,11 @@ def gpu_macros(plan: planning.ElementwisePlan, api: str, fp64: bool, offsets_in_
 
 def cpu_vector_width(plan: planning.ElementwisePlan) -> int:
     """Lanes of the CPU shape's compute vector: 16 for FLOAT16 arithmetic (PoCL converts a
-    vload_half16 at the copy kernel's speed, a vload_half4 at 0.75-0.95x of it), otherwise 4."""
+    vload_half16 at the copy kernel's speed, a vload_half4 at 0.75-0.95x of it) and BFLOAT16 (its
+    rounding on 16 lanes: about 1.3x of 4 lanes' mean on PoCL, 3x for the n-ary mean), otherwise 4."""
     converts = plan.op in (KernelOp.MEAN, KernelOp.ADD, KernelOp.NARY_MEAN) or \
         (plan.op == KernelOp.IDENTITY and plan.has_scale_bias)
-    return 16 if plan.dtype == D.FLOAT16 and converts else 4
+    return 16 if plan.dtype in (D.FLOAT16, D.BFLOAT16) and converts else 4
 
 
 def cpu_macros(plan: planning.ElementwisePlan, fp64: bool, offsets_in_buffer: bool = False,
@@ -216,6 +237,13 @@ def cpu_macros(plan: planning.ElementwisePlan, fp64: bool, offsets_in_buffer: bo
     elif dt == D.FLOAT16:
         m.update({"LOADV(p)": f"vload_half{vw}(0, p)", "STOREV(v, p)": f"vstore_half{vw}_rte(v, 0, p)",
                   "LOAD1(p)": "vload_half(0, p)", "STORE1(s, p)": "vstore_half_rte(s, 0, p)"})
+    elif dt == D.BFLOAT16:
+        t = "ushort"
+        wide = m["ACC_DOUBLE"] and plan.op == KernelOp.NARY_MEAN
+        m.update({"LOADV(p)": f"as_float{vw}(convert_uint{vw}(vload{vw}(0, p)) << 16)",
+                  "STOREV(v, p)": f"vstore{vw}(gm_float{vw}_to_bf16(v), 0, p)",     # doubles: below
+                  "LOAD1(p)": "gm_bf16_to_float(*(p))",
+                  "STORE1(s, p)": f"(*(p) = gm_{'double' if wide else 'float'}_to_bf16(s))"})
     elif dt.is_float:
         m.update({"LOADV(p)": "vload4(0, p)", "STOREV(v, p)": f"vstore4(convert_{t}4(v), 0, p)",
                   "LOAD1(p)": "(*(p))", "STORE1(s, p)": f"(*(p) = ({t})(s))"})
@@ -228,13 +256,17 @@ def cpu_macros(plan: planning.ElementwisePlan, fp64: bool, offsets_in_buffer: bo
                   "STOREV(v, p)": f"vstore4(as_{t}4(convert_{u}4(v)), 0, p)",
                   "LOAD1(p)": f"(({c})(*(p)))", "STORE1(s, p)": f"(*(p) = as_{t}(convert_{u}(s)))"})
     acc = m["ACC_T"]
-    if plan.op == KernelOp.NARY_MEAN and dt.is_float:
+    if plan.op == KernelOp.NARY_MEAN and dt.is_float and not m["NARY_WIDE"]:
         m.update({"ACCV": f"{acc}{vw}", "TO_ACCV(v)": f"convert_{acc}{vw}(v)"})
         if dt == D.FLOAT16 and acc == "double":
             # through float rounded to odd: one rounding to half, at PoCL's float speed
             m["STOREV(v, p)"] = f"vstore_half{vw}_rte({half_through_odd('v', vw)}, 0, p)"
+        elif dt == D.BFLOAT16 and acc == "double":
+            # the same: float keeps 16 more bits than bfloat16
+            m["STOREV(v, p)"] = f"vstore{vw}(gm_float{vw}_to_bf16({half_through_odd('v', vw)}), 0, p)"
     else:
         m.update({"ACCV": f"{c}{vw}", "TO_ACCV(v)": "(v)"})
+    m["VLOADV(o, p)"] = f"vload{vw}(o, p)"
     m.update({"GM_CPU_SHAPE": 1, "T": t, "VW": vw, "CTV": f"{c}{vw}", "UNROLL": 64 // vw, "RUN": RUN,
               "RUN_ROWS": RUN_ROWS, "PREFETCH": opencl_geometry.ew_prefetch(plan, tuning),
               "PF_LINE": max(1, 64 // int(dt.element_size))})
@@ -303,3 +335,4 @@ def _launch(kernel: str, grid: tuple, block: tuple) -> Launch:
     """A launch from CUDA's (grid, block), in OpenCL's terms."""
     block = tuple(block) + (1,) * (len(grid) - len(block))
     return Launch(kernel, tuple(g * b for g, b in zip(grid, block)), block)
+

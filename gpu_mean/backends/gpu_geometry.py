@@ -98,7 +98,7 @@ def _row(plan, n_units: int, length: int, runs: int, target: int, multi: bool) -
     per_block = min(BLOCK // 32, n_units) if warp_rows else 1
     block = 32 * per_block if warp_rows else BLOCK
     grid = (min(_cdiv(n_units, per_block), MAX_X), min(n_chunks, MAX_YZ))
-    smem = 0 if warp_rows else BLOCK // 32 * ACC_BYTES
+    smem = 0 if warp_rows else BLOCK // 32 * plan.acc_bytes
     return ReduceGeometry("row", grid, (block, 1), warp_rows, length, chunk, n_chunks, multi, runs, smem)
 
 
@@ -115,7 +115,7 @@ def reduce_geometry(plan: planning.ReducePlan, *, sms: int) -> ReduceGeometry:
         n_chunks = _cdiv(length, chunk)
         grid = (min(_cdiv(inner, 32), MAX_X), min(n_outer, MAX_YZ), min(n_chunks, MAX_YZ))
         return ReduceGeometry("col", grid, (32, col_y), False, length, chunk, n_chunks,
-                                  smem=col_y * 33 * ACC_BYTES)
+                                  smem=col_y * 33 * plan.acc_bytes)
     if plan.cls == "row":
         return _row(plan, plan.n_out, plan.n_reduce, 1, target, False)
     if len(plan.red_shape) >= 2 and plan.red_strides[-1] == 1 and plan.red_shape[-1] >= 32:

@@ -158,7 +158,7 @@ class ReduceProgram(Program):
         self.temporary_size = v.temporary_size
         self.itemsize = int(plan.dtype.element_size)
         self.out_itemsize = int(plan.output_type.element_size)
-        self.part_bytes = planning.ACC_BYTES      # one chunk partial
+        self.part_bytes = v.acc_bytes     # one chunk partial (16 or 32 bytes for the extension types)
         self.traffic = (plan.n_reduce * self.itemsize + self.out_itemsize) * plan.n_out
         self.checked = _Checked(be, 3) if be.checked else None
         self._last = None       # (bindings, main args, finalize args, element offsets) of the last run

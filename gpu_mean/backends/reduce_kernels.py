@@ -21,6 +21,7 @@ from . import gpu_geometry, opencl_geometry
 from .typespell import OPENCL as spell
 
 ACC_BYTES = planning.ACC_BYTES
+WIDE_INT = (D.INT64, D.UINT64)
 # the argument positions that change with the bindings (the rest is fixed when the program is made)
 MAIN_BINDINGS = (0, 1, 2, 3, 4, 5)          # in, in_off, out, out_off, part, part_off
 FINALIZE_BINDINGS = (0, 1, 4, 5)            # part, part_off, out, out_off
@@ -47,23 +48,44 @@ def pack_meta(plan: planning.ReducePlan) -> np.ndarray:
 
 def type_macros(plan: planning.ReducePlan, fp64: bool, checked: bool = False) -> dict:
     """Types, loads and the final rounding, spelled in OpenCL C (the CUDA dialect maps the same names):
-    the accumulator is the plan's (FLOAT64 becomes a compensated float pair on a device without fp64);
-    REDUCE_MEAN divides once and rounds once to the input's type, REDUCE_SUM stores the accumulator;
-    ``checked`` turns on the bounds checks (GM_CHECKED)."""
+    the accumulator is the plan's (FLOAT64 becomes a compensated float pair on a device without fp64;
+    INT64 / UINT64 the two sums of common.h's GM_WIDE_ADD, WIDE_INT; FLOAT64 input the two
+    double-doubles of gm_dd4, WIDE_FLOAT); REDUCE_MEAN divides once and rounds once to the input's
+    type, REDUCE_SUM stores the accumulator; ``checked`` turns on the bounds checks (GM_CHECKED)."""
     dt = plan.dtype
     kn, rn = len(plan.keep_shape), len(plan.red_shape)
-    compensated = dt.is_float and not fp64
-    acc = "float" if compensated else spell(plan.acc)
+    wide_int, wide_float = dt in WIDE_INT, dt == D.FLOAT64
+    if plan.op == KernelOp.REDUCE_SUM and (wide_int or wide_float):
+        raise NotImplementedError(f"the two-word sum of {dt.name} has no kernel (backends/support.py)")
+    bf16_ff = dt == D.BFLOAT16 and not fp64     # two compensated float pairs (common.h: gm_ff4)
+    compensated = dt.is_float and not fp64 and not bf16_ff
+    acc = "float" if compensated or bf16_ff else "ulong" if wide_int else spell(plan.acc)
     m = {"KN": kn, "RN": rn, "KNA": max(kn, 1), "RNA": max(rn, 1), "META_BYTES": meta_struct(plan).itemsize,
          "T": spell(dt), "OUT_T": spell(plan.output_type), "ACC": acc, "COMPENSATED": int(compensated),
+         "WIDE_INT": int(wide_int), "WIDE_FLOAT": int(wide_float), "GM_BF16_NOFP64": int(bf16_ff),
          "USE_FP64": int(dt.is_float and fp64 or plan.output_type == D.FLOAT64)}
     if checked:
         m["GM_CHECKED"] = 1
-    m["LOAD1(p)"] = f"(({acc})vload_half(0, (p)))" if dt == D.FLOAT16 else f"(({acc})*(p))"
+    if dt == D.FLOAT16:
+        m["LOAD1(p)"] = f"(({acc})vload_half(0, (p)))"
+    elif dt == D.BFLOAT16:
+        m["LOAD1(p)"] = f"(({acc})gm_bf16_to_float(*(p)))"
+    elif wide_int or wide_float:
+        m["LOAD1(p)"] = "(*(p))"      # the accumulator splits the value itself
+    else:
+        m["LOAD1(p)"] = f"(({acc})*(p))"
     if plan.op == KernelOp.REDUCE_SUM:
         m["STORE_RESULT(t, n, p)"] = "(*(p) = (t))"
     elif dt == D.FLOAT16:
         m["STORE_RESULT(t, n, p)"] = f"vstore_half_rte((t) / ({acc})(n), 0, (p))"
+    elif dt == D.BFLOAT16:
+        # rounded once: through float rounded to odd from fp64; without it the float quotient
+        m["STORE_RESULT(t, n, p)"] = ("(*(p) = gm_double_to_bf16((t) / (double)(n)))" if not bf16_ff
+                                      else "(*(p) = gm_float_to_bf16(gm_ff4_mean((t), (n))))")
+    elif wide_int:
+        m["STORE_RESULT(t, n, p)"] = f"(*(p) = ({spell(dt)})gm_wide_div((t).s, (t).c, (n), {int(dt == D.INT64)}))"
+    elif wide_float:
+        m["STORE_RESULT(t, n, p)"] = "(*(p) = gm_dd4_mean((t), (n)))"
     else:   # floats round once to the type; integers: C division truncates toward zero
         m["STORE_RESULT(t, n, p)"] = f"(*(p) = ({spell(dt)})((t) / ({acc})(n)))"
     return m
@@ -124,6 +146,12 @@ class Launch:
         return tuple(g // b for g, b in zip(self.global_size, self.local_size))
 
 
+def acc_bytes(plan: planning.ReducePlan, fp64: bool) -> int:
+    """Bytes of one partial of the kernels' accumulator: the plan's, except BFLOAT16 on a device
+    without fp64 (two compensated float pairs, 16 bytes, for a double's 8)."""
+    return 16 if plan.dtype == D.BFLOAT16 and not fp64 else plan.acc_bytes
+
+
 @dataclass(frozen=True)
 class ReduceVariant:
     macros: dict
@@ -132,6 +160,7 @@ class ReduceVariant:
     finalize: Launch | None     # the second pass of a split reduction
     n_chunks: int
     temporary_size: int         # bytes of chunk partials (0: one pass)
+    acc_bytes: int = planning.ACC_BYTES     # bytes of one partial (binding offsets divide by it)
 
     def main_args(self, inp, in_off, out, out_off, part, part_off, meta) -> tuple:
         """The main kernel's arguments: buffers (whatever the backend passes for them) and element offsets."""
@@ -165,7 +194,8 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
     fin = None
     if g.n_chunks > 1:
         fin = Launch("gm_reduce_finalize", (fin_grid[0] * fin_block[0],), fin_block)
-    return ReduceVariant(m, main, tail, fin, g.n_chunks, plan.temporary_size(g.n_chunks))
+    ab = acc_bytes(plan, fp64)
+    return ReduceVariant(m, main, tail, fin, g.n_chunks, _temporary(plan, g.n_chunks, ab), ab)
 
 
 def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
@@ -179,15 +209,23 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
         g = opencl_geometry.reduce_geometry(plan, compute_units=compute_units, tuning=tuning)
     m = type_macros(plan, fp64, checked)
     dt, acc = plan.dtype, m["ACC"]
-    if not m["COMPENSATED"]:
+    if dt in SHORT_TYPES and not m["COMPENSATED"]:     # a vector accumulator of one word per output
         m["STORE8_RESULT(t, n, p)"] = store8_result(plan, acc)
     if short:
         m["SHORT_LEN"] = short
     m.update({"GM_CPU_SHAPE": 1, "COLS": g.cols, "ROW_MULTI": int(g.row_multi), "PREFETCH": g.prefetch,
-              "HALF_BLOCKS": int(dt == D.FLOAT16), "ACC8": acc + "8", "TO_ACC8(v)": f"convert_{acc}8(v)"})
+              "HALF_BLOCKS": int(dt == D.FLOAT16), "ACC8": acc + "8", "TO_ACC8(v)": f"convert_{acc}8(v)",
+              "X8": acc + "8"})
     if dt == D.FLOAT16:
         m["LOAD8(p)"] = f"convert_{acc}8(vload_half8(0, (p)))"
         m["LOAD16(p)"] = "vload_half16(0, (p))"     # float16: the short-rows kernel takes two rows at once
+    elif dt == D.BFLOAT16:
+        m["LOAD8(p)"] = f"convert_{acc}8(as_float8(convert_uint8(vload8(0, (p))) << 16))"
+    elif dt in WIDE_INT:
+        # the values as they are: the accumulator takes their high halves with the type's own shift
+        m.update({"LOAD8(p)": "vload8(0, (p))", "X8": spell(dt) + "8"})
+    elif dt == D.FLOAT64:
+        m["LOAD8(p)"] = "vload8(0, (p))"      # unused: FLOAT64 adds element by element
     else:
         m["LOAD8(p)"] = f"convert_{acc}8(vload8(0, (p)))"
     i64 = np.int64
@@ -196,4 +234,9 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
         tail += (i64(plan.inner), i64(plan.row_stride))
     main = Launch(f"gm_reduce_{g.kernel}_serial", tuple(g.grid), g.local)
     fin = Launch("gm_reduce_finalize_serial", (plan.n_out,), None) if g.n_chunks > 1 else None
-    return ReduceVariant(m, main, tail, fin, g.n_chunks, plan.temporary_size(g.n_chunks))
+    ab = acc_bytes(plan, fp64)
+    return ReduceVariant(m, main, tail, fin, g.n_chunks, _temporary(plan, g.n_chunks, ab), ab)
+
+
+def _temporary(plan: planning.ReducePlan, n_chunks: int, nbytes: int) -> int:
+    return plan.temporary_size(n_chunks) // plan.acc_bytes * nbytes

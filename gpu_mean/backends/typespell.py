@@ -11,9 +11,11 @@ from ..descriptors.types import DataType as D
 from ..descriptors.types import KernelOp
 from ..runtime.planning import unsigned_of
 
-# DataType -> OpenCL C name (the CUDA dialect typedefs uchar, ushort, uint, ulong; half is CUDA's own)
+# DataType -> OpenCL C name (the CUDA dialect typedefs uchar, ushort, uint, ulong; half is CUDA's own).
+# BFLOAT16 is storage only: its bits in a ushort (common.h converts them)
 _NAMES = {
-    D.FLOAT32: "float", D.FLOAT16: "half", D.FLOAT64: "double", D.INT8: "char", D.INT16: "short", D.INT32: "int",
+    D.FLOAT32: "float", D.FLOAT16: "half", D.FLOAT64: "double", D.BFLOAT16: "ushort",
+    D.INT8: "char", D.INT16: "short", D.INT32: "int",
     D.INT64: "long", D.UINT8: "uchar", D.UINT16: "ushort", D.UINT32: "uint", D.UINT64: "ulong",
 }
 # the element-wise kernels' OP macro

@@ -68,7 +68,10 @@ def accumulator(op: KernelOp, dt: DataType) -> str:
 
 
 def acc_bytes(op: KernelOp, dt: DataType) -> int:
-    """Bytes of one reduction partial (a chunk's accumulator in the temporary resource)."""
+    """Bytes of one reduction partial (a chunk's accumulator in the temporary resource): FLOAT64's
+    kernels keep two double-doubles (values past 2^960 apart, scaled: opencl_kernels/common.h, gm_dd4)."""
+    if dt == D.FLOAT64:
+        return 4 * ACC_BYTES
     return 2 * ACC_BYTES if dt in _TWO_WORD else ACC_BYTES
 
 
