@@ -10,6 +10,9 @@
 * Devices without fp64 (``DeviceInfo.fp64`` false) accumulate in compensated float32: there both
   promises hold only while the running sums stay below FLT_MAX; beyond it the result is inf (same
   signs) or NaN (mixed). The regime is tested on fp64 devices only.
+
+The CPU device keeps a stronger promise (issue 22, stage 1): the correctly rounded mean for every
+input (tests/test_correct_rounding.py); the OpenCL and CUDA kernels follow in stage 2.
 """
 from __future__ import annotations
 
@@ -105,9 +108,14 @@ def test_mixed_signs_near_flt_max(device):
     check_mixed(reduce_rows(device, x), x)
 
 
-def test_mixed_bound_is_not_n_plus_2_ulp_of_the_result(cpu):
-    # documents why the bound is stated at mean(|x|): at the result's own ulp it does not hold
+def test_mixed_bound_is_not_n_plus_2_ulp_of_the_result(device):
+    # documents why the bound is stated at mean(|x|): at the result's own ulp it does not hold on the
+    # OpenCL kernels (until issue 22's stage 2); the CPU device rounds correctly (test_correct_rounding.py)
+    if device.info.backend == "cpu":
+        pytest.skip("the CPU device is correctly rounded for every input (test_correct_rounding.py)")
+    if not device.info.fp64:
+        pytest.skip("without fp64 the compensated float32 sum overflows past FLT_MAX (a known kernel limit)")
     x = cancelling(np.random.default_rng(1), 1000, FLT_MAX, -26.6)[None]
-    got = reduce_rows(cpu, x)[0]
+    got = reduce_rows(device, x)[0]
     want = oracle.round_fraction(exact_means(x)[0], F32)
     assert oracle.ulp_distance(got, want, F32) > 1002 or np.signbit(got) != np.signbit(want)

@@ -157,13 +157,14 @@ def test_zero_size_and_empty_axes_follow_gm_reduce_mean(client):
 
 def test_device_none_is_the_workers_own_and_compiled_once_per_shape(client):
     """device=None resolves on each worker ($GPU_MEAN_DEVICE=cpu in the workers' environment); 48 equal
-    chunks (a shape no other test uses) make one launch per worker that ran any, and launch once per chunk."""
+    chunks (a shape no other test uses) make one launch per worker that ran any, and launch once per chunk.
+    INT32 data: the CPU device's float chunks give exact totals with no launch to compile."""
     def reset():
         partials.stats.update(compiled=0, launched=0)
     client.run(reset)
-    x = np.random.default_rng(5).random((48, 3, 10)).astype(np.float32)
+    x = (np.random.default_rng(5).random((48, 3, 10)) * 1e6).astype(np.int32)
     got = gmd.reduce_mean(da.from_array(x, chunks=(1, 3, 10)), [1]).compute()
-    check_close(got, gm.reduce_mean(x, [1], device="cpu"))
+    np.testing.assert_array_equal(got, gm.reduce_mean(x, [1], device="cpu"))
     stats = client.run(lambda: dict(partials.stats))
     names = client.run(lambda: gm.frontends.functional.get_device(None).name)
     assert all(n == gm.create_device("cpu").name for n in names.values())
@@ -206,6 +207,8 @@ def test_chunks_are_used_in_place_or_through_reused_pooled_buffers(device, monke
     monkeypatch.setattr(Buffer, "write", lambda b, a, offset=0: (writes.append(a.nbytes), write(b, a, offset))[1])
     rng = np.random.default_rng(8)
     bases = [rng.random((256, 512), dtype=np.float32) for _ in range(3)]
+    if device.info.backend == "cpu":     # its float chunks give exact totals without a launch
+        bases = [(b * 1e6).astype(np.int32) for b in bases]
     chunks = [b[:, ::2] if layout == "strided" else b[:, :256].copy() for b in bases]
     allocations = []
     with warnings.catch_warnings():
@@ -213,6 +216,7 @@ def test_chunks_are_used_in_place_or_through_reused_pooled_buffers(device, monke
         for c in chunks:
             p = partials.chunk_sum(c, (1,), device=device)
             np.testing.assert_allclose(p.hi, c.sum(axis=1, keepdims=True, dtype=np.float64), rtol=1e-12)
+            assert p.hi.dtype == (np.int64 if c.dtype == np.int32 else np.float64)
             allocations.append(pool.device_cache(made[-1].dev).pool.allocations)
     assert allocations[0] == allocations[-1]          # the first chunk's launch serves the others
     call = made[0]

@@ -384,12 +384,14 @@ def test_host_arrays_in_pieces_on_a_stand_in_cuda_device(monkeypatch, pieces):
 
 def test_extension_types_in_pieces_where_no_reduced_axis_is_cut(pieces):
     """FLOAT64 (a gm.ext type, computed by the CPU device): element-wise and inside-piece reductions
-    split like the others; a cut reduced axis is refused, naming the type and the limit."""
+    split like the others; a cut reduced axis adds the pieces' exact totals (the same bits as one
+    launch); INT64 with a cut reduced axis is refused, naming the type and the limit."""
     small = gm.create_device("cpu", max_alloc_bytes=SMALL)
     x = data("positive", (300, 100), np.float64, 18)
     for got, want in ((gm.mean(x, x[::-1], device=small), gm.mean(x, x[::-1], device="cpu")),
                       (gm.reduce_mean(x, [1], device=small), gm.reduce_mean(x, [1], device="cpu"))):
         assert oracle.equal_bits(got, want)
     assert len(pieces) > 4
-    with pytest.raises(gm.UnsupportedError, match=f"FLOAT64 .*{SMALL} bytes"):
-        gm.reduce_mean(x, [0], device=small)
+    assert oracle.equal_bits(gm.reduce_mean(x, [0], device=small), gm.reduce_mean(x, [0], device="cpu"))
+    with pytest.raises(gm.UnsupportedError, match=f"INT64 .*{SMALL} bytes"):
+        gm.reduce_mean(x.astype(np.int64), [0], device=small)

@@ -1,7 +1,10 @@
 """The three steps of a Dask reduction for ReduceMean: chunk, combine, aggregate. No Dask import here.
 
 A partial is a sum, never a mean: ``PartialSum(hi, lo, count)`` holds, for every output element, the
-total of ``count`` inputs in the wide type of ``gm.ext.ReduceSumDesc``.
+total of ``count`` inputs in the wide type of ``gm.ext.ReduceSumDesc``. Float chunks summed on the
+CPU device give exact totals instead (``PartialSum.digits``: runtime/exact.py's superaccumulator
+digits and flags), added exactly and rounded once: the correctly rounded mean at any chunking and
+``split_every`` (issue 22; the OpenCL and CUDA kernels' exact partials are its stage 2).
 
 * chunk: one ``ReduceSumDesc`` launch on the worker's device per chunk. FLOAT32/FLOAT16/BFLOAT16 give
   FLOAT64 totals accumulated as REDUCE AVERAGE accumulates; INT32/UINT32 give exact INT64/UINT64 totals
@@ -40,7 +43,7 @@ from ..errors import InvalidArgumentError
 from ..frontends import split
 from ..frontends.arrays import Call, data_type_of, get_device
 from ..frontends.functional import merge_dims, reduce_desc
-from ..runtime import numerics, wide
+from ..runtime import exact, numerics, wide
 from ..runtime.numerics import trunc_div
 from ..runtime.objects import Buffer
 
@@ -52,6 +55,10 @@ class PartialSum:
     #                       integer total (hi then counts units of 2^64); None means zero / a one-word total
     count: int            # how many inputs each output element's total holds (the same for every element)
     cupy: bool = False    # the chunks were CuPy arrays: the mean goes back to the GPU even after a host detour
+    digits: object = None  # the exact total of float values summed on the CPU device: superaccumulator
+    #                        digits (runtime/exact.py), hi and lo then None
+    flags: object = None   # with digits: NaN, +inf, -inf present and every value -0.0 (exact.nonfinite_flags)
+    of: object = None      # with digits: the values' numpy dtype (the digits' unit)
 
 
 # this worker process's launches made (one per chunk signature and device) and chunks launched
@@ -156,9 +163,31 @@ def chunk_sum(block, axis=None, keepdims=True, device=None, computing_meta=False
         return block
     axes = tuple(axis) if axis is not None else tuple(range(block.ndim))
     count = math.prod(block.shape[a] for a in axes)
+    if _exact_chunk(block, device):
+        stats["launched"] += 1
+        return PartialSum(None, None, count, False, exact.limbs(block, axes, block.dtype),
+                          exact.nonfinite_flags(block, axes), block.dtype)
     total = run_sum(block, axes, device)
     hi, lo = total if isinstance(total, tuple) else (total, None)
     return PartialSum(hi, lo, count, cupy_module(block) is not None)
+
+
+def _exact_chunk(block, device) -> bool:
+    """Whether a chunk's total is exact: float values summed by the CPU device (numpy chunks).
+    The OpenCL and CUDA kernels give FLOAT64 partials until issue 22's stage 2."""
+    if cupy_module(block) is not None or block.size == 0:
+        return False
+    dt = data_type_of(block.dtype, "ReduceMean")
+    return dt.is_float and get_device(device).info.backend == "cpu"
+
+
+def _as_words(p: PartialSum) -> PartialSum:
+    """An exact partial as a double-double total, to add to the FLOAT64 partials of another device
+    (a cluster whose workers resolved different devices: the FLOAT64 partials' accuracy then)."""
+    if p.digits is None:
+        return p
+    hi, lo = exact.limbs_to_dd(p.digits, p.flags, p.of)
+    return PartialSum(hi, lo, p.count, p.cupy)
 
 
 def _flatten(parts):
@@ -180,6 +209,10 @@ def _add_words(p: PartialSum, q: PartialSum):
 
 
 def add(p: PartialSum, q: PartialSum) -> PartialSum:
+    if p.digits is not None and q.digits is not None:
+        return PartialSum(None, None, p.count + q.count, False, exact.add_limbs(p.digits, q.digits),
+                          exact.merge_flags(p.flags, q.flags), p.of)
+    p, q = _as_words(p), _as_words(q)
     if p.lo is not None and p.hi.dtype.kind in "iu":
         hi, lo = _add_words(p, q)
         return PartialSum(hi, lo, p.count + q.count, p.cupy or q.cupy)
@@ -210,6 +243,10 @@ def finish(p: PartialSum, dtype):
     """The mean from a total: one division, one rounding (floats), truncation toward zero (integers).
     A count of 0 (a zero-size reduced dimension) gives NaN for floats and 0 for integers."""
     dtype = np.dtype(dtype)
+    if p.digits is not None:
+        if p.count == 0:
+            return np.full(p.digits.shape[1:], np.nan, dtype)
+        return exact.mean_from_limbs(p.digits, p.flags, p.count, p.of, dtype)
     hi = p.hi
     cp = sys.modules["cupy"] if p.cupy else None
     xp = cp or np

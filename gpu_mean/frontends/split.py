@@ -26,6 +26,8 @@ So the result is bit-identical to one launch's wherever the device's wide accumu
 (always for integers; for floats when no FLOAT64 addition rounds, as with float32 data of moderate
 length and exponent range), and within the same accuracy bound everywhere. A device without fp64
 cannot write FLOAT64 partials: its pieces are summed by the CPU device (host arrays in place).
+On the CPU device itself, float pieces give exact totals (``runtime/exact.py``: superaccumulator
+digits), so a cut reduced axis gives the correctly rounded mean, the bits of one launch (issue 22).
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ from ..backends.arrays import aligned_empty, hand_back
 from ..descriptors.tables import EXTENSION_TYPES, WIDE_SUM_TYPE
 from ..descriptors.tensor import MAX_ELEMENTS, packed_strides
 from ..errors import InvalidArgumentError, UnsupportedError
-from ..runtime import numerics, wide
+from ..runtime import exact, numerics, wide
 from .arrays import Call, Operand, data_type_of, get_device
 
 PAGE = 4096
@@ -182,19 +184,31 @@ def run_reduce(call: Call, axes: tuple, out_shape, make_desc):
     return hand_back(res, call.rule)
 
 
-def sum_pieces(call: Call, axes: tuple, make_desc) -> Totals:
-    """The exact totals over ``axes`` of a call's one operand, piece by piece: each piece's wide
-    partial sums (ReduceSumDesc) added in ``Totals``."""
+def sum_pieces(call: Call, axes: tuple, make_desc, exact_ok: bool = True) -> Totals:
+    """The totals over ``axes`` of a call's one operand, piece by piece: each piece's wide partial sums
+    (ReduceSumDesc) added in ``Totals``; on the CPU device (``exact_ok``), each float piece's exact
+    total (``runtime/exact.py``: superaccumulator digits and the inf/NaN/-0 flags)."""
     op = call.ops[0]
     shape, dtype = op.shape, op.dtype
     dt = data_type_of(dtype, call.what)
-    if dt in EXTENSION_TYPES:
+    # the CPU device's float pieces give exact totals (docs/design.md, "Correct rounding (issue 22)")
+    exact_parts = exact_ok and dt.is_float and call.dev.info.backend == "cpu"
+    if dt in EXTENSION_TYPES and not exact_parts:
         raise UnsupportedError(f"{call.what}: a {dt.name} tensor past one launch of {call.dev.name} (a buffer of at "
                                f"most {call.limit} bytes, a tensor of at most 2^32 - 1 elements) with a reduced axis "
                                "cut into pieces: the extension types' partial sums are not combined yet; reduce over "
                                "inner axes first, or use a Device without max_alloc_bytes")
-    wide = WIDE_SUM_TYPE[dt]
     out_keep = tuple(1 if d in axes else s for d, s in enumerate(shape))
+    if exact_parts:
+        chunks = plan_chunks(shape, [(op.strides, dtype.itemsize)], call.limit)
+        totals = Totals(out_keep, None, dtype)
+        for box in boxes(shape, chunks):
+            piece = op.piece(box)
+            arr = piece.array if piece.kind == "host" else call.host_copy(piece)
+            totals.add_exact(tuple(slice(None) if d in axes else b for d, b in enumerate(box)),
+                             exact.limbs(arr, axes, dtype), exact.nonfinite_flags(arr, axes))
+        return totals
+    wide = WIDE_SUM_TYPE[dt]
     out_strides = tuple(0 if d in axes else s for d, s in enumerate(packed_strides(out_keep)))
     chunks = plan_chunks(shape, [(op.strides, dtype.itemsize), (out_strides, int(wide.element_size))], call.limit)
     # a device without fp64 cannot write FLOAT64 partials: the CPU device sums its pieces
@@ -214,7 +228,7 @@ def sum_pieces(call: Call, axes: tuple, make_desc) -> Totals:
 def run_sum(call: Call, axes: tuple, make_desc):
     """A gpu_mean.dask chunk past one launch: its wide total over ``axes`` (reduced axes kept as 1),
     on the chunk's side (numpy, or the device array type), from its pieces' exact totals."""
-    total = sum_pieces(call, axes, make_desc).total()
+    total = sum_pieces(call, axes, make_desc, exact_ok=False).total()
     if call.kind != "host" and total.dtype != object:
         total = call.bridge.from_host(call.ops[0].array, total)
     return total
@@ -224,10 +238,22 @@ class Totals:
     """Exact sums of partial sums over the result's elements: floats in double-double (``hi`` +
     ``lo``), integers in 64 bits until one would wrap, then Python integers."""
 
-    def __init__(self, shape, wide: np.dtype):
+    def __init__(self, shape, wide: np.dtype | None, exact_of=None):
+        self.digits = self.flags = None
+        if wide is None:       # exact totals of ``exact_of`` values: superaccumulator digits and flags
+            self.dtype = np.dtype(exact_of)
+            self.digits = np.zeros((exact.fmt(exact_of).digits,) + tuple(shape), np.int64)
+            self.flags = np.zeros((4,) + tuple(shape), bool)
+            self.flags[3] = True
+            return
         self.hi = np.zeros(shape, wide)
         self.lo = np.zeros(shape, np.float64) if wide.kind == "f" else None
         self.seen: set = set()
+
+    def add_exact(self, index: tuple, digits: np.ndarray, flags: np.ndarray) -> None:
+        at = (slice(None),) + index
+        self.digits[at] = exact.add_limbs(self.digits[at], digits)
+        self.flags[at] = exact.merge_flags(self.flags[at], flags)
 
     def add(self, index: tuple, part: np.ndarray) -> None:
         key = tuple((s.start, s.stop) for s in index)
@@ -258,6 +284,8 @@ class Totals:
 
     def mean(self, n: int, dtype, fp64: bool) -> np.ndarray:
         dtype = np.dtype(dtype)
+        if self.digits is not None:
+            return exact.mean_from_limbs(self.digits, self.flags, n, self.dtype, dtype)
         hi = self.hi
         if self.lo is None:
             if hi.dtype == object:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..descriptors.types import DataType
-from . import wide
+from . import exact, wide
 
 F16, F32, F64 = np.float16, np.float32, np.float64
 D = DataType
@@ -97,31 +97,19 @@ def identity(x: np.ndarray, dt: DataType, scale_bias: tuple | None) -> np.ndarra
 def nary_mean(xs: list, dt: DataType) -> np.ndarray:
     n = len(xs)
     if dt == DataType.FLOAT64:
-        return _blocks(lambda *part: wide.f64_nary_mean(list(part)), xs, dt.numpy_dtype)
+        return _blocks(lambda *part: exact.nary_f64(list(part)), xs, dt.numpy_dtype)
     if dt in (DataType.INT64, DataType.UINT64):
         return _blocks(lambda *part: wide.trunc_div128(*wide.int_sum0(np.stack(part)), n), xs, dt.numpy_dtype)
-    if dt == DataType.BFLOAT16:
-        return _blocks(lambda *part: wide.f64_to_bf16(_f64_sum(part) / F64(n)), xs, dt.numpy_dtype)
+    if dt.is_float:
+        # larger blocks: the bound test's few numpy calls per block over a gathered fraction
+        return _blocks(lambda *part: exact.nary_narrow(list(part), dt.numpy_dtype), xs, dt.numpy_dtype, 4 * BLOCK)
     if dt in (DataType.INT32, DataType.UINT32):
         acc_t = np.int64 if dt == DataType.INT32 else np.uint64
         s = xs[0].astype(acc_t)
         for x in xs[1:]:
             s = s + x.astype(acc_t)
         return trunc_div(s, n).astype(dt.numpy_dtype)
-    with np.errstate(over="ignore", invalid="ignore"):
-        s = xs[0].astype(F64)
-        for x in xs[1:]:
-            s = s + x.astype(F64)
-        return (s / F64(n)).astype(dt.numpy_dtype)
-
-
-def _f64_sum(xs) -> np.ndarray:
-    """The FLOAT64 sum of the inputs in order (a bfloat16 sum of at most 64 inputs cannot overflow it)."""
-    with np.errstate(invalid="ignore"):     # inf + -inf is NaN, as it must be
-        s = xs[0].astype(F64)
-        for x in xs[1:]:
-            s = s + x.astype(F64)
-    return s
+    raise TypeError(f"n-ary mean of {dt.name}")
 
 
 def reduce_mean(x: np.ndarray, axes: tuple, dt: DataType) -> np.ndarray:
@@ -135,11 +123,7 @@ def reduce_mean(x: np.ndarray, axes: tuple, dt: DataType) -> np.ndarray:
         acc_t = np.int64 if dt == DataType.INT32 else np.uint64
         s = np.sum(x, axis=axes, dtype=acc_t, keepdims=True)
         return trunc_div(s, n).astype(dt.numpy_dtype)
-    with np.errstate(over="ignore", invalid="ignore"):
-        s = np.sum(x, axis=axes, dtype=F64, keepdims=True)
-        if dt == DataType.BFLOAT16:
-            return wide.f64_to_bf16(s / F64(n))
-        return (s / F64(n)).astype(dt.numpy_dtype)
+    return exact.reduce_narrow(x, axes, dt.numpy_dtype)
 
 
 def reduce_sum(x: np.ndarray, axes: tuple, out_dt: DataType, in_dt: DataType | None = None) -> tuple:
@@ -164,14 +148,14 @@ _EXT_WIDE = (DataType.FLOAT64, DataType.INT64, DataType.UINT64)
 BLOCK = 1 << 16
 
 
-def _blocks(fn, xs: list, dtype) -> np.ndarray:
+def _blocks(fn, xs: list, dtype, block: int = BLOCK) -> np.ndarray:
     """``fn`` applied element-wise to the broadcast inputs ``xs``, a block of BLOCK flat elements at a
     time (inputs that are not one dense run of the result's shape are copied dense once)."""
     shape = np.broadcast_shapes(*(x.shape for x in xs))
     flat = [np.broadcast_to(x, shape).reshape(-1) for x in xs]
     out = np.empty(flat[0].size, dtype)
-    for i in range(0, out.size, BLOCK):
-        out[i:i + BLOCK] = fn(*(f[i:i + BLOCK] for f in flat))
+    for i in range(0, out.size, block):
+        out[i:i + block] = fn(*(f[i:i + block] for f in flat))
     return out.reshape(shape)
 
 
@@ -197,7 +181,7 @@ def _mean0(rows: np.ndarray, dt: DataType) -> np.ndarray:
     for j in range(0, m, step):
         part = rows[:, j:j + step]
         if dt == DataType.FLOAT64:
-            out[j:j + step] = wide.f64_mean0(part)
+            out[j:j + step] = exact.mean0_f64(part)
         else:
             out[j:j + step] = wide.trunc_div128(*wide.int_sum0(part), n)
     return out

@@ -1,0 +1,376 @@
+// Correctly rounded means on the device (issue 22; docs/design.md, "Correct rounding (issue 22)"):
+// an exact fixed-point superaccumulator in integer limbs, the correctly rounded division of its total
+// by n with no floating point at all, and the test that accepts a fast wide sum when its error bound
+// settles the rounding. Portable OpenCL C through the dialect (opencl_kernels/dialect.h or
+// cuda_kernels/dialect.h, then common.h, then this header): NVRTC compiles it unchanged.
+//
+// The superaccumulator. Every finite value of a binary format is an integer multiple of its smallest
+// subnormal 2^unit (FLOAT32 and BFLOAT16: 2^-149, FLOAT16: 2^-24), so a sum of any number of them is
+// exact as an integer in that unit. A value is its integer significand m (24 bits for FLOAT32, 8 for
+// BFLOAT16, 11 for FLOAT16) shifted left by s = max(biased exponent, 1) - 1; m << (s mod 32) has at
+// most 55 bits, and it is added as two 32-bit halves into the signed 64-bit limbs s / 32 and s / 32 + 1
+// (limb j weighs 2^(32 j)). A limb takes 2^31 such halves before it could overflow; gm_xacc_normalize
+// moves carries up (every limb then holds a digit in [0, 2^32) but the top one, which keeps the sign).
+// The limbs are indexed by compile-time constants inside unrolled loops (a predicated add per limb),
+// so they live in registers on a GPU, never in local memory.
+//   FLOAT32 / BFLOAT16 values: 10 limbs (320 bits: 277 for the range, the rest for the count).
+//   FLOAT16 values: 3 limbs (96 bits: 40 for the range).
+// Infinities and NaN are flags beside the limbs (IEEE: NaN if a NaN or both infinities were added,
+// else the infinity); a flag also records a value other than -0.0, so that an exact zero total is
+// -0.0 only when every value added was -0.0.
+//
+// The division. gm_xacc_round(limbs, n, format): the magnitude of the total divided by n (n < 2^32)
+// digit by digit from the top ((r << 32 | digit) / n never passes 64 bits), then the quotient's
+// leading bit, the p bits below it kept, the next bit as the rounding bit and every lower bit and the
+// remainder as the sticky bit; round to nearest even; the bits of the result assembled directly (a
+// subnormal result keeps the format's lowest place; a carry out of the significand moves into the
+// exponent field, and past the largest exponent the result is infinity). No floating point: devices
+// without fp64, and OpenCL devices whose float division is not correctly rounded
+// (no CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT), give the same bits.
+//
+// The bound test. gm_settle_double_f32 / _f16(s, err, n): s a FLOAT64 sum within err of the exact total;
+// q = s / n (IEEE division of doubles is correctly rounded in both APIs) and the ends q -+ E (E the
+// error of q, padded for the arithmetic that forms the ends) rounded to the format: equal bits settle
+// the result (rounding is monotonic). A zero q never settles (the sign of a zero total needs the
+// values).
+//
+// What this header needs from the dialect beyond OpenCL C's scalars, defined here when absent:
+// gm_as_uint / gm_as_float (bit casts), gm_clz32 (count leading zeros of a uint).
+
+#ifndef GM_EXACT_H
+#define GM_EXACT_H
+
+#ifndef gm_as_uint
+#if GM_CUDA
+#define gm_as_uint(x) __float_as_uint(x)
+#define gm_as_float(x) __uint_as_float(x)
+#define gm_clz32(x) __clz((int)(x))
+#else
+#define gm_as_uint(x) as_uint(x)
+#define gm_as_float(x) as_float(x)
+#define gm_clz32(x) clz((uint)(x))
+#endif
+#endif
+
+#define GM_XK_F 10      // limbs of a FLOAT32 / BFLOAT16 accumulator
+#define GM_XK_H 3       // limbs of a FLOAT16 accumulator
+
+// flags beside the limbs
+#define GM_XF_NAN 1u
+#define GM_XF_PINF 2u
+#define GM_XF_NINF 4u
+#define GM_XF_NOT_NEG0 8u     // a value other than -0.0 was added
+
+// output formats: significand bits p (hidden bit included), exponent field bits, and the distance
+// in bits between the format's smallest subnormal and the accumulator's unit
+#define GM_FMT_F32 24, 8, 0
+#define GM_FMT_BF16 8, 8, 16
+#define GM_FMT_F16 11, 5, 0
+
+typedef struct { long d[GM_XK_F]; uint flags; } gm_xacc_f;     // FLOAT32 and BFLOAT16 values
+typedef struct { long d[GM_XK_H]; uint flags; } gm_xacc_h;     // FLOAT16 values
+
+// -- limbs, any count K (a compile-time constant at every call: the loops unroll) ----------------
+
+GM_INLINE void gm_xlimbs_clear(long* d, const int K) {
+#pragma unroll
+    for (int j = 0; j < K; j++) d[j] = 0;
+}
+
+// add (neg: subtract) the integer m << s into the limbs
+GM_INLINE void gm_xlimbs_deposit(long* d, const int K, uint m, int s, int neg) {
+    const ulong v = (ulong)m << (s & 31);
+    const int k = s >> 5;
+    long lo = (long)(v & 0xFFFFFFFFul), hi = (long)(v >> 32);
+    if (neg) { lo = -lo; hi = -hi; }
+#pragma unroll
+    for (int j = 0; j < K; j++) {
+        d[j] += (j == k) ? lo : 0;
+        d[j] += (j == k + 1) ? hi : 0;
+    }
+}
+
+GM_INLINE void gm_xlimbs_normalize(long* d, const int K) {
+#pragma unroll
+    for (int j = 0; j < K - 1; j++) {
+        const long carry = d[j] >> 32;          // arithmetic shift: floor(d / 2^32)
+        d[j] -= carry * 4294967296l;            // now in [0, 2^32)
+        d[j + 1] += carry;
+    }
+}
+
+GM_INLINE void gm_xlimbs_merge(long* d, const long* e, const int K) {
+#pragma unroll
+    for (int j = 0; j < K; j++) d[j] += e[j];
+}
+
+// The magnitude bits of (total * 2^unit / n) rounded to nearest even in the format (p, ebits, shift0):
+// normalizes and may negate the limbs; *negative receives the total's sign. Infinity past the range.
+GM_INLINE uint gm_xlimbs_round(long* d, const int K, uint n, const int p, const int ebits, const int shift0,
+                               int* negative) {
+    gm_xlimbs_normalize(d, K);
+    const int neg = d[K - 1] < 0;
+    *negative = neg;
+    if (neg) {                                  // two's complement over the digits: ~d + 1
+        long carry = 1;
+#pragma unroll
+        for (int j = 0; j < K; j++) {
+            const long t = (j < K - 1 ? (0xFFFFFFFFl - d[j]) : (-1 - d[j])) + carry;
+            carry = (j < K - 1) ? (t >> 32) : 0;
+            d[j] = (j < K - 1) ? (t & 0xFFFFFFFFl) : t;
+        }
+    }
+    // long division from the top digit: quotient digits in place, remainder r < n
+    ulong r = 0;
+#pragma unroll
+    for (int j = K - 1; j >= 0; j--) {
+        const ulong cur = (r << 32) | (ulong)d[j];
+        const ulong q = cur / n;
+        r = cur - q * n;
+        d[j] = (long)q;
+    }
+    // the quotient's leading bit b (-1 for a zero quotient)
+    int b = -1;
+#pragma unroll
+    for (int j = K - 1; j >= 0; j--)
+        if (b < 0 && d[j] != 0) b = 32 * j + 31 - (int)gm_clz32((uint)d[j]);
+    // the lowest place kept: the format's subnormal place at least
+    const int L = max(b - (p - 1), shift0);
+    ulong m = 0;                                // the kept bits: quotient >> L (at most p bits)
+    uint rbit = 0, sticky = (r != 0);           // the rounding bit below them, anything lower
+#pragma unroll
+    for (int j = 0; j < K; j++) {
+        const ulong dj = (ulong)d[j];
+        const int sh = 32 * j - L;              // where digit j lands relative to place L
+        if (sh >= 0) {
+            if (sh < 64) m |= dj << sh;
+        } else if (sh > -32) {
+            m |= dj >> (-sh);
+            const ulong low = dj & ((1ul << (-sh)) - 1);     // digit bits below L
+            rbit |= (uint)((low >> (-sh - 1)) & 1ul);
+            sticky |= (low & ((1ul << (-sh - 1)) - 1)) != 0;
+        } else {
+            // the digit lies wholly below L: its top bit is the rounding bit when it sits at L - 1
+            if (sh == -32) {
+                rbit |= (uint)(dj >> 31);
+                sticky |= (dj & 0x7FFFFFFFul) != 0;
+            } else {
+                sticky |= dj != 0;
+            }
+        }
+    }
+    uint up;
+    if (L == 0) {                               // the lowest place is the unit: the remainder decides
+        const ulong twice = 2 * r;
+        up = (twice > n) || (twice == n && (m & 1));
+    } else {
+        up = rbit && (sticky || (m & 1));
+    }
+    // L - shift0 is the biased exponent minus one of a normal result (0 for a subnormal one), and m
+    // carries the hidden bit: the sum is the bits, a rounding carry moving into the exponent
+    const ulong bits = ((ulong)(L - shift0) << (p - 1)) + m + up;
+    const ulong inf_bits = (((ulong)1 << ebits) - 1) << (p - 1);
+    return (uint)(bits >= inf_bits ? inf_bits : bits);
+}
+
+// the result's bits from the rounded magnitude and the flags (NaN: the format's quiet NaN)
+GM_INLINE uint gm_xresult(uint mag, int negative, uint flags, const int p, const int ebits) {
+    const uint sign = 1u << (p + ebits - 1);
+    const uint inf_bits = ((1u << ebits) - 1) << (p - 1);
+    if ((flags & GM_XF_NAN) || ((flags & GM_XF_PINF) && (flags & GM_XF_NINF)))
+        return inf_bits | (1u << (p - 2));
+    if (flags & GM_XF_PINF) return inf_bits;
+    if (flags & GM_XF_NINF) return sign | inf_bits;
+    // zero: a negative total that rounds to zero is -0; an exact zero total is -0 only from -0s
+    if (mag == 0) return (negative || !(flags & GM_XF_NOT_NEG0)) ? sign : 0u;
+    return negative ? (sign | mag) : mag;
+}
+
+// -- FLOAT32 / BFLOAT16 values ----------------------------------------------------------------------
+
+GM_INLINE void gm_xacc_f_init(gm_xacc_f* a) { gm_xlimbs_clear(a->d, GM_XK_F); a->flags = 0; }
+
+GM_INLINE void gm_xacc_f_add_bits(gm_xacc_f* a, uint u) {
+    const uint e = (u >> 23) & 0xFFu, f = u & 0x7FFFFFu;
+    if (e == 0xFFu) {
+        a->flags |= f ? GM_XF_NAN : ((u >> 31) ? GM_XF_NINF : GM_XF_PINF);
+        return;
+    }
+    a->flags |= (u != 0x80000000u) ? GM_XF_NOT_NEG0 : 0u;
+    gm_xlimbs_deposit(a->d, GM_XK_F, e ? (f | 0x800000u) : f, (int)max(e, 1u) - 1, (int)(u >> 31));
+}
+
+GM_INLINE void gm_xacc_f_add(gm_xacc_f* a, float x) { gm_xacc_f_add_bits(a, gm_as_uint(x)); }
+// a BFLOAT16 value (its bits) is the FLOAT32 value with 16 zero bits below
+GM_INLINE void gm_xacc_f_add_bf16(gm_xacc_f* a, ushort h) { gm_xacc_f_add_bits(a, (uint)h << 16); }
+
+GM_INLINE void gm_xacc_f_merge(gm_xacc_f* a, const gm_xacc_f* b) {
+    gm_xlimbs_merge(a->d, b->d, GM_XK_F);
+    a->flags |= b->flags;
+}
+
+// keep the limbs bounded between merges of many partials (every 2^30 merges or deposits at least)
+GM_INLINE void gm_xacc_f_normalize(gm_xacc_f* a) { gm_xlimbs_normalize(a->d, GM_XK_F); }
+
+// the correctly rounded mean of the n values added, as FLOAT32 bits (the accumulator is consumed)
+GM_INLINE uint gm_xacc_f_mean(gm_xacc_f* a, uint n) {
+    int neg;
+    const uint mag = gm_xlimbs_round(a->d, GM_XK_F, n, GM_FMT_F32, &neg);
+    return gm_xresult(mag, neg, a->flags, 24, 8);
+}
+
+// ... as BFLOAT16 bits
+GM_INLINE ushort gm_xacc_f_mean_bf16(gm_xacc_f* a, uint n) {
+    int neg;
+    const uint mag = gm_xlimbs_round(a->d, GM_XK_F, n, GM_FMT_BF16, &neg);
+    return (ushort)gm_xresult(mag, neg, a->flags, 8, 8);
+}
+
+// -- FLOAT16 values (their bits in a ushort) --------------------------------------------------------
+
+GM_INLINE void gm_xacc_h_init(gm_xacc_h* a) { gm_xlimbs_clear(a->d, GM_XK_H); a->flags = 0; }
+
+GM_INLINE void gm_xacc_h_add(gm_xacc_h* a, ushort h) {
+    const uint u = h, e = (u >> 10) & 0x1Fu, f = u & 0x3FFu;
+    if (e == 0x1Fu) {
+        a->flags |= f ? GM_XF_NAN : ((u >> 15) ? GM_XF_NINF : GM_XF_PINF);
+        return;
+    }
+    a->flags |= (u != 0x8000u) ? GM_XF_NOT_NEG0 : 0u;
+    gm_xlimbs_deposit(a->d, GM_XK_H, e ? (f | 0x400u) : f, (int)max(e, 1u) - 1, (int)(u >> 15));
+}
+
+GM_INLINE void gm_xacc_h_merge(gm_xacc_h* a, const gm_xacc_h* b) {
+    gm_xlimbs_merge(a->d, b->d, GM_XK_H);
+    a->flags |= b->flags;
+}
+
+GM_INLINE void gm_xacc_h_normalize(gm_xacc_h* a) { gm_xlimbs_normalize(a->d, GM_XK_H); }
+
+GM_INLINE ushort gm_xacc_h_mean(gm_xacc_h* a, uint n) {
+    int neg;
+    const uint mag = gm_xlimbs_round(a->d, GM_XK_H, n, GM_FMT_F16, &neg);
+    return (ushort)gm_xresult(mag, neg, a->flags, 11, 5);
+}
+
+// -- the bound test (devices with fp64) -------------------------------------------------------------
+
+#if GM_CUDA || USE_FP64
+#define GM_U53 1.1102230246251565e-16        // 2^-53
+
+// A FLOAT64 sum s of n values with |s - S| <= err (S the exact total): 1 and the FLOAT32 bits of the
+// correctly rounded S / n in *bits when the bound settles the rounding, else 0 (the exact path
+// decides). s must be finite (an inf or NaN sum is the IEEE answer already).
+GM_INLINE int gm_settle_double_f32(double s, double err, uint n, uint* bits) {
+    const double q = s / (double)n;
+    const double pad = (err / (double)n) * (1.0 + 0x1p-40) + fabs(q) * (4.0 * GM_U53);
+    const uint lo = gm_as_uint((float)(q - pad)), hi = gm_as_uint((float)(q + pad));
+    *bits = lo;
+    return lo == hi && q != 0.0;
+}
+
+// ... the FLOAT16 bits (through FLOAT32 rounded to odd: one rounding, gm_double_to_half)
+GM_INLINE int gm_settle_double_f16(double s, double err, uint n, ushort* bits) {
+    const double q = s / (double)n;
+    const double pad = (err / (double)n) * (1.0 + 0x1p-40) + fabs(q) * (4.0 * GM_U53);
+    const ushort lo = gm_double_to_half(q - pad), hi = gm_double_to_half(q + pad);
+    *bits = lo;
+    return lo == hi && q != 0.0;
+}
+
+// the error bound of a FLOAT64 sum of n values with max|x| <= m, in any order: gamma(n - 1) * n * m,
+// gamma(k) = k u / (1 - k u) <= k u (1 + 2^-19) for k < 2^32
+GM_INLINE double gm_sum_error_bound(uint n, double m) {
+    return (double)(n - 1) * GM_U53 * (1.0 + 0x1p-19) * (double)n * m;
+}
+#endif
+
+// -- the bound test without fp64 ---------------------------------------------------------------------
+// A float-float sum hi + lo within err of the exact total S. No double, and no trust in the float
+// division (OpenCL allows 2.5 ulp without CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT): a candidate from any
+// division, corrected once by the remainder, then the remainder decides exactly where S / n lies:
+// n * (r +- half) is formed without error (n = nh + nl, each an exact float; products split by fma,
+// which OpenCL and CUDA round correctly), the terms are added by TwoSum with the rounding of the
+// error terms bounded, and the result is accepted when S / n lies strictly between r's midpoints by
+// more than err. Values near the ends of the range (|r| < 2^-100 or the products near FLT_MAX) are
+// left to the exact path, as is everything the bound does not settle.
+
+GM_INLINE void gm_two_sum_f(float a, float b, float* s, float* e) {
+    *s = a + b;
+    const float bb = *s - a;
+    *e = (a - (*s - bb)) + (b - bb);
+}
+
+// sum of the terms so far: value v = s + c, |v - exact| <= bound
+typedef struct { float s, c, bound; } gm_fsum;
+
+GM_INLINE void gm_fsum_add(gm_fsum* a, float x) {
+    float s, e;
+    gm_two_sum_f(a->s, x, &s, &e);
+    const float c = a->c + e;
+    a->bound += fabs(c) * 0x1p-23f;      // the rounding of the error terms' sum
+    a->s = s;
+    a->c = c;
+}
+
+// add n * y exactly as four products
+GM_INLINE void gm_fsum_add_ny(gm_fsum* a, uint n, float y) {
+    const float nh = (float)(n & 0xFFFFF000u), nl = (float)(n & 0xFFFu);
+    const float p1 = nh * y, p2 = nl * y;
+    gm_fsum_add(a, p1);
+    gm_fsum_add(a, fma(nh, y, -p1));
+    gm_fsum_add(a, p2);
+    gm_fsum_add(a, fma(nl, y, -p2));
+}
+
+// 1 and the FLOAT32 bits of the correctly rounded S / n in *bits when settled, else 0
+GM_INLINE int gm_settle_ff_f32(float hi, float lo, float err, uint n, uint* bits) {
+    const int neg = hi < 0.0f;
+    if (neg) { hi = -hi; lo = -lo; }
+    // the candidate, then one correction by the remainder (hi + lo - n r) / n
+    float r = hi / (float)n;
+    gm_fsum rem = {hi, lo, 0.0f};
+    gm_fsum_add_ny(&rem, n, -r);
+    r = r + (rem.s + rem.c) / (float)n;
+    const uint u = gm_as_uint(r);
+    int ok = r > 0x1p-100f && r < 0x1p100f && hi < 0x1p120f && isfinite(err);
+    const float hu = (gm_as_float(u + 1) - r) * 0.5f, hd = (r - gm_as_float(u - 1)) * 0.5f;
+    // above: n (r + hu) - S > err; below: S - n (r - hd) > err
+    gm_fsum up = {-hi, -lo, 0.0f}, dn = {hi, lo, 0.0f};
+    gm_fsum_add_ny(&up, n, r);
+    gm_fsum_add_ny(&up, n, hu);
+    gm_fsum_add_ny(&dn, n, -r);
+    gm_fsum_add_ny(&dn, n, hd);
+    const float vu = up.s + up.c, vd = dn.s + dn.c;
+    const float slack = 1.0f + 0x1p-20f;
+    ok = ok && vu - fabs(vu) * 0x1p-23f > (err + up.bound) * slack
+            && vd - fabs(vd) * 0x1p-23f > (err + dn.bound) * slack;
+    *bits = neg ? (u | 0x80000000u) : u;
+    return ok;
+}
+
+// A float-float accumulator that tracks its own error bound: TwoSum's error e of hi + x is exact, and
+// adding it into lo rounds by at most 2^-24 |lo| (round to nearest), which the bound adds up (one
+// more fma per value). gm_ff_bound: the bound padded for its own float additions (n < 2^20).
+typedef struct { float hi, lo, bound; } gm_ff;
+
+GM_INLINE void gm_ff_add(gm_ff* a, float x) {
+    float s, e;
+    gm_two_sum_f(a->hi, x, &s, &e);
+    a->hi = s;
+    a->lo += e;
+    a->bound = fma(fabs(a->lo), 0x1p-24f, a->bound);
+}
+
+// merge two accumulators (a work-group's tree): the same rule, both bounds carried
+GM_INLINE void gm_ff_merge(gm_ff* a, const gm_ff* b) {
+    float s, e;
+    gm_two_sum_f(a->hi, b->hi, &s, &e);
+    a->hi = s;
+    a->lo = (a->lo + b->lo) + e;
+    a->bound = fma(fabs(a->lo), 0x1p-23f, a->bound + b->bound);
+}
+
+GM_INLINE float gm_ff_bound(const gm_ff* a, uint n) { return a->bound * (1.0f + (float)n * 0x1p-23f); }
+
+#endif  // GM_EXACT_H

@@ -1,0 +1,252 @@
+"""Issue 22, stage 1: every float mean the CPU device computes is the exact mean rounded once (to
+nearest, ties to even), for every input: REDUCE AVERAGE and the n-ary mean of FLOAT16, FLOAT32,
+BFLOAT16 and FLOAT64, against the exact rational oracle, with identical bits under permutations,
+other layouts and axis groupings (docs/design.md, "Correct rounding (issue 22)"). OpenCL and CUDA
+follow in stage 2; their tolerance tests stay in test_accuracy.py."""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+import oracle
+import pytest
+
+import gpu_mean as gm
+from gpu_mean.runtime import exact
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+TYPES = [np.dtype(np.float16), np.dtype(np.float32), BF16, np.dtype(np.float64)]
+IDS = ["float16", "float32", "bfloat16", "float64"]
+FMT = {np.dtype(np.float16): (11, -14, 15), np.dtype(np.float32): (24, -126, 127), BF16: (8, -126, 127),
+       np.dtype(np.float64): (53, -1022, 1023)}
+
+
+def largest(dt) -> float:
+    p, _, emax = FMT[dt]
+    return float((2 - 2.0 ** (1 - p)) * 2.0 ** emax)
+
+
+def tiny(dt) -> float:
+    p, emin, _ = FMT[dt]
+    return 2.0 ** (emin - p + 1)
+
+
+def as_type(v, dt) -> np.ndarray:
+    """float64 values that are already values of ``dt`` (or rounded once to it)."""
+    v = np.asarray(v, np.float64)
+    if dt == BF16:
+        return oracle.round_float64(v, BF16)[0].astype(BF16)
+    return v.astype(dt)
+
+
+def cancelling(rng, n, dt, scale, small) -> np.ndarray:
+    """Pairs +-v near ``scale``, two copies of ``small`` and zeros, shuffled: the exact mean is
+    2 * small / n while the data are of the order of ``scale`` (the +-FLT_MAX case of the issue)."""
+    v = as_type(rng.uniform(0.5, 1.0, (n - 2) // 2) * scale, dt)
+    x = np.concatenate([v, -v, as_type([small, small], dt), np.zeros(n - 2 - 2 * v.size, dt)])
+    rng.shuffle(x)
+    return x
+
+
+def spanning(rng, n, dt) -> np.ndarray:
+    """Random signs and exponents over the whole range of the type, subnormals included."""
+    p, emin, emax = FMT[dt]
+    e = rng.integers(emin - p + 1, emax + 1, n)
+    m = rng.uniform(1.0, 2.0, n)
+    return as_type(np.where(rng.random(n) < 0.5, -1.0, 1.0) * np.minimum(np.ldexp(m, e), largest(dt)), dt)
+
+
+def adjacent(rng, n, dt, lo_exp, hi_exp) -> tuple:
+    """Two neighbouring values of ``dt`` (exponent in [lo_exp, hi_exp)): their mean is a midpoint."""
+    a = as_type(np.ldexp(rng.uniform(1.0, 2.0), int(rng.integers(lo_exp, hi_exp))), dt)[()]
+    if dt == BF16:
+        b = (np.array(a).view(np.uint16) + np.uint16(1)).view(BF16)[()]
+    else:
+        b = np.nextafter(a, dt.type(np.inf))
+    return a, b
+
+
+def rows_of(dt, rng) -> dict:
+    """Named adversarial and ordinary rows (each a 1-D array of ``dt``)."""
+    p, emin, emax = FMT[dt]
+    big = largest(dt)
+    rows = {
+        "max_cancelling": cancelling(rng, 1000, dt, big, -26.6 if emax > 100 else -2.5),
+        "max_cancelling_long": cancelling(rng, 4099, dt, big, 3.0),
+        "spanning": spanning(rng, 777, dt),
+        "spanning_long": spanning(rng, 20000, dt),
+        "subnormal": as_type(rng.integers(-2 ** (p - 1), 2 ** (p - 1), 301) * tiny(dt), dt),
+        "normal": as_type(rng.standard_normal(1000), dt),
+        "mixed_scale": as_type(rng.standard_normal(513) * 10.0 ** rng.integers(-6, 6 if emax > 100 else 3, 513), dt),
+        "near_one": as_type(rng.standard_normal(999) * 1e-3 + 1.0, dt),
+        "same_sign_big": as_type(rng.uniform(0.5, 1.0, 300) * big, dt),
+        "one_value": as_type([-3.25], dt),
+        "cancel_to_zero": as_type([1.5, -1.5, big, -big, tiny(dt), -tiny(dt)], dt),
+        "all_negative_zero": as_type([-0.0] * 5, dt),
+        "mixed_zeros": as_type([-0.0, 0.0, -0.0], dt),
+        "negative_tiny_mean": as_type([-tiny(dt), 0.0, 0.0, 0.0], dt),
+        "positive_tiny_mean": as_type([tiny(dt), 0.0, 0.0], dt),
+    }
+    # Kahan- and Neumaier-defeating orders: a small value between a big one and its negation
+    bk = 2.0 ** (emax - 1)
+    rows["kahan"] = as_type([1.0, bk, 1.0, -bk] * 25 + [2.0 ** emin, 3.0], dt)
+    rows["kahan_rev"] = as_type(([1.0, bk, 1.0, -bk] * 25 + [2.0 ** emin, 3.0])[::-1], dt)
+    rows["two_sum_trap"] = as_type([bk, 1.0, -bk, 2.0 ** (emin + 1), -1.0, 2.0 ** (1 - p)], dt)
+    # exact ties of the final rounding: the mean of neighbours a, b is the midpoint between them
+    for name, (lo, hi) in {"tie": (-3, 3), "tie_big": (emax - 3, emax), "tie_subnormal": (emin - p + 1, emin)}.items():
+        a, b = adjacent(rng, 2, dt, lo, hi)
+        rows[name] = np.array([a, b] * 4, dt)
+        rows[name + "_odd"] = np.array([b, a] * 3, dt)
+    c, d = adjacent(rng, 2, dt, -2, 2)
+    rows["tie_then_nudge"] = np.array([c, d, c, d, tiny(dt), -tiny(dt), tiny(dt), 0.0], dt)
+    return rows
+
+
+def nonfinite_rows(dt) -> dict:
+    return {"nan": as_type([1.0, np.nan, 2.0], dt), "pinf": as_type([1.0, np.inf, -5.0], dt),
+            "ninf": as_type([-np.inf, 3.0, 2.0], dt), "both_inf": as_type([np.inf, 1.0, -np.inf], dt),
+            "nan_inf": as_type([np.inf, np.nan, 1.0], dt)}
+
+
+def check_bits(got, want, what):
+    got, want = np.asarray(got), np.asarray(want)
+    assert oracle.equal_bits(got, want), f"{what}: got {got!r}, the exact mean rounds to {want!r}"
+
+
+@pytest.mark.parametrize("dt", TYPES, ids=IDS)
+def test_reduce_rows_exact(cpu, dt):
+    rng = np.random.default_rng(22)
+    for name, row in {**rows_of(dt, rng), **nonfinite_rows(dt)}.items():
+        x = row[None, :]
+        got = gm.reduce_mean(x, axes=[1], device=cpu)
+        check_bits(got, oracle.reduce_mean(x, (1,), dt), f"{dt} {name}")
+        # the same values in another order and another layout: the same bits
+        perm = x[:, rng.permutation(x.shape[1])]
+        check_bits(gm.reduce_mean(perm, axes=[1], device=cpu), got, f"{dt} {name} permuted")
+        check_bits(gm.reduce_mean(np.ascontiguousarray(perm.T), axes=[0], device=cpu).T, got,
+                   f"{dt} {name} as a column")
+
+
+@pytest.mark.parametrize("dt", TYPES, ids=IDS)
+def test_reduce_many_outputs(cpu, dt):
+    """Many outputs at once (the fast path's shared bound, the per-output bound, the exact fallback
+    for a few columns), over one axis, two axes and the outer axis."""
+    rng = np.random.default_rng(7)
+    rows = list(rows_of(dt, rng).values())
+    n = 96
+    x = np.stack([np.resize(r, n) for r in rows] + [as_type(rng.standard_normal(n), dt) for _ in range(40)])
+    x = x[rng.permutation(x.shape[0])]
+    want = oracle.reduce_mean(x, (1,), dt)
+    check_bits(gm.reduce_mean(x, axes=[1], device=cpu), want, f"{dt} rows")
+    check_bits(gm.reduce_mean(x.reshape(x.shape[0], 8, 12), axes=[1, 2], device=cpu).reshape(-1, 1), want,
+               f"{dt} two axes")
+    xt = np.ascontiguousarray(x.T)
+    check_bits(gm.reduce_mean(xt, axes=[0], device=cpu).T, want, f"{dt} outer axis")
+    shuffled = x[:, rng.permutation(n)]
+    check_bits(gm.reduce_mean(shuffled, axes=[1], device=cpu), want, f"{dt} permuted")
+
+
+@pytest.mark.parametrize("dt", TYPES, ids=IDS)
+@pytest.mark.parametrize("k", [3, 7, 64])
+def test_nary_exact(cpu, dt, k):
+    rng = np.random.default_rng(k)
+    rows = [np.resize(r, k) for r in rows_of(dt, rng).values()] + [np.resize(r, k) for r in nonfinite_rows(dt).values()]
+    rows += [as_type(rng.standard_normal(k) * 10.0 ** rng.integers(-3, 3, k), dt) for _ in range(200)]
+    x = np.stack(rows)                                 # (elements, inputs)
+    xs = [np.ascontiguousarray(x[:, i]) for i in range(k)]
+    got = gm.mean(*xs, device=cpu)
+    check_bits(got, oracle.nary_mean(xs, dt), f"{dt} n-ary of {k}")
+    order = rng.permutation(k)
+    check_bits(gm.mean(*[xs[i] for i in order], device=cpu), got, f"{dt} n-ary of {k}, inputs permuted")
+
+
+@pytest.mark.parametrize("dt", [np.dtype(np.float32), np.dtype(np.float16)], ids=["float32", "float16"])
+def test_long_rows(cpu, dt):
+    """Past 2^13 FLOAT16 values (the FLOAT64 sum is no longer exact by itself) and a long FLOAT32 row
+    of cancelling data (the int64 blocks of the superaccumulator)."""
+    rng = np.random.default_rng(3)
+    x = np.stack([as_type(rng.uniform(0, 1, 1 << 15), dt), cancelling(rng, 1 << 15, dt, largest(dt), 1.0)])
+    check_bits(gm.reduce_mean(x, axes=[1], device=cpu), oracle.reduce_mean(x, (1,), dt), f"{dt} long rows")
+
+
+def test_flt_max_case_of_the_issue(cpu):
+    # 1000 values near +-FLT_MAX whose exact mean is -0.0532: the correctly rounded float32 value
+    x = cancelling(np.random.default_rng(1), 1000, np.dtype(np.float32), float(np.finfo(np.float32).max), -26.6)
+    got = gm.reduce_mean(x[None], axes=[1], device=cpu)[0, 0]
+    want = oracle.round_fraction(sum(oracle.exact_sum_rows(x[None])[0:1]) / 1000, np.float32)
+    assert got == np.float32(want) and abs(float(got) + 0.0532) < 1e-6
+
+
+@pytest.mark.parametrize("dt", TYPES, ids=IDS)
+def test_round_ratio(dt):
+    """The integer ratio rounding of the exact fallback against the oracle's Fraction rounding:
+    random totals across the range, ties, subnormals and quotients past the largest value (inf)."""
+    f = exact.fmt(dt)
+    rng = np.random.default_rng(5)
+    cases = []
+    for _ in range(400):
+        bitsz = int(rng.integers(1, f.emax - f.unit + 40))
+        t = int(rng.integers(1, 1 << 62)) << max(0, bitsz - 62)
+        n = int(rng.integers(1, 1 << int(rng.integers(1, 33))))
+        cases.append((t if rng.random() < 0.5 else -t, n))
+    top = int((2 - Fraction(2) ** (1 - f.p)) * Fraction(2) ** f.emax / Fraction(2) ** f.unit)
+    half_ulp = 1 << (f.emax - f.p + 1 - f.unit - 1)
+    cases += [(top, 1), (top + half_ulp - 1, 1), (top + half_ulp, 1), (3 * top, 2), (3, 2), (1, 2), (5, 2),
+              (7, 4), (1, 3), (-1, 2), ((1 << f.p) + 1, 2), (2 * top + 2 * half_ulp, 2)]
+    for t, n in cases:
+        want = oracle.round_fraction(Fraction(t) * Fraction(2) ** f.unit / n, dt)
+        got = exact.round_ratio(t, n, f)
+        assert got == want or (math.isnan(got) and math.isnan(want)), f"{t} * 2^{f.unit} / {n}: {got!r} != {want!r}"
+
+
+@pytest.mark.parametrize("dt", TYPES, ids=IDS)
+def test_limbs_add_in_any_grouping(dt):
+    """Exact partial totals (the superaccumulator's digits) of any chunking give the same mean."""
+    rng = np.random.default_rng(11)
+    x = np.stack([np.resize(r, 240) for r in rows_of(dt, rng).values()])
+    want = oracle.reduce_mean(x, (1,), dt).reshape(-1)
+    for cuts in ([], [1], [7, 100, 101], sorted(rng.choice(239, 12, replace=False) + 1)):
+        parts = np.split(x, cuts, axis=1)
+        total = exact.limbs(parts[0], (1,), dt)
+        flags = exact.nonfinite_flags(parts[0], (1,))
+        for p in parts[1:][::-1] if len(parts) % 2 else parts[1:]:
+            total = exact.add_limbs(total, exact.limbs(p, (1,), dt))
+            flags = exact.merge_flags(flags, exact.nonfinite_flags(p, (1,)))
+        got = exact.mean_from_limbs(total, flags, x.shape[1], dt).reshape(-1)
+        check_bits(got, want, f"{dt} cut at {cuts}")
+
+
+def adversarial_matrix(dt, rng, n=240):
+    rows = [np.resize(r, n) for r in rows_of(dt, rng).values()] + [np.resize(r, n) for r in nonfinite_rows(dt).values()]
+    return np.stack(rows + [as_type(rng.standard_normal(n), dt) for _ in range(8)])
+
+
+@pytest.mark.parametrize("dt", TYPES, ids=IDS)
+def test_split_chunkings_give_the_same_bits(dt):
+    """Calls cut into pieces along the reduced axis (lowered buffer limits): the exact totals of the
+    pieces give the bits of one launch, which are the oracle's, at every limit."""
+    rng = np.random.default_rng(21)
+    x = np.ascontiguousarray(adversarial_matrix(dt, rng).T)          # (240 values, outputs)
+    want = oracle.reduce_mean(x, (0,), dt)
+    check_bits(gm.reduce_mean(x, axes=[0], device="cpu"), want, f"{dt} one launch")
+    for limit in (1 << 16, 12288, 8192, 4096):
+        small = gm.create_device("cpu", max_alloc_bytes=limit)
+        check_bits(gm.reduce_mean(x, axes=[0], device=small), want, f"{dt} pieces of at most {limit} bytes")
+
+
+@pytest.mark.parametrize("dt", TYPES, ids=IDS)
+def test_dask_chunkings_give_the_same_bits(dt):
+    da = pytest.importorskip("dask.array")
+    import gpu_mean.dask as gmd
+    rng = np.random.default_rng(23)
+    x = adversarial_matrix(dt, rng)                                   # (outputs, 240 values)
+    want = oracle.reduce_mean(x, (1,), dt)
+    for chunks, every in (((x.shape[0], 240), None), ((7, 17), 2), ((x.shape[0], 1), 3), ((5, 100), 4)):
+        got = gmd.reduce_mean(da.from_array(x, chunks=chunks), [1], device="cpu",
+                              split_every=every).compute(scheduler="synchronous")
+        check_bits(got, want, f"{dt} Dask chunks {chunks}, split_every={every}")
+    perm = x[:, rng.permutation(x.shape[1])]
+    got = gmd.reduce_mean(da.from_array(perm, chunks=(9, 31)), [1], device="cpu").compute(scheduler="synchronous")
+    check_bits(got, want, f"{dt} Dask, permuted")
