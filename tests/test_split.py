@@ -216,6 +216,15 @@ def test_a_dask_chunk_past_one_buffer_sums_in_pieces(device, pieces, axes):
         if x.dtype.kind == "f" and not device.info.fp64:
             continue        # gpu_mean.dask sums float chunks on the CPU device there (test_dask)
         p = partials.chunk_sum(x, axes, device=small)
+        if p.digits is not None:      # the CPU device's float chunks: exact totals (issue 22)
+            from fractions import Fraction
+
+            from gpu_mean.runtime import exact
+            keep = [d for d in range(x.ndim) if d not in axes]
+            rows = np.transpose(x, keep + list(axes)).reshape(-1 if keep else 1, p.count)
+            got = exact.to_ints(p.digits.reshape(p.digits.shape[0], -1))
+            assert [Fraction(t) * Fraction(2) ** -149 for t in got] == oracle.exact_sum_rows(rows)
+            continue
         want = x.sum(axis=axes, keepdims=True, dtype=np.float64 if x.dtype.kind == "f" else np.int64)
         assert p.hi.dtype == want.dtype and p.count == math.prod(x.shape[a] for a in axes)
         np.testing.assert_array_equal(p.hi, want)

@@ -24,7 +24,6 @@ import ctypes
 import os
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from statistics import median
 
@@ -129,16 +128,6 @@ def full_inputs(case) -> int:
     return max(full, 1)
 
 
-def best_time(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return median(times)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="opencl")
@@ -160,8 +149,8 @@ def main() -> int:
         native = Native(so, k, max(case.traffic, 1 << 30))
         ours, machine = [], []
         for _ in range(a.rounds):
-            ours.append(case.traffic / best_time(go, a.repeat) / 1e9)
-            machine.append(native.nbytes / best_time(native, a.repeat) / 1e9)
+            ours.append(case.traffic / profiler.median_time(go, a.repeat) / 1e9)
+            machine.append(native.nbytes / profiler.median_time(native, a.repeat) / 1e9)
         pattern = "read, summed" if k == 0 else f"{k} read + 1 streamed write"
         print(f"{case.klass + ' ' + case.dtype.name:34s} {median(ours):8.2f} {median(machine):8.2f} "
               f"{median(ours) / median(machine):6.2f}   {pattern}", flush=True)

@@ -9,7 +9,7 @@ import re
 import sys
 import xml.etree.ElementTree as ET
 
-PARAM = re.compile(r"\[(?:[^\]]*-)?(cpu|opencl:\d+(?:-nofp64|-gpupaths)?(?:-checked)?|cuda:\d+(?:-checked)?)"
+PARAM = re.compile(r"\[(?:[^\]]*-)?(cpu|opencl:\d+(?:-gpupaths)?(?:-nofp64)?(?:-checked)?|cuda:\d+(?:-checked)?)"
                    r"(?:-[^\]]*)?\]")
 CLASS = re.compile(r"_(opencl_\d+|cuda_\d+|cpu)$")
 
