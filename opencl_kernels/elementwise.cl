@@ -289,14 +289,45 @@ GM_INLINE ushort##N gm_float##N##_to_bf16(float##N v) { \
 GM_BF16_VEC(16)
 #endif
 
+#define GM_CAT(a, b) a##b
+#define GM_XCAT(a, b) GM_CAT(a, b)
 #if OP == 4 && NARY_WIDE
-// the 64-bit types lane by lane (their accumulators have no vector form here); ELEM_AT(k, l) is the
-// address of input k's element in lane l where LOADV_AT(k) loads a vector
+// The two-word accumulators lane by lane (ELEM_AT(k, l) is the address of input k's element in lane
+// l where LOADV_AT(k) loads a vector): BFLOAT16 without fp64, and the rare FLOAT64 lanes below.
 #define GM_ADD_LANE(k) GM_ACC_ADD(acc_, cmp_, LOAD1(ELEM_AT(k, l_)), ACC_T)
-#define GM_COMPUTE(res) { CT r_[VW]; \
+#define GM_LANES(res) { CT rl_[VW]; \
     for (int l_ = 0; l_ < VW; ++l_) { ACC_T acc_, cmp_; GM_ACC_INIT(acc_, cmp_); FOREACH_INPUT(GM_ADD_LANE) \
-        r_[l_] = (CT)GM_ACC_RESULT(acc_, cmp_, ACC_T); } \
+        rl_[l_] = (CT)GM_ACC_RESULT(acc_, cmp_, ACC_T); } \
+    res = VLOADV(0, rl_); }
+#if NARY_WIDE == 1
+// INT64 / UINT64: the halves' sums in vectors (common.h: GM_WIDE_ADD), the division lane by lane
+#define GM_ULONGV GM_XCAT(ulong, VW)
+#define GM_ADD_INPUT(k) { const CTV x_ = LOADV_AT(k); \
+    hs_ += GM_XCAT(as_ulong, VW)(x_ >> 32); ls_ += GM_XCAT(as_ulong, VW)(x_) & 0xFFFFFFFFUL; }
+#define GM_COMPUTE(res) { GM_ULONGV hs_ = (GM_ULONGV)(0), ls_ = (GM_ULONGV)(0); FOREACH_INPUT(GM_ADD_INPUT) \
+    ulong h_[VW], l_[VW]; CT r_[VW]; GM_XCAT(vstore, VW)(hs_, 0, h_); GM_XCAT(vstore, VW)(ls_, 0, l_); \
+    for (int j_ = 0; j_ < VW; ++j_) r_[j_] = (CT)gm_wide_div(h_[j_], l_[j_], NIN, IS_SIGNED); \
     res = VLOADV(0, r_); }
+#elif NARY_WIDE == 2
+// FLOAT64: gm_dd4's double-double of the values below 2^960 in vectors (the same operations as
+// GM_DD_ADD1 and gm_dd_div, lane for lane); a vector with a larger, infinite or NaN input in any
+// lane is computed again lane by lane through gm_dd4
+#define GM_LONGV GM_XCAT(long, VW)
+#define GM_ADD_INPUT(k) { const CTV x_ = LOADV_AT(k); \
+    big_ |= isgreaterequal(fabs(x_), (CTV)(0x1p960)) | isnan(x_); \
+    const CTV s_ = h_ + x_, bb_ = s_ - h_; \
+    const CTV e_ = ((h_ - (s_ - bb_)) + (x_ - bb_)) + l_; \
+    h_ = select(s_ + e_, s_, e_ == (CTV)(0.0)); \
+    l_ = e_ - (h_ - s_); }
+#define GM_COMPUTE(res) { CTV h_ = (CTV)(-0.0), l_ = (CTV)(0.0); GM_LONGV big_ = (GM_LONGV)(0); \
+    FOREACH_INPUT(GM_ADD_INPUT) \
+    const CTV nd_ = (CTV)((double)NIN), q_ = h_ / nd_, p_ = q_ * nd_, pe_ = fma(q_, nd_, -p_); \
+    const CTV r_ = (((h_ - p_) - pe_) + l_) / nd_; \
+    res = select(q_ + r_, q_, r_ == (CTV)(0.0)); \
+    if (any(big_)) GM_LANES(res) }
+#else
+#define GM_COMPUTE(res) GM_LANES(res)
+#endif
 #define RESV CTV
 #elif OP == 4
 #define GM_ADD_INPUT(k) { ACCV x_ = TO_ACCV(LOADV_AT(k)); GM_ACC_ADD(acc, comp, x_, ACCV) }

@@ -419,7 +419,32 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
 #else
     long i = chunk * clen, end = min(len, i + clen);
 #endif
-#if GM_SCALAR_ACC
+#if WIDE_FLOAT
+    // FLOAT64: gm_dd4's double-double of the values below 2^960 in two vectors of lanes (the
+    // operations of GM_DD_ADD1, lane for lane); eight values with a larger, infinite or NaN one
+    // among them go to the scalar accumulator instead; the lanes join it at the end
+    gm_acc a;
+    GM_ACC_ZERO(a);
+    double8 h8 = (double8)(-0.0), l8 = (double8)(0.0), h8b = (double8)(-0.0), l8b = (double8)(0.0);
+#define GM_DD8_ADD(h, l, x) { const double8 s_ = h + (x), bb_ = s_ - h; \
+    const double8 e_ = ((h - (s_ - bb_)) + ((x) - bb_)) + l; \
+    h = select(s_ + e_, s_, e_ == (double8)(0.0)); l = e_ - (h - s_); }
+#define GM_DD8_TAKE(h, l, x, at) \
+    if (any(isgreaterequal(fabs(x), (double8)(0x1p960)) | isnan(x))) { \
+        for (int j_ = 0; j_ < 8; ++j_) GM_ACC_ADD(a, GM_IN1((at) + j_)); \
+    } else GM_DD8_ADD(h, l, x)
+    for (; i + 16 <= end; i += 16) {
+        GM_PREFETCH(in, b + i, PREFETCH); GM_PREFETCH(in, b + i + 8, PREFETCH);
+        const double8 x0 = GM_IN8(b + i), x1 = GM_IN8(b + i + 8);
+        GM_DD8_TAKE(h8, l8, x0, b + i)
+        GM_DD8_TAKE(h8b, l8b, x1, b + i + 8)
+    }
+    {
+        double hh[8], ll[8], hb[8], lb[8];
+        vstore8(h8, 0, hh); vstore8(l8, 0, ll); vstore8(h8b, 0, hb); vstore8(l8b, 0, lb);
+        for (int j = 0; j < 8; ++j) { GM_DD_ADD2(a.hi, a.lo, hh[j], ll[j]); GM_DD_ADD2(a.hi, a.lo, hb[j], lb[j]); }
+    }
+#elif GM_SCALAR_ACC
     // element by element, four accumulators (the double-double adds are a dependent chain)
     gm_acc a, a1, a2, a3;
     GM_ACC_ZERO(a); GM_ACC_ZERO(a1); GM_ACC_ZERO(a2); GM_ACC_ZERO(a3);

@@ -405,3 +405,34 @@ def test_bfloat16_without_fp64_in_the_gpu_shape():
     x = random_data(dt, (100003,), 7, positive=True)
     got = run(dev, gm.ext.ReduceMeanDesc(T(dt, x.shape), T(dt, (1,)), (0,)), [x])
     assert_means(got, oracle.reduce_mean(x, (0,), dt.numpy_dtype), dt, 1)
+
+
+def _long_float64_rows() -> np.ndarray:
+    """Rows of 1000 whose special values sit among ordinary ones, where the kernels' vector paths
+    (eight or sixteen values at once) meet them."""
+    x = random_data(D.FLOAT64, (6, 1000), 21, positive=True)
+    x[0, ::97] = DBL_MAX                    # a sum past DBL_MAX
+    x[1, 500] = np.inf
+    x[2, 123] = np.nan
+    x[3, 7], x[3, 900] = np.inf, -np.inf
+    x[4] = -0.0                              # the mean of -0.0s is -0.0
+    x[5, 10:20], x[5, 30:40] = 2.0**1000, -2.0**1000    # large values that cancel
+    return x
+
+
+def test_float64_special_values_inside_long_rows(device):
+    x = _long_float64_rows()
+    dt = D.FLOAT64
+    want = oracle.reduce_mean(x, (1,), np.float64)
+    got = run_or_refused(device, REDUCE, dt, lambda: run(device, gm.ext.ReduceMeanDesc(T(dt, x.shape),
+                                                                                         T(dt, (6, 1)), (1,)), [x]))
+    if got is not None:
+        assert oracle.equal_bits(got.ravel()[1:5], want.ravel()[1:5]), (got.ravel(), want.ravel())
+        assert_means(got, want, dt, 1)
+    xs = [np.ascontiguousarray(x[:, k::3][:, :333]) for k in range(3)]
+    want = oracle.nary_mean(xs, np.float64)
+    got = run_or_refused(device, NARY, dt, lambda: run(device, gm.ext.NaryMeanDesc([T(dt, (6, 333))] * 3,
+                                                                                    T(dt, (6, 333))), xs))
+    if got is not None:
+        assert_means(got, want, dt, 1)
+        assert oracle.equal_bits(got[4], want[4])

@@ -4,7 +4,9 @@ CPU device's speed before) and against numpy doing the nearest plain thing (a fl
 sum that wraps: faster and weaker). Ratios, measured in interleaved rounds (tools' profiler.measure),
 so that load from other processes falls on every contender alike.
 
-    python tools/bench_ext_cpu.py [--mib 4] [--repeat 7]
+    python tools/bench_ext_cpu.py [--mib 4] [--repeat 7] [--device cpu]
+
+``--device opencl`` (or any device name) measures that device's kernels the same way.
 """
 from __future__ import annotations
 
@@ -64,11 +66,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mib", type=float, default=4.0, help="MiB of float32 per input (default 4)")
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--device", default="cpu", help="the device measured (default: the CPU device)")
     a = ap.parse_args()
     n = int(a.mib * 2**20) // 4 // 1024 * 1024
-    dev = gm.create_device("cpu")
+    dev = gm.create_device(a.device)
     rng = np.random.default_rng(0)
-    print(f"CPU device, {n} elements per input (rows of 1024); median of {a.repeat} interleaved samples; "
+    print(f"{dev.name}, {n} elements per input (rows of 1024); median of {a.repeat} interleaved samples; "
           "ratio = time / FLOAT32's time")
     for op, row in cases(n):
         fns = {}

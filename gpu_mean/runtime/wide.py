@@ -105,18 +105,30 @@ def _split26(q):
 
 def dd_div(h, tail, n: int):
     """(h + tail) / n rounded once to FLOAT64 (n a positive integer below 2^53): q = h / n, then the
-    remainder h + tail - q * n, exact through Dekker's product (q split by bits, n by its value)."""
+    remainder h + tail - q * n, exact through Dekker's product (q split by bits, n by its value).
+    Near DBL_MAX q * n can round past it (the remainder is then inf - inf): finite totals from 2^1000
+    on are divided scaled by 2^-64 (exact at that magnitude) and the quotient scaled back."""
     n = int(n)
     if n == 1:
         return h + tail
     with np.errstate(over="ignore", invalid="ignore"):
-        q = h / F64(n)
-        nh, nl = F64(n - n % (1 << 26)), F64(n % (1 << 26))
-        qh, ql = _split26(q)
-        p = q * F64(n)
-        pe = ((qh * nh - p) + qh * nl + ql * nh) + ql * nl
-        r = (((h - p) - pe) + tail) / F64(n)
-        return np.where(r == 0, q, q + r)   # r == 0 keeps q's sign (the mean of -0.0s is -0.0)
+        big = (np.abs(h) >= F64(2.0**1000)) & np.isfinite(h)
+        if not np.any(big):
+            return _dd_div(h, tail, n)
+        h, tail = np.broadcast_arrays(np.asarray(h, F64), np.asarray(tail, F64))
+        q = _dd_div(h, tail, n)
+        q[big] = _dd_div(h[big] * SCALE_DOWN, tail[big] * SCALE_DOWN, n) * SCALE_UP
+        return q
+
+
+def _dd_div(h, tail, n: int):
+    q = h / F64(n)
+    nh, nl = F64(n - n % (1 << 26)), F64(n % (1 << 26))
+    qh, ql = _split26(q)
+    p = q * F64(n)
+    pe = ((qh * nh - p) + qh * nl + ql * nh) + ql * nl
+    r = (((h - p) - pe) + tail) / F64(n)
+    return np.where(r == 0, q, q + r)   # r == 0 keeps q's sign (the mean of -0.0s is -0.0)
 
 
 def nonfinite_sum_value(has_nan, has_pinf, has_ninf):
