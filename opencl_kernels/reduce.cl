@@ -511,7 +511,7 @@ GM_INLINE ACC8 gm_row8(__global const T* in, long b GM_CHK_P) {
     return v;
 }
 #define GM_PAIRS(a, b) ((ACC8)((a).s0246 + (a).s1357, (b).s0246 + (b).s1357))
-#if defined(LOAD16) && SHORT_LEN == 8
+#ifdef LOAD16
 // two rows of 8 through one 16-wide load (FLOAT16: PoCL converts vload_half16 at the copy's speed,
 // vload_half8 at about half of it)
 GM_INLINE ACC8 gm_rows2(__global const T* in, long b GM_CHK_P) {

@@ -18,7 +18,6 @@ MAX_X = (1 << 31) - 1
 MAX_YZ = 65535
 MAX_THREADS = 1024
 MAX_STATIC_SMEM = 48 << 10
-ACC_BYTES = planning.ACC_BYTES
 BLOCK = 256
 # the rows kernel needs rows of at least this many bytes: shorter ones leave most of a warp idle,
 # and the strided kernel (one element per thread) serves them better

@@ -20,7 +20,6 @@ from ..runtime import planning
 from . import gpu_geometry, opencl_geometry
 from .typespell import OPENCL as spell
 
-ACC_BYTES = planning.ACC_BYTES
 WIDE_INT = (D.INT64, D.UINT64)
 # the argument positions that change with the bindings (the rest is fixed when the program is made)
 MAIN_BINDINGS = (0, 1, 2, 3, 4, 5)          # in, in_off, out, out_off, part, part_off
@@ -213,12 +212,13 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
         m["STORE8_RESULT(t, n, p)"] = store8_result(plan, acc)
     if short:
         m["SHORT_LEN"] = short
+        if dt == D.FLOAT16 and short == 8:
+            m["LOAD16(p)"] = "vload_half16(0, (p))"     # two rows of 8 per load
     m.update({"GM_CPU_SHAPE": 1, "COLS": g.cols, "ROW_MULTI": int(g.row_multi), "PREFETCH": g.prefetch,
               "HALF_BLOCKS": int(dt == D.FLOAT16), "ACC8": acc + "8", "TO_ACC8(v)": f"convert_{acc}8(v)",
               "X8": acc + "8"})
     if dt == D.FLOAT16:
         m["LOAD8(p)"] = f"convert_{acc}8(vload_half8(0, (p)))"
-        m["LOAD16(p)"] = "vload_half16(0, (p))"     # float16: the short-rows kernel takes two rows at once
     elif dt == D.BFLOAT16:
         m["LOAD8(p)"] = f"convert_{acc}8(as_float8(convert_uint8(vload8(0, (p))) << 16))"
     elif dt in WIDE_INT:
