@@ -278,6 +278,17 @@ GM_INLINE int gm_settle_double_f16(double s, double err, uint n, ushort* bits) {
     return lo == hi && q != 0.0;
 }
 
+#if USE_FP64     // common.h's gm_double_to_bf16
+// ... the BFLOAT16 bits (through FLOAT32 rounded to odd: one rounding, gm_double_to_bf16; stage 2)
+GM_INLINE int gm_settle_double_bf16(double s, double err, uint n, ushort* bits) {
+    const double q = s / (double)n;
+    const double pad = (err / (double)n) * (1.0 + 0x1p-40) + fabs(q) * (4.0 * GM_U53);
+    const ushort lo = gm_double_to_bf16(q - pad), hi = gm_double_to_bf16(q + pad);
+    *bits = lo;
+    return lo == hi && q != 0.0;
+}
+#endif
+
 // the error bound of a FLOAT64 sum of n values with max|x| <= m, in any order: gamma(n - 1) * n * m,
 // gamma(k) = k u / (1 - k u) <= k u (1 + 2^-19) for k < 2^32
 GM_INLINE double gm_sum_error_bound(uint n, double m) {

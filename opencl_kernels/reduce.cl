@@ -17,6 +17,12 @@
 //   T, OUT_T, ACC    storage, output and accumulator types (ACC: double for floats, a float with a
 //                    Neumaier compensation term on a device without fp64, long / ulong for integers)
 //   COMPENSATED      1 when ACC is the compensated float
+//   GM_ACC0          the accumulators' start: -0.0 for floats (an exact zero total of -0.0s alone is
+//                    -0.0, IEEE's sum), 0 for integers
+//   GM_EXACT         the correctly rounded REDUCE AVERAGE (FLOAT32 / FLOAT16 / BFLOAT16 with fp64): the
+//                    bound test in the store, a flag per output, gm_reduce_exact (GM_X_H, GM_X_BF16:
+//                    the superaccumulator of FLOAT16, BFLOAT16 values; EX_WG its work-group;
+//                    GM_SETTLE8, GM_Q8(t, n): eight FLOAT32 results at once; GM_FLAG_BITS: a bit per output)
 //   WIDE_INT, WIDE_FLOAT, GM_BF16_NOFP64  the two-word accumulators (common.h): INT64 / UINT64
 //                    halves' sums, FLOAT64's gm_dd4, BFLOAT16's gm_ff4 without fp64
 //   LOAD1(p)         the element at p as ACC (the two-word accumulators: as stored, they split it);
@@ -40,19 +46,24 @@
 #define GM_A_IN 0
 #define GM_A_OUT 1
 #define GM_A_PART 2
+#define GM_A_FLAG 3
 // w elements of the input from element i (i counts from the input buffer's start)
 #define GM_IN1(i) LOAD1(GM_AT(GM_A_IN, const T, in, i, 1))
 #define GM_IN8(i) LOAD8(GM_AT(GM_A_IN, const T, in, i, 8))
 #define GM_PART(i) (*GM_AT(GM_A_PART, gm_acc, part, i, 1))
+// an open output's flag (GM_EXACT): a byte per output, or a bit per output in bytes of eight (GM_FLAG_BITS)
+#define GM_FLAG(i) (*GM_AT(GM_A_FLAG, uchar, flag, i, 1))
 
 #if COMPENSATED
 typedef struct { ACC s; ACC c; } gm_acc;
-#define GM_ACC_ZERO(a) { (a).s = 0; (a).c = 0; }
+// s from -0.0 (zeros alone keep IEEE's sign: -0.0 from -0.0s alone), c from +0.0
+#define GM_ACC_ZERO(a) { (a).s = -0.0f; (a).c = 0; }
 #define GM_ACC_ADD(a, x) { ACC x_ = (x); ACC t_ = (a).s + x_; \
     (a).c += (fabs((a).s) >= fabs(x_)) ? (((a).s - t_) + x_) : ((x_ - t_) + (a).s); (a).s = t_; }
 #define GM_ACC_MERGE(a, b) { GM_ACC_ADD(a, (b).s); (a).c += (b).c; }
-// an infinite sum leaves a NaN compensation term behind: the sum alone is the answer then
-#define GM_ACC_TOTAL(a) (isfinite((a).s) ? (a).s + (a).c : (a).s)
+// an infinite sum leaves a NaN compensation term behind: the sum alone is the answer then (and
+// where c is zero: s + 0 would turn a -0.0 sum into +0.0)
+#define GM_ACC_TOTAL(a) (isfinite((a).s) && (a).c != 0 ? (a).s + (a).c : (a).s)
 #define GM_ACC_FIELDS(X) X(s) X(c)
 #elif WIDE_INT
 // INT64 / UINT64: s sums the high 32-bit halves, c the low ones (common.h: GM_WIDE_ADD); STORE_RESULT
@@ -79,9 +90,19 @@ typedef gm_dd4 gm_acc;
 #define GM_ACC_MERGE(a, b) { gm_dd4_merge(&(a), (b)); }
 #define GM_ACC_TOTAL(a) (a)
 #define GM_ACC_FIELDS(X) X(hi) X(lo) X(bhi) X(blo)
+#elif GM_EXACT
+// FLOAT32, FLOAT16, BFLOAT16 REDUCE AVERAGE with fp64: the FLOAT64 sum (from -0.0: zeros alone keep
+// IEEE's sign) and m = max|x|, what the bound test of the store needs (gm_settle below)
+typedef struct { ACC s; ACC m; } gm_acc;
+#define GM_ACC_ZERO(a) { (a).s = -0.0; (a).m = 0.0; }
+#define GM_ACC_ADD(a, x) { const ACC x_ = (x); (a).s += x_; (a).m = fmax((a).m, fabs(x_)); }
+#define GM_ACC_MERGE(a, b) { (a).s += (b).s; (a).m = fmax((a).m, (b).m); }
+#define GM_ACC_TOTAL(a) ((a).s)
+#define GM_ACC_FIELDS(X) X(s) X(m)
 #else
 typedef struct { ACC s; } gm_acc;
-#define GM_ACC_ZERO(a) { (a).s = 0; }
+// GM_ACC0: -0.0 for a float accumulator (zeros alone keep IEEE's sign), 0 for integers
+#define GM_ACC_ZERO(a) { (a).s = GM_ACC0; }
 #define GM_ACC_ADD(a, x) { (a).s += (x); }
 #define GM_ACC_MERGE(a, b) { (a).s += (b).s; }
 #define GM_ACC_TOTAL(a) ((a).s)
@@ -92,6 +113,7 @@ typedef struct { ACC s; } gm_acc;
 typedef struct {
     long keep_shape[KNA], keep_in[KNA], keep_out[KNA];
     long red_shape[RNA], red_in[RNA];
+    long depth;     // GM_EXACT: no value passes through more additions than this (gm_settle's bound)
 } gm_rmeta;
 GM_STATIC_ASSERT(sizeof(gm_rmeta) == META_BYTES, gm_rmeta_differs_from_the_host_layout);
 
@@ -127,17 +149,75 @@ GM_INLINE long gm_run_offset(__constant const gm_rmeta* m, long r) {
     return RN > 1 ? off + r * m->red_in[0] : 0;
 }
 
-// Divide once, round once, store output element i (an element index into out).
-GM_INLINE void gm_store(gm_acc a, ulong n, __global OUT_T* out, long i GM_CHK_P) {
+#if GM_EXACT
+// the output type's bits of a double rounded once (infinities, NaN, zeros)
+#if GM_X_H
+#define GM_BITS_OF(x) ((uint)gm_double_to_half(x))
+#elif GM_X_BF16
+#define GM_BITS_OF(x) ((uint)gm_double_to_bf16(x))
+#else
+#define GM_BITS_OF(x) gm_as_uint((float)(x))
+#endif
+#if GM_X_H || GM_X_BF16
+#define GM_STORE_BITS(p, b) (*(__global ushort*)(p) = (ushort)(b))
+#else
+#define GM_STORE_BITS(p, b) (*(p) = gm_as_float(b))
+#endif
+
+// The bound test of the fast path (docs/design.md, "Correct rounding (issue 22)"): 1 and the bits of
+// the correctly rounded mean in *bits when the FLOAT64 sum's error bound settles the rounding, else
+// 0 (then gm_reduce_exact decides from the values). Higham's bound for any summation tree in which
+// no value passes through more than ``depth`` additions: |s - S| <= gamma(depth) sum|x| <=
+// depth u (1 + 2^-19) n m. The CPU shape's FLOAT16 pre-sum (HALF_BLOCKS: eight halves per lane added
+// in float, a tree of depth 3) adds 3 * 2^-24 (1 + 2^-20) n m. A FLOAT16 sum of at most 2^13 values
+// is exact in FLOAT64 (the host then sets depth 0). An inf or NaN sum is IEEE's answer already (the
+// FLOAT64 sum of narrow values cannot overflow), and zeros alone (m = 0) give the sum's own sign.
+GM_INLINE int gm_settle(gm_acc a, ulong n, long depth, uint* bits) {
+    const double s = a.s;
+    if (!isfinite(s) || a.m == 0.0) {
+        *bits = GM_BITS_OF(s / (double)n);
+        return 1;
+    }
+    double err = (double)depth * GM_U53 * (1.0 + 0x1p-19) * (double)n * a.m;
+#if HALF_BLOCKS
+    err += 3.0 * 0x1p-24 * (1.0 + 0x1p-20) * (double)n * a.m;
+#endif
+#if GM_X_H || GM_X_BF16
+    ushort h;
+#if GM_X_H
+    const int ok = gm_settle_double_f16(s, err, (uint)n, &h);
+#else
+    const int ok = gm_settle_double_bf16(s, err, (uint)n, &h);
+#endif
+    *bits = h;
+    return ok;
+#else
+    return gm_settle_double_f32(s, err, (uint)n, bits);
+#endif
+}
+
+// Store output element i (an element index into out) and its flag fi: 1 when the bound left it open.
+GM_INLINE void gm_store(gm_acc a, ulong n, __global OUT_T* out, long i, __global uchar* flag, long fi,
+                        __constant const gm_rmeta* m GM_CHK_P) {
+    uint bits;
+    const int ok = gm_settle(a, n, m->depth, &bits);
+    GM_STORE_BITS(GM_AT(GM_A_OUT, OUT_T, out, i, 1), bits);
+    GM_FLAG(fi) = (uchar)(ok ? 0 : 1);
+}
+#else
+// Divide once, round once, store output element i (an element index into out); no flags.
+GM_INLINE void gm_store(gm_acc a, ulong n, __global OUT_T* out, long i, __global uchar* flag, long fi,
+                        __constant const gm_rmeta* m GM_CHK_P) {
     STORE_RESULT(GM_ACC_TOTAL(a), n, GM_AT(GM_A_OUT, OUT_T, out, i, 1));
 }
+#endif
 
 // Output k's sum over chunk ``chunk``: its partial slot when the reduction is split, else its result.
 GM_INLINE void gm_emit(gm_acc a, ulong n, __global OUT_T* out, ulong out_off, __global gm_acc* part,
-                       ulong part_off, int use_part, __constant const gm_rmeta* m, long k, long chunk, long n_out
-                       GM_CHK_P) {
+                       ulong part_off, __global uchar* flag, ulong flag_off, int use_part,
+                       __constant const gm_rmeta* m, long k, long chunk, long n_out GM_CHK_P) {
     if (use_part) GM_PART((long)part_off + chunk * n_out + k) = a;
-    else gm_store(a, n, out, (long)out_off + gm_keep_offset(m, k, 2) GM_CHK_A);
+    else gm_store(a, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag, (long)flag_off + k, m GM_CHK_A);
 }
 
 // The sum of elements [j, end) of the reduced index space of one output (input offset base), walked
@@ -172,6 +252,74 @@ GM_INLINE gm_acc gm_general_sum(__global const T* in, long base, __constant cons
 #endif
     return s;
 }
+
+#if GM_EXACT
+// ---- the exact path (gm_reduce_exact, both shapes) ------------------------------------------
+// The outputs whose flag the bound test set are summed again from their values into exact.h's
+// superaccumulator (integer limbs: every finite value exactly, in any order and grouping), then
+// divided and rounded with exact.h's integer division: the correctly rounded mean, IEEE's inf and
+// NaN, -0.0 for a negative mean that rounds to zero and for an exact zero total of -0.0s alone.
+#if GM_X_H
+typedef gm_xacc_h gm_xacc;
+#define GM_XK GM_XK_H
+#define GM_XINIT(a) gm_xacc_h_init(a)
+#define GM_XADD(a, p) gm_xacc_h_add(a, *(__global const ushort*)(p))
+#define GM_XMERGE(a, b) gm_xacc_h_merge(a, b)
+#define GM_XNORM(a) gm_xacc_h_normalize(a)
+#define GM_XMEAN(a, n) ((uint)gm_xacc_h_mean(a, n))
+#elif GM_X_BF16
+typedef gm_xacc_f gm_xacc;
+#define GM_XK GM_XK_F
+#define GM_XINIT(a) gm_xacc_f_init(a)
+#define GM_XADD(a, p) gm_xacc_f_add_bf16(a, *(p))
+#define GM_XMERGE(a, b) gm_xacc_f_merge(a, b)
+#define GM_XNORM(a) gm_xacc_f_normalize(a)
+#define GM_XMEAN(a, n) ((uint)gm_xacc_f_mean_bf16(a, n))
+#else
+typedef gm_xacc_f gm_xacc;
+#define GM_XK GM_XK_F
+#define GM_XINIT(a) gm_xacc_f_init(a)
+#define GM_XADD(a, p) gm_xacc_f_add(a, *(p))
+#define GM_XMERGE(a, b) gm_xacc_f_merge(a, b)
+#define GM_XNORM(a) gm_xacc_f_normalize(a)
+#define GM_XMEAN(a, n) gm_xacc_f_mean(a, n)
+#endif
+
+// Deposit elements [j, end) of the reduced index space of one output (input offset base), walked as
+// gm_general_sum walks it; the limbs are normalized every 2^24 values (a limb takes 2^31 deposits).
+GM_INLINE void gm_exact_range(gm_xacc* x, __global const T* in, long base, __constant const gm_rmeta* m, long j,
+                              long end GM_CHK_P) {
+#if RN > 0
+    long idx[RNA];
+    long rem = j, off = 0;
+#pragma unroll
+    for (int d = RN - 1; d >= 0; --d) {
+        long q = gm_div(rem, m->red_shape[d]);
+        idx[d] = rem - q * m->red_shape[d];
+        rem = q;
+        off += idx[d] * m->red_in[d];
+    }
+    for (long c = 0; j < end; ++j, ++c) {
+        GM_XADD(x, GM_AT(GM_A_IN, const T, in, base + off, 1));
+        if ((c & 0xFFFFFF) == 0xFFFFFF) GM_XNORM(x);
+#pragma unroll
+        for (int d = RN - 1; d >= 0; --d) {
+            off += m->red_in[d];
+            if (++idx[d] < m->red_shape[d]) break;
+            off -= idx[d] * m->red_in[d];
+            idx[d] = 0;
+        }
+    }
+#else
+    if (j < end) GM_XADD(x, GM_AT(GM_A_IN, const T, in, base, 1));
+#endif
+}
+
+GM_INLINE void gm_exact_store(gm_xacc* x, ulong n, __global OUT_T* out, long i GM_CHK_P) {
+    const uint bits = GM_XMEAN(x, (uint)n);
+    GM_STORE_BITS(GM_AT(GM_A_OUT, OUT_T, out, i, 1), bits);
+}
+#endif  // GM_EXACT
 
 // ---- GPU-shaped kernels ----------------------------------------------------------------------
 #if !GM_CPU_SHAPE
@@ -247,7 +395,8 @@ GM_INLINE gm_acc gm_run_sum(__global const T* in, long base, long i0, long i1, i
 // group takes one output. Loops run the same number of times for every work-item of a group (the
 // barriers in the sums need that); a slice past the last output adds zeros and stores nothing.
 __kernel void gm_reduce_row(__global const T* restrict in, ulong in_off, __global OUT_T* restrict out,
-                            ulong out_off, __global gm_acc* restrict part, ulong part_off, int use_part,
+                            ulong out_off, __global gm_acc* restrict part, ulong part_off, __global uchar* restrict flag,
+                            ulong flag_off, int use_part,
                             GM_META_ARG(gm_rmeta, m), long n_out, long len, long clen, long n_chunks, ulong n,
                             long runs GM_CHK_P) {
     GM_META_BIND(gm_rmeta, m)
@@ -280,7 +429,7 @@ __kernel void gm_reduce_row(__global const T* restrict in, ulong in_off, __globa
 #else
             s = gm_group_sum(s, scratch, lid, WG / 32);
 #endif
-            if (lane == 0 && k < n_out) gm_emit(s, n, out, out_off, part, part_off, use_part, m, k, chunk, n_out GM_CHK_A);
+            if (lane == 0 && k < n_out) gm_emit(s, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k, chunk, n_out GM_CHK_A);
         }
     }
 }
@@ -289,7 +438,8 @@ __kernel void gm_reduce_row(__global const T* restrict in, ulong in_off, __globa
 // A (32, COL_Y) work-group: x on 32 adjacent columns (coalesced), y splitting the chunk's rows;
 // local memory adds the COL_Y row sums of each column in order.
 __kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __global OUT_T* restrict out,
-                            ulong out_off, __global gm_acc* restrict part, ulong part_off, int use_part,
+                            ulong out_off, __global gm_acc* restrict part, ulong part_off, __global uchar* restrict flag,
+                            ulong flag_off, int use_part,
                             GM_META_ARG(gm_rmeta, m), long n_out, long len, long clen, long n_chunks, ulong n,
                             long inner, long rs, long n_outer GM_CHK_P) {
     GM_META_BIND(gm_rmeta, m)
@@ -319,7 +469,7 @@ __kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __globa
                 if (ly == 0 && col < inner) {
                     gm_acc t = tile[0][lx];
                     for (int y = 1; y < COL_Y; ++y) GM_ACC_MERGE(t, tile[y][lx]);
-                    gm_emit(t, n, out, out_off, part, part_off, use_part, m, o * inner + col, chunk, n_out GM_CHK_A);
+                    gm_emit(t, n, out, out_off, part, part_off, flag, flag_off, use_part, m, o * inner + col, chunk, n_out GM_CHK_A);
                 }
                 barrier(CLK_LOCAL_MEM_FENCE);   // the tile is rewritten by the next column block
             }
@@ -330,7 +480,8 @@ __kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __globa
 // General class (broadcast or padded inputs, interleaved axes without a dense run): a work-item per
 // (output, chunk), walking the chunk of the reduced index space with a carried multi-index.
 __kernel void gm_reduce_general(__global const T* restrict in, ulong in_off, __global OUT_T* restrict out,
-                                ulong out_off, __global gm_acc* restrict part, ulong part_off, int use_part,
+                                ulong out_off, __global gm_acc* restrict part, ulong part_off,
+                                __global uchar* restrict flag, ulong flag_off, int use_part,
                                 GM_META_ARG(gm_rmeta, m), long n_out, long len, long clen, long n_chunks,
                                 ulong n GM_CHK_P) {
     GM_META_BIND(gm_rmeta, m)
@@ -339,7 +490,7 @@ __kernel void gm_reduce_general(__global const T* restrict in, ulong in_off, __g
         for (long k = (long)get_global_id(0); k < n_out; k += step) {
             const long j = chunk * clen;
             gm_acc s = gm_general_sum(in, (long)in_off + gm_keep_offset(m, k, 1), m, j, min(len, j + clen) GM_CHK_A);
-            gm_emit(s, n, out, out_off, part, part_off, use_part, m, k, chunk, n_out GM_CHK_A);
+            gm_emit(s, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k, chunk, n_out GM_CHK_A);
         }
     }
 }
@@ -347,8 +498,8 @@ __kernel void gm_reduce_general(__global const T* restrict in, ulong in_off, __g
 // Second pass of a split reduction: a work-group per output; work-item t merges chunks t, t + FIN_WG,
 // ... in order, then the group's tree adds those: a fixed order whatever the timing (deterministic).
 __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong part_off, long n_chunks, long n_out,
-                                 __global OUT_T* restrict out, ulong out_off, GM_META_ARG(gm_rmeta, m), ulong n
-                                 GM_CHK_P) {
+                                 __global OUT_T* restrict out, ulong out_off, __global uchar* restrict flag,
+                                 ulong flag_off, GM_META_ARG(gm_rmeta, m), ulong n GM_CHK_P) {
     GM_META_BIND(gm_rmeta, m)
     __local gm_acc scratch[FIN_WG];
     const int lid = (int)get_local_id(0);
@@ -360,9 +511,57 @@ __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong par
             GM_ACC_MERGE(s, b);
         }
         s = gm_group_sum(s, scratch, lid, FIN_WG / 32);
-        if (lid == 0) gm_store(s, n, out, (long)out_off + gm_keep_offset(m, k, 2) GM_CHK_A);
+        if (lid == 0) gm_store(s, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag, (long)flag_off + k, m GM_CHK_A);
     }
 }
+
+
+#if GM_EXACT
+// The exact path, GPU shape: work-groups of EX_WG work-items over blocks of EX_WG outputs (grid-
+// stride). The block's flags are read once (coalesced) into local memory; a block with none set
+// costs that read alone. For each open output, every work-item deposits a contiguous share of the
+// output's values into its own superaccumulator (limbs in registers), normalizes it, and the shares
+// merge through local memory in a halving tree (fixed order; exact anyway); work-item 0 divides,
+// rounds and stores. The flags are uniform over the group, so every barrier is reached by all.
+__kernel void gm_reduce_exact(__global const T* restrict in, ulong in_off, __global OUT_T* restrict out,
+                              ulong out_off, __global const uchar* restrict flag, ulong flag_off,
+                              GM_META_ARG(gm_rmeta, m), long n_out, ulong n, long per GM_CHK_P) {
+    GM_META_BIND(gm_rmeta, m)
+    __local gm_xacc xs[EX_WG];
+    __local uchar open[EX_WG];
+    const int lid = (int)get_local_id(0);
+    const long share = ((long)n + EX_WG - 1) / EX_WG;
+    for (long k0 = (long)get_group_id(0) * EX_WG; k0 < n_out; k0 += (long)get_num_groups(0) * EX_WG) {
+        open[lid] = k0 + lid < n_out ? *GM_AT(GM_A_FLAG, const uchar, flag, (long)flag_off + k0 + lid, 1) : (uchar)0;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int t = 0; t < EX_WG; ++t) {
+            if (!open[t]) continue;
+            const long k = k0 + t;
+            gm_xacc x;
+            GM_XINIT(&x);
+            const long j0 = min((long)n, lid * share);
+            gm_exact_range(&x, in, (long)in_off + gm_keep_offset(m, k, 1), m, j0, min((long)n, j0 + share) GM_CHK_A);
+            GM_XNORM(&x);
+            xs[lid] = x;
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int o = EX_WG / 2; o > 0; o >>= 1) {
+                if (lid < o) {
+                    gm_xacc a = xs[lid], b = xs[lid + o];
+                    GM_XMERGE(&a, &b);
+                    xs[lid] = a;
+                }
+                barrier(CLK_LOCAL_MEM_FENCE);
+            }
+            if (lid == 0) {
+                gm_xacc a = xs[0];
+                gm_exact_store(&a, n, out, (long)out_off + gm_keep_offset(m, k, 2) GM_CHK_A);
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);   // xs is rewritten for the next open output
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);       // open[] is rewritten for the next block
+    }
+}
+#endif
 
 // ---- CPU-shaped kernels (OpenCL CPU devices) ---------------------------------------------------
 #else
@@ -399,14 +598,32 @@ __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong par
 
 // one output already located: its element o of out, or its partial slot pi of part (use_part)
 GM_INLINE void gm_emit_at(gm_acc a, ulong n, __global OUT_T* out, long o, __global gm_acc* part, long pi,
-                          int use_part GM_CHK_P) {
+                          __global uchar* flag, long fi, int use_part, __constant const gm_rmeta* m GM_CHK_P) {
     if (use_part) GM_PART(pi) = a;
-    else gm_store(a, n, out, o GM_CHK_A);
+    else gm_store(a, n, out, o, flag, fi, m GM_CHK_A);
 }
+
+// The vector accumulators start from -0.0 where the result's zero sign is IEEE's (GM_EXACT); GM_MAX8
+// keeps the largest magnitude seen in a vector (m8) for the bound test, nothing otherwise.
+#if GM_EXACT || COMPENSATED
+#define GM_Z8 ((ACC8)(-0.0))
+#else
+#define GM_Z8 ((ACC8)(GM_ACC0))
+#endif
+#if GM_EXACT
+#define GM_MAX8(m8, x8) { m8 = fmax(m8, fabs(x8)); }
+#define GM_MAX8_DECL(m8) ACC8 m8 = (ACC8)(0.0);
+#define GM_MAX8_TO(a, m8) { (a).m = fmax(fmax(fmax(m8.s0, m8.s1), fmax(m8.s2, m8.s3)), \
+                                       fmax(fmax(m8.s4, m8.s5), fmax(m8.s6, m8.s7))); }
+#else
+#define GM_MAX8(m8, x8)
+#define GM_MAX8_DECL(m8)
+#define GM_MAX8_TO(a, m8)
+#endif
 
 // Row class: work-item (k, chunk) sums [chunk*clen, +clen) of row k.
 __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
-                                   __global gm_acc* part, ulong part_off, int use_part,
+                                   __global gm_acc* part, ulong part_off, __global uchar* flag, ulong flag_off, int use_part,
                                    __constant const gm_rmeta* m, long n_out, long len, long clen, ulong n GM_CHK_P) {
     long k = get_global_id(0), chunk = get_global_id(1);
     if (k >= n_out) return;
@@ -456,8 +673,9 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
     GM_ACC_MERGE(a, a1); GM_ACC_MERGE(a2, a3); GM_ACC_MERGE(a, a2);
 #else
     // four independent accumulators: one add chain would be bound by the adder's latency
-    ACC8 s8 = (ACC8)(0), c8 = (ACC8)(0), s8b = (ACC8)(0), c8b = (ACC8)(0);
-    ACC8 s8c = (ACC8)(0), c8c = (ACC8)(0), s8d = (ACC8)(0), c8d = (ACC8)(0);
+    ACC8 s8 = GM_Z8, c8 = (ACC8)(0), s8b = GM_Z8, c8b = (ACC8)(0);
+    ACC8 s8c = GM_Z8, c8c = (ACC8)(0), s8d = GM_Z8, c8d = (ACC8)(0);
+    GM_MAX8_DECL(m8)
 #if HALF_BLOCKS
     // FLOAT16: each lane adds 8 halves in float (same-signed: within 7 float ulps of the block's sum,
     // 2^-21 relative, far inside a half ulp), then the block joins the wide accumulator. The
@@ -465,8 +683,20 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
     for (; i + 64 <= end; i += 64) {
         __global const T* p = GM_AT(GM_A_IN, const T, in, b + i, 64);
         GM_PREFETCH(p, 0, PREFETCH); GM_PREFETCH(p, 32, PREFETCH);
+#if GM_EXACT
+        // the largest magnitude of the 64 halves (in float, exact), for the bound of gm_settle
+        const float8 a0 = vload_half8(0, p), a1 = vload_half8(0, p + 8), a2 = vload_half8(0, p + 16);
+        const float8 a3 = vload_half8(0, p + 24), a4 = vload_half8(0, p + 32), a5 = vload_half8(0, p + 40);
+        const float8 a6 = vload_half8(0, p + 48), a7 = vload_half8(0, p + 56);
+        float8 h0 = (a0 + a1) + (a2 + a3);
+        float8 h1 = (a4 + a5) + (a6 + a7);
+        const float8 mx = fmax(fmax(fmax(fabs(a0), fabs(a1)), fmax(fabs(a2), fabs(a3))),
+                               fmax(fmax(fabs(a4), fabs(a5)), fmax(fabs(a6), fabs(a7))));
+        m8 = fmax(m8, TO_ACC8(mx));
+#else
         float8 h0 = (vload_half8(0, p) + vload_half8(0, p + 8)) + (vload_half8(0, p + 16) + vload_half8(0, p + 24));
         float8 h1 = (vload_half8(0, p + 32) + vload_half8(0, p + 40)) + (vload_half8(0, p + 48) + vload_half8(0, p + 56));
+#endif
         ACC8 x8 = TO_ACC8(h0 + h1);
         ACC8_ADD(s8, c8, x8);
     }
@@ -475,8 +705,9 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
         GM_PREFETCH(in, b + i, PREFETCH); GM_PREFETCH(in, b + i + 16, PREFETCH);
         X8 x0 = GM_IN8(b + i), x1 = GM_IN8(b + i + 8), x2 = GM_IN8(b + i + 16), x3 = GM_IN8(b + i + 24);
         ACC8_ADD(s8, c8, x0); ACC8_ADD(s8b, c8b, x1); ACC8_ADD(s8c, c8c, x2); ACC8_ADD(s8d, c8d, x3);
+        GM_MAX8(m8, fmax(fmax(fabs(x0), fabs(x1)), fmax(fabs(x2), fabs(x3))))
     }
-    for (; i + 8 <= end; i += 8) { X8 x8 = GM_IN8(b + i); ACC8_ADD(s8, c8, x8); }
+    for (; i + 8 <= end; i += 8) { X8 x8 = GM_IN8(b + i); ACC8_ADD(s8, c8, x8); GM_MAX8(m8, x8) }
     ACC8_JOIN(s8, c8, s8b); ACC8_JOIN(s8c, c8c, s8d); ACC8_JOIN(s8, c8, s8c);
     c8 += c8b + c8c + c8d;
     gm_acc a;
@@ -491,20 +722,48 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
 #endif
     GM_ACC_ADD(a, t8.s0); GM_ACC_ADD(a, t8.s1); GM_ACC_ADD(a, t8.s2); GM_ACC_ADD(a, t8.s3);
     GM_ACC_ADD(a, t8.s4); GM_ACC_ADD(a, t8.s5); GM_ACC_ADD(a, t8.s6); GM_ACC_ADD(a, t8.s7);
+    GM_MAX8_TO(a, m8)   // the lane sums' magnitudes above are no larger than n m: m8 alone is the bound's m
 #endif
 #endif
     for (; i < end; ++i) GM_ACC_ADD(a, GM_IN1(b + i));
-    gm_emit(a, n, out, out_off, part, part_off, use_part, m, k, chunk, n_out GM_CHK_A);
+    gm_emit(a, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k, chunk, n_out GM_CHK_A);
 }
+
+#if GM_SETTLE8
+// Eight results of FLOAT32 at once (the short-rows and column kernels): gm_settle lane by lane, for
+// eight totals t whose values' magnitudes are at most mx (one bound for the eight). The quotient
+// GM_Q8 is t / n, or the exact product by 1/n for a power of two. Returns the lanes the bound leaves
+// open (-1); the other lanes of *res are the correctly rounded means.
+GM_INLINE long8 gm_settle8(ACC8 t, double mx, long depth, ulong n, float8* res) {
+    const ACC8 q = GM_Q8(t, n);
+    const double errn = (double)depth * GM_U53 * (1.0 + 0x1p-19) * (1.0 + 0x1p-40) * mx;
+    const ACC8 pad = (ACC8)(errn) + fabs(q) * (4.0 * GM_U53);
+    const float8 lo = convert_float8(q - pad), hi = convert_float8(q + pad);
+    long8 open = convert_long8(as_int8(lo) != as_int8(hi)) | (q == (ACC8)(0.0));
+    *res = lo;
+    if (mx == 0.0 || !all(isfinite(q))) {    // zeros alone, infinities, NaN: one rounding is IEEE's answer
+        const long8 special = (mx == 0.0) ? (long8)(-1) : ~isfinite(q);
+        *res = select(lo, convert_float8(q), convert_int8(special));
+        open &= ~special;
+    }
+    return open;
+}
+#endif
 
 #if SHORT_LEN
 // Short dense rows (SHORT_LEN elements, a multiple of 8 up to 32; row k at k * SHORT_LEN, output k
 // at k): work-item g takes rows [g * clen, + clen), eight at a time. Each row's 8-lane vectors are
 // added, then a transpose tree of three levels sums the eight rows' lanes pairwise, so the eight
 // results leave in one vector through one 8-wide store (STORE8_RESULT: divided, rounded once each).
-// Per row the order is ((x0+x1)+(x2+x3))+((x4+x5)+(x6+x7)) plus +0 (a row of -0.0 gives +0.0, as
-// the other kernels), the same for the rows after the last full eight. Only where ACC is a plain
-// vector type (no compensated pair): reduce_kernels.short_rows.
+// Per row the order is ((x0+x1)+(x2+x3))+((x4+x5)+(x6+x7)), the same for the rows after the last
+// full eight (a row of -0.0 gives -0.0, IEEE's sum, as the other kernels' accumulators from -0.0).
+// Only where ACC is a plain vector type (no compensated pair): reduce_kernels.short_rows.
+// FLOAT32 (GM_SETTLE8): each eight rows' largest magnitude for the bound, the results through
+// gm_settle8 and the eight rows' open flags as the bits of one byte (GM_FLAG_BITS: byte r / 8; clen
+// is a multiple of 8, so each work-item owns its bytes). FLOAT16 needs no flag: a sum of at most 32
+// halves is exact in FLOAT64, and rounding its quotient (correctly rounded in FLOAT64) once to half
+// is the correctly rounded mean (a quotient within 2^-53 relative of a half's midpoint without
+// being on it would need n >= 2^12; docs/design.md).
 GM_INLINE ACC8 gm_row8(__global const T* in, long b GM_CHK_P) {
     ACC8 v = GM_IN8(b);
     for (int j = 8; j < SHORT_LEN; j += 8) v += GM_IN8(b + j);
@@ -522,10 +781,20 @@ GM_INLINE ACC8 gm_rows2(__global const T* in, long b GM_CHK_P) {
 #else
 #define GM_ROWS2(b) GM_PAIRS(gm_row8(in, (b) GM_CHK_A), gm_row8(in, (b) + SHORT_LEN GM_CHK_A))
 #endif
+#if GM_SETTLE8
+// the largest magnitude of w rows from b, in the storage type (FLOAT32)
+GM_INLINE double gm_rows_max(__global const T* in, long b, int w GM_CHK_P) {
+    float8 mx = (float8)(0.0f);
+    for (int j = 0; j < w * SHORT_LEN; j += 8) mx = fmax(mx, fabs(vload8(0, GM_AT(GM_A_IN, const T, in, b + j, 8))));
+    mx.lo = fmax(mx.lo, mx.hi);
+    mx.s01 = fmax(mx.s01, mx.s23);
+    return (double)fmax(mx.s0, mx.s1);
+}
+#endif
 __kernel void gm_reduce_short_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
-                                     __global gm_acc* part, ulong part_off, int use_part,
-                                     __constant const gm_rmeta* m, long n_out, long len, long clen, ulong n
-                                     GM_CHK_P) {
+                                     __global gm_acc* part, ulong part_off, __global uchar* flag, ulong flag_off,
+                                     int use_part, __constant const gm_rmeta* m, long n_out, long len, long clen,
+                                     ulong n GM_CHK_P) {
     long r = get_global_id(0) * clen;
     const long end = min(n_out, r + clen);
     long b = (long)in_off + r * SHORT_LEN;
@@ -533,9 +802,21 @@ __kernel void gm_reduce_short_serial(__global const T* in, ulong in_off, __globa
         GM_PREFETCH(in, b, PREFETCH);
         ACC8 w01 = GM_ROWS2(b), w23 = GM_ROWS2(b + 2 * SHORT_LEN);
         ACC8 w45 = GM_ROWS2(b + 4 * SHORT_LEN), w67 = GM_ROWS2(b + 6 * SHORT_LEN);
-        ACC8 t = GM_PAIRS(GM_PAIRS(w01, w23), GM_PAIRS(w45, w67)) + (ACC8)(0);
+        ACC8 t = GM_PAIRS(GM_PAIRS(w01, w23), GM_PAIRS(w45, w67));
+#if GM_SETTLE8
+        float8 res;
+        const long8 open = gm_settle8(t, gm_rows_max(in, b, 8 GM_CHK_A), m->depth, n, &res);
+        vstore8(res, 0, GM_AT(GM_A_OUT, OUT_T, out, (long)out_off + r, 8));
+        const long8 bit = open & (long8)(1, 2, 4, 8, 16, 32, 64, 128);
+        GM_FLAG((long)flag_off + (r >> 3)) = (uchar)((bit.s0 | bit.s1 | bit.s2 | bit.s3) | (bit.s4 | bit.s5 | bit.s6 | bit.s7));
+#else
         STORE8_RESULT(t, n, GM_AT(GM_A_OUT, OUT_T, out, (long)out_off + r, 8));
+#endif
     }
+#if GM_SETTLE8
+    const long r0 = r;
+    uint fb = 0;
+#endif
     for (; r < end; ++r, b += SHORT_LEN) {
         ACC8 v = gm_row8(in, b GM_CHK_A);
         v = GM_PAIRS(v, v);
@@ -543,16 +824,26 @@ __kernel void gm_reduce_short_serial(__global const T* in, ulong in_off, __globa
         gm_acc a;
         GM_ACC_ZERO(a);
         GM_ACC_ADD(a, v.s0 + v.s1);
-        gm_store(a, n, out, (long)out_off + r GM_CHK_A);
+#if GM_SETTLE8
+        a.m = gm_rows_max(in, b, 1 GM_CHK_A);
+        uint bits;
+        fb |= (gm_settle(a, n, m->depth, &bits) ? 0u : 1u) << (r - r0);
+        GM_STORE_BITS(GM_AT(GM_A_OUT, OUT_T, out, (long)out_off + r, 1), bits);
+#else
+        STORE_RESULT(GM_ACC_TOTAL(a), n, GM_AT(GM_A_OUT, OUT_T, out, (long)out_off + r, 1));
+#endif
     }
+#if GM_SETTLE8
+    if (end > r0) GM_FLAG((long)flag_off + (r0 >> 3)) = (uchar)fb;
+#endif
 }
 #endif
 
 // Column class: work-item (column block, outer index, chunk) sums COLS adjacent columns over a chunk
 // of rows: every row read is COLS contiguous elements, and no work-item walks a whole column alone.
 __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
-                                   __global gm_acc* part, ulong part_off, int use_part,
-                                   __constant const gm_rmeta* m, long n_out, long len, long clen, ulong n,
+                                   __global gm_acc* part, ulong part_off, __global uchar* flag, ulong flag_off,
+                                   int use_part, __constant const gm_rmeta* m, long n_out, long len, long clen, ulong n,
                                    long inner, long rs GM_CHK_P) {
     long cb = get_global_id(0), o = get_global_id(1), chunk = get_global_id(2);
     long c0 = cb * COLS;
@@ -562,6 +853,7 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
     // the COLS outputs of this work-item are adjacent (inner stride 1 in the output and in the partials)
     long ob = (long)out_off + gm_keep_offset(m, k0, 2);
     long pb = (long)part_off + chunk * n_out + k0;
+    long fb = (long)flag_off + k0;      // the COLS outputs' flags (a byte each)
     long r = chunk * clen, rend = min(len, r + clen);
 #if GM_SCALAR_ACC
     if (c0 + COLS <= inner) {
@@ -572,7 +864,7 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
             long q = b + r * rs;
             for (int v = 0; v < COLS; ++v) GM_ACC_ADD(acc[v], GM_IN1(q + v));
         }
-        for (int v = 0; v < COLS; ++v) gm_emit_at(acc[v], n, out, ob + v, part, pb + v, use_part GM_CHK_A);
+        for (int v = 0; v < COLS; ++v) gm_emit_at(acc[v], n, out, ob + v, part, pb + v, flag, fb + v, use_part, m GM_CHK_A);
 #else
     if (c0 + COLS <= inner) {
         ACC8 s[COLS / 8];
@@ -583,7 +875,8 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
         ACC8 c_unused = (ACC8)(0);
 #define GM_C(v) c_unused
 #endif
-        for (int v = 0; v < COLS / 8; ++v) { s[v] = (ACC8)(0); GM_C(v) = (ACC8)(0); }
+        for (int v = 0; v < COLS / 8; ++v) { s[v] = GM_Z8; GM_C(v) = (ACC8)(0); }
+        GM_MAX8_DECL(m8)      // one largest magnitude for the COLS columns (GM_EXACT: gm_settle's bound)
 #if WIDE_INT
         // four rows per pass, as below: four values' high halves (and low halves) cannot wrap either sum
         for (; r + 4 <= rend; r += 4) {
@@ -611,17 +904,31 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
                     GM_PREFETCH(in, f + 2 * rs, 0); GM_PREFETCH(in, f + 3 * rs, 0);
                 }
 #endif
-                s[v] += (GM_IN8(q + 8 * v) + GM_IN8(q + rs + 8 * v)) +
-                        (GM_IN8(q + 2 * rs + 8 * v) + GM_IN8(q + 3 * rs + 8 * v));
+                const X8 y0 = GM_IN8(q + 8 * v), y1 = GM_IN8(q + rs + 8 * v);
+                const X8 y2 = GM_IN8(q + 2 * rs + 8 * v), y3 = GM_IN8(q + 3 * rs + 8 * v);
+                s[v] += (y0 + y1) + (y2 + y3);
+                GM_MAX8(m8, fmax(fmax(fabs(y0), fabs(y1)), fmax(fabs(y2), fabs(y3))))
             }
         }
 #endif
         for (; r < rend; ++r) {
             long q = b + r * rs;
-            for (int v = 0; v < COLS / 8; ++v) { X8 x8 = GM_IN8(q + 8 * v); ACC8_ADD(s[v], GM_C(v), x8); }
+            for (int v = 0; v < COLS / 8; ++v) { X8 x8 = GM_IN8(q + 8 * v); ACC8_ADD(s[v], GM_C(v), x8); GM_MAX8(m8, x8) }
         }
+#if GM_EXACT
+        gm_acc mall;
+        GM_MAX8_TO(mall, m8)
+#endif
         for (int v = 0; v < COLS / 8; ++v) {
-#ifdef STORE8_RESULT
+#if GM_SETTLE8
+            if (!use_part) {      // eight adjacent results and their flags (a byte each) at once
+                float8 res;
+                const long8 open = gm_settle8(s[v], mall.m, m->depth, n, &res);
+                vstore8(res, 0, GM_AT(GM_A_OUT, OUT_T, out, ob + 8 * v, 8));
+                vstore8(convert_uchar8(open & (long8)(1)), 0, GM_AT(GM_A_FLAG, uchar, flag, fb + 8 * v, 8));
+                continue;
+            }
+#elif defined(STORE8_RESULT) && !GM_EXACT
             // eight adjacent results at once: a vector division (or the exact product by 1/n) and
             // one 8-wide store instead of eight scalar ones (the outputs of a short column cost as
             // much as its loads otherwise)
@@ -639,10 +946,13 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
             for (int j = 0; j < 8; ++j) {
                 gm_acc a;
                 a.s = ss[j];
+#if GM_EXACT
+                a.m = mall.m;
+#endif
 #if HAS_C8
                 a.c = cc[j];
 #endif
-                gm_emit_at(a, n, out, ob + 8 * v + j, part, pb + 8 * v + j, use_part GM_CHK_A);
+                gm_emit_at(a, n, out, ob + 8 * v + j, part, pb + 8 * v + j, flag, fb + 8 * v + j, use_part, m GM_CHK_A);
             }
         }
 #endif
@@ -651,7 +961,7 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
             gm_acc a;
             GM_ACC_ZERO(a);
             for (long rr = r; rr < rend; ++rr) GM_ACC_ADD(a, GM_IN1(b + (col - c0) + rr * rs));
-            gm_emit_at(a, n, out, ob + (col - c0), part, pb + (col - c0), use_part GM_CHK_A);
+            gm_emit_at(a, n, out, ob + (col - c0), part, pb + (col - c0), flag, fb + (col - c0), use_part, m GM_CHK_A);
         }
     }
 }
@@ -659,25 +969,63 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
 // General class: work-item (k, chunk) walks a chunk of the reduced index space with a carried
 // multi-index.
 __kernel void gm_reduce_general_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
-                                       __global gm_acc* part, ulong part_off, int use_part,
+                                       __global gm_acc* part, ulong part_off, __global uchar* flag, ulong flag_off, int use_part,
                                        __constant const gm_rmeta* m, long n_out, long len, long clen, ulong n
                                        GM_CHK_P) {
     long k = get_global_id(0), chunk = get_global_id(1);
     if (k >= n_out) return;
     long j = chunk * clen;
     gm_acc a = gm_general_sum(in, (long)in_off + gm_keep_offset(m, k, 1), m, j, min(len, j + clen) GM_CHK_A);
-    gm_emit(a, n, out, out_off, part, part_off, use_part, m, k, chunk, n_out GM_CHK_A);
+    gm_emit(a, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k, chunk, n_out GM_CHK_A);
 }
 
 // Second pass: a work-item per output combines its chunk partials in chunk order (deterministic).
 __kernel void gm_reduce_finalize_serial(__global const gm_acc* part, ulong part_off, long n_chunks, long n_out,
-                                        __global OUT_T* out, ulong out_off, __constant const gm_rmeta* m,
-                                        ulong n GM_CHK_P) {
+                                        __global OUT_T* out, ulong out_off, __global uchar* flag, ulong flag_off,
+                                        __constant const gm_rmeta* m, ulong n GM_CHK_P) {
     long k = get_global_id(0);
     if (k >= n_out) return;
     gm_acc a = GM_PART((long)part_off + k);
     for (long c = 1; c < n_chunks; ++c) { gm_acc b = GM_PART((long)part_off + c * n_out + k); GM_ACC_MERGE(a, b); }
-    gm_store(a, n, out, (long)out_off + gm_keep_offset(m, k, 2) GM_CHK_A);
+    gm_store(a, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag, (long)flag_off + k, m GM_CHK_A);
 }
+
+#if GM_EXACT
+// The exact path, CPU shape: work-item g takes outputs [g * per, + per), scans their flags (sixteen
+// at a time; GM_FLAG_BITS: a bit per output) and sums each open output's values into a
+// superaccumulator alone (a work-item per output, no barriers), then divides, rounds and stores.
+__kernel void gm_reduce_exact_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
+                                     __global const uchar* flag, ulong flag_off, __constant const gm_rmeta* m,
+                                     long n_out, ulong n, long per GM_CHK_P) {
+    const long k0 = (long)get_global_id(0) * per, k1 = min(n_out, k0 + per);
+#if GM_FLAG_BITS
+    const long f0 = k0 >> 3, f1 = (k1 + 7) >> 3;    // per is a multiple of 8
+#else
+    const long f0 = k0, f1 = k1;
+#endif
+    for (long f = f0; f < f1; ++f) {
+        if (f + 16 <= f1) {      // sixteen flag bytes at once: nearly always all clear
+            const uchar16 v = vload16(0, GM_AT(GM_A_FLAG, const uchar, flag, (long)flag_off + f, 16));
+            const ulong2 w = as_ulong2(v);
+            if ((w.s0 | w.s1) == 0) { f += 15; continue; }
+        }
+        const uint byte = *GM_AT(GM_A_FLAG, const uchar, flag, (long)flag_off + f, 1);
+        if (byte == 0) continue;
+#if GM_FLAG_BITS
+        for (int bit = 0; bit < 8; ++bit) {
+            const long k = f * 8 + bit;
+            if (!((byte >> bit) & 1u) || k >= k1) continue;
+#else
+        {
+            const long k = f;
+#endif
+            gm_xacc x;
+            GM_XINIT(&x);
+            gm_exact_range(&x, in, (long)in_off + gm_keep_offset(m, k, 1), m, 0, (long)n GM_CHK_A);
+            gm_exact_store(&x, n, out, (long)out_off + gm_keep_offset(m, k, 2) GM_CHK_A);
+        }
+    }
+}
+#endif
 
 #endif  // GM_CPU_SHAPE

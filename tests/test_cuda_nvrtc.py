@@ -110,11 +110,11 @@ def test_vector_loads_are_16_bytes(rtc):
     assert re.search(r"ld\.global(\.nc)?\.v4\.(b32|u32|f32)", compiled(rtc.path)["ew_nary_FLOAT16_64_rows"][2].ptx)
 
 
-def _resources(rtc, name: str) -> dict:
+def _resources(rtc, name: str, fname: str = "elementwise.cl") -> dict:
     """{kernel: (registers, stack bytes, spill bytes)} from ptxas's report on one variant."""
     macros = compiled(rtc.path)[name][0]
     opts = cuda_compile.options(rtc.target(CC), cuda_compile.include_dir(rtc.path)) + ("--ptxas-options=-v",)
-    log = rtc.compile(cuda_compile.variant_source("elementwise.cl", macros), opts).log
+    log = rtc.compile(cuda_compile.variant_source(fname, macros), opts).log
     out = {}
     for m in re.finditer(r"Function properties for (\w+)\s*\n.*?(\d+) bytes stack frame, (\d+) bytes spill stores, "
                          r"(\d+) bytes spill loads\s*\n.*?Used (\d+) registers", log, re.S):
@@ -133,6 +133,21 @@ def test_many_input_mean_does_not_spill(rtc, name):
     for kernel, (regs, stack, spill) in _resources(rtc, name).items():
         assert stack == 0 and spill == 0, f"{name} {kernel}: {stack} B stack, {spill} B spilled"
         assert regs <= 64, f"{name} {kernel}: {regs} registers"
+
+
+def test_correctly_rounded_reductions_do_not_spill(rtc):
+    """Issue 22, stage 2: the GM_EXACT variants (the bound's m beside the sum, the flags, and
+    gm_reduce_exact with its superaccumulator limbs in registers) compile without stack or spills."""
+    seen = {}
+    for name, (macros, _kernels, _) in compiled(rtc.path).items():
+        if not name.startswith("red_") or not macros.get("GM_EXACT"):
+            continue
+        res = _resources(rtc, name, "reduce.cl")
+        for kernel, (_regs, stack, spill) in res.items():
+            assert stack == 0 and spill == 0, f"{name} {kernel}: {stack} B stack, {spill} B spilled"
+        seen[name] = {k: v[0] for k, v in sorted(res.items())}
+    assert any("gm_reduce_exact" in r for r in seen.values()), seen
+    print(f"\ncorrectly rounded reductions on sm_{CC}, registers per kernel: {seen}")
 
 
 def _entry(ptx: str, kernel: str) -> str:

@@ -268,7 +268,7 @@ def signatures(checked: bool = False):
 _SCALARS = {"unsigned long long": np.uint64, "long long": np.int64, "float": np.float32, "int": np.int32,
             "ulong": np.uint64, "long": np.int64}
 _STRUCTS = {"gm_inputs": ("p",), "gm_dims": ("size", "magic", "shift", "stride"),
-            "gm_rmeta": ("keep_shape", "keep_in", "keep_out", "red_shape", "red_in")}
+            "gm_rmeta": ("keep_shape", "keep_in", "keep_out", "red_shape", "red_in", "depth")}
 
 
 def check_args(kernel: str, args, checked: bool = False):
@@ -307,7 +307,10 @@ def test_arguments_match_the_kernels_and_launch_on_the_backend_stream(name, plan
         assert all(g >= 1 for g in grid) and 1 <= int(np.prod(block)) <= 1024
     names = [c[0] for c in be.calls]
     if isinstance(prog, ReduceProgram):
-        assert ("gm_reduce_finalize" in names) == bool(prog.temporary_size)
+        assert ("gm_reduce_finalize" in names) == (prog.variant.finalize is not None)
+        # the correctly rounded means: the exact pass after every run, no host sync between
+        assert ("gm_reduce_exact" in names) == (prog.variant.exact is not None)
+        assert names[-1] == "gm_reduce_exact" if prog.variant.exact else True
     elif name.endswith("contig"):
         assert names == ["gm_ew_contig_vec", "gm_ew_contig_scalar"]
 

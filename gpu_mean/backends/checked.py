@@ -55,13 +55,15 @@ def span(shape, strides) -> int:
     return 1 + sum((n - 1) * st for n, st in zip(shape, strides))
 
 
-def reduce_bounds(plan: planning.ReducePlan, in_off: int, out_off: int, part_off: int, n_parts: int) -> list[Bound]:
-    """The reduction kernels' arguments (reduce.cl: GM_A_IN, GM_A_OUT, GM_A_PART), indexed from each
-    buffer's start; offsets and ``n_parts`` (chunk partials; 0 when the reduction is one pass) in elements."""
+def reduce_bounds(plan: planning.ReducePlan, in_off: int, out_off: int, part_off: int, flag_off: int = 0,
+                  n_parts: int = 0, n_flags: int = 0) -> list[Bound]:
+    """The reduction kernels' arguments (reduce.cl: GM_A_IN, GM_A_OUT, GM_A_PART, GM_A_FLAG), indexed
+    from each buffer's start; offsets, ``n_parts`` (chunk partials; 0 when the reduction is one pass)
+    and ``n_flags`` (flag bytes of the correctly rounded means; 0: none) in elements."""
     n_in = span(plan.keep_shape + plan.red_shape, plan.keep_in_strides + plan.red_strides)
     n_out = span(plan.keep_shape, plan.keep_out_strides)
     return [Bound("input", in_off, in_off + n_in), Bound("output", out_off, out_off + n_out),
-            Bound("partials", part_off, part_off + n_parts)]
+            Bound("partials", part_off, part_off + n_parts), Bound("flags", flag_off, flag_off + n_flags)]
 
 
 def elementwise_bounds(plan: planning.ElementwisePlan, in_offs, out_off: int) -> list[Bound]:

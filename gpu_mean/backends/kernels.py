@@ -34,12 +34,17 @@ DIALECT = {"opencl": ("opencl_kernels", "dialect.h"), "cuda": ("cuda_kernels", "
 COMMON = "common.h"
 
 
+# headers a kernel file needs after common.h (the reductions: exact.h's superaccumulator, issue 22)
+HEADERS = {"reduce.cl": ("exact.h",)}
+
+
 def kernel_text(api: str, filename: str, macros: dict) -> str:
     """What ``api``'s compiler receives for one variant of a portable kernel file in opencl_kernels/:
-    the variant's ``#define`` lines, the API's dialect header, then opencl_kernels/common.h and the
-    file, byte for byte the same for both APIs."""
+    the variant's ``#define`` lines, the API's dialect header, then opencl_kernels/common.h, the
+    file's own headers (``HEADERS``) and the file, byte for byte the same for both APIs."""
     folder, dialect = DIALECT[api]
     return (header(macros) + kernel_source(folder, dialect) + kernel_source("opencl_kernels", COMMON)
+            + "".join(kernel_source("opencl_kernels", h) for h in HEADERS.get(filename, ()))
             + kernel_source("opencl_kernels", filename))
 
 

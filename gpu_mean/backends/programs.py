@@ -147,32 +147,36 @@ class ElementwiseProgram(Program):
 
 
 class ReduceProgram(Program):
-    """opencl_kernels/reduce.cl: the main kernel, then the finalize pass of a split reduction."""
+    """opencl_kernels/reduce.cl: the main kernel, then the finalize pass of a split reduction, then
+    (the correctly rounded means, GM_EXACT) gm_reduce_exact, always launched, with no host sync: it
+    redoes exactly the outputs whose flag the bound test set and returns at once where none is."""
 
     def __init__(self, be: KernelBackend, plan: planning.ReducePlan):
         self.be, self.plan = be, plan
         v = self.variant = reduce_variant(be, plan)
         self.main = be.kernel("reduce.cl", v.macros, v.main.kernel)
         self.fin = be.kernel("reduce.cl", v.macros, v.finalize.kernel) if v.finalize else None
-        self.meta = be.struct_arg(reduce_kernels.pack_meta(plan))
+        self.exact = be.kernel("reduce.cl", v.macros, v.exact.kernel) if v.exact else None
+        self.meta = be.struct_arg(reduce_kernels.pack_meta(plan, v.depth))
         self.temporary_size = v.temporary_size
         self.itemsize = int(plan.dtype.element_size)
         self.out_itemsize = int(plan.output_type.element_size)
         self.part_bytes = v.acc_bytes     # one chunk partial (16 or 32 bytes for the extension types)
         self.traffic = (plan.n_reduce * self.itemsize + self.out_itemsize) * plan.n_out
-        self.checked = _Checked(be, 3) if be.checked else None
-        self._last = None       # (bindings, main args, finalize args, element offsets) of the last run
+        self.checked = _Checked(be, 4) if be.checked else None
+        self._last = None       # (bindings, main, finalize and exact args, element offsets) of the last run
 
     def run(self, inputs, outputs, temporary):
         v = self.variant
-        key = (inputs[0], outputs[0], temporary if v.finalize else None)
+        key = (inputs[0], outputs[0], temporary if v.temporary_size else None)
         last = self._last
         if last is None or last[0] != key:
             last = self._last = (key, *self._arguments(inputs[0], outputs[0], temporary))
-        _, main, fin, offs = last
+        _, main, fin, exact, offs = last
         be, chk = self.be, self.checked
         if chk is not None:
-            chk.status.arm(checked.reduce_bounds(self.plan, *offs, v.temporary_size // self.part_bytes))
+            chk.status.arm(checked.reduce_bounds(self.plan, *offs, v.partial_bytes // self.part_bytes,
+                                                 v.flag_bytes))
         be.launch(self.main, main, v.main, self.traffic)
         if chk is not None:
             chk.status.check(v.main.kernel)
@@ -180,22 +184,33 @@ class ReduceProgram(Program):
             be.launch(self.fin, fin, v.finalize, 0)
             if chk is not None:
                 chk.status.check(v.finalize.kernel)
+        if exact is not None:
+            be.launch(self.exact, exact, v.exact, 0)
+            if chk is not None:
+                chk.status.check(v.exact.kernel)
 
     def _arguments(self, binding_in, binding_out, temporary) -> tuple:
         v, be = self.variant, self.be
         (ib, ioff), (ob, ooff) = binding_in, binding_out
-        tb, toff = temporary if v.finalize else (None, 0)
+        tb, toff = temporary if v.temporary_size else (None, 0)
+        # the flags follow the partials in the temporary (element offsets in bytes: uchar)
+        foff = toff + v.partial_bytes
         ioff, ooff, toff = ioff // self.itemsize, ooff // self.out_itemsize, toff // self.part_bytes
-        inp, out, part = be.buffer_arg(ib), be.buffer_arg(ob), be.buffer_arg(tb)
+        inp, out = be.buffer_arg(ib), be.buffer_arg(ob)
+        part = be.buffer_arg(tb if v.finalize else None)
+        flag = be.buffer_arg(tb if v.flag_bytes else None)
         tail = self.checked.tail if self.checked is not None else ()
-        main = v.main_args(inp, ioff, out, ooff, part, toff, self.meta) + tail
-        fin = None
+        main = v.main_args(inp, ioff, out, ooff, part, toff, flag, foff, self.meta) + tail
+        n_out, n = self.plan.n_out, self.plan.n_reduce
+        fin = exact = None
         if v.finalize:
-            fin = v.finalize_args(part, toff, out, ooff, self.meta, self.plan.n_out, self.plan.n_reduce) + tail
-        return main, fin, (ioff, ooff, toff)
+            fin = v.finalize_args(part, toff, out, ooff, flag, foff, self.meta, n_out, n) + tail
+        if v.exact:
+            exact = v.exact_args(inp, ioff, out, ooff, flag, foff, self.meta, n_out, n) + tail
+        return main, fin, exact, (ioff, ooff, toff, foff)
 
     def forget_bindings(self):
         self._last = None
-        for h in (self.main, self.fin):
+        for h in (self.main, self.fin, self.exact):
             if h is not None:
                 self.be.forget_args(h)

@@ -22,8 +22,20 @@ from .typespell import OPENCL as spell
 
 WIDE_INT = (D.INT64, D.UINT64)
 # the argument positions that change with the bindings (the rest is fixed when the program is made)
-MAIN_BINDINGS = (0, 1, 2, 3, 4, 5)          # in, in_off, out, out_off, part, part_off
-FINALIZE_BINDINGS = (0, 1, 4, 5)            # part, part_off, out, out_off
+MAIN_BINDINGS = (0, 1, 2, 3, 4, 5, 6, 7)    # in, in_off, out, out_off, part, part_off, flag, flag_off
+FINALIZE_BINDINGS = (0, 1, 4, 5, 6, 7)      # part, part_off, out, out_off, flag, flag_off
+EXACT_BINDINGS = (0, 1, 2, 3, 4, 5)         # in, in_off, out, out_off, flag, flag_off
+# the types whose REDUCE AVERAGE the kernels round correctly (issue 22, stage 2): a bound test in the
+# store and gm_reduce_exact for the outputs it leaves open
+EXACT_TYPES = (D.FLOAT32, D.FLOAT16, D.BFLOAT16)
+EX_WG = 64          # gm_reduce_exact's work-group (GPU shape)
+F16_EXACT_SUM = 1 << 13     # FLOAT16 sums of at most this many values are exact in FLOAT64
+
+
+def exact_mean(plan: planning.ReducePlan, fp64: bool) -> bool:
+    """Whether the plan's kernels are the correctly rounded ones (GM_EXACT: the bound test, flags and
+    gm_reduce_exact): REDUCE AVERAGE of FLOAT32, FLOAT16, BFLOAT16 on a device with fp64."""
+    return plan.op == KernelOp.REDUCE_MEAN and plan.dtype in EXACT_TYPES and fp64 and plan.n_reduce < 1 << 32
 
 
 def meta_struct(plan: planning.ReducePlan) -> np.dtype:
@@ -31,12 +43,14 @@ def meta_struct(plan: planning.ReducePlan) -> np.dtype:
     the kernel checks its size against META_BYTES in both languages."""
     kn, rn = max(len(plan.keep_shape), 1), max(len(plan.red_shape), 1)
     return np.dtype([("keep_shape", np.int64, (kn,)), ("keep_in", np.int64, (kn,)), ("keep_out", np.int64, (kn,)),
-                     ("red_shape", np.int64, (rn,)), ("red_in", np.int64, (rn,))], align=True)
+                     ("red_shape", np.int64, (rn,)), ("red_in", np.int64, (rn,)), ("depth", np.int64)], align=True)
 
 
-def pack_meta(plan: planning.ReducePlan) -> np.ndarray:
-    """The metadata as one struct: CUDA passes it by value, OpenCL uploads its bytes as a constant buffer."""
+def pack_meta(plan: planning.ReducePlan, depth: int = 0) -> np.ndarray:
+    """The metadata as one struct: CUDA passes it by value, OpenCL uploads its bytes as a constant buffer.
+    ``depth``: the variant's bound on the additions any value passes through (``ReduceVariant.depth``)."""
     arr = np.zeros(1, meta_struct(plan))
+    arr["depth"][0] = depth
     kn, rn = len(plan.keep_shape), len(plan.red_shape)
     for name, values, n in (("keep_shape", plan.keep_shape, kn), ("keep_in", plan.keep_in_strides, kn),
                             ("keep_out", plan.keep_out_strides, kn), ("red_shape", plan.red_shape, rn),
@@ -62,9 +76,12 @@ def type_macros(plan: planning.ReducePlan, fp64: bool, checked: bool = False) ->
     m = {"KN": kn, "RN": rn, "KNA": max(kn, 1), "RNA": max(rn, 1), "META_BYTES": meta_struct(plan).itemsize,
          "T": spell(dt), "OUT_T": spell(plan.output_type), "ACC": acc, "COMPENSATED": int(compensated),
          "WIDE_INT": int(wide_int), "WIDE_FLOAT": int(wide_float), "GM_BF16_NOFP64": int(bf16_ff),
-         "USE_FP64": int(dt.is_float and fp64 or plan.output_type == D.FLOAT64)}
+         "USE_FP64": int(dt.is_float and fp64 or plan.output_type == D.FLOAT64),
+         "GM_ACC0": "-0.0" if acc in ("float", "double") else "0"}
     if checked:
         m["GM_CHECKED"] = 1
+    if exact_mean(plan, fp64):
+        m.update({"GM_EXACT": 1, "GM_X_H": int(dt == D.FLOAT16), "GM_X_BF16": int(dt == D.BFLOAT16)})
     if dt == D.FLOAT16:
         m["LOAD1(p)"] = f"(({acc})vload_half(0, (p)))"
     elif dt == D.BFLOAT16:
@@ -116,17 +133,20 @@ def half_through_odd(v: str, vw: int) -> str:
             f"(convert_uint{vw}(isnotequal({back}, ({v}))) & 1u))")
 
 
+def quotient8(plan: planning.ReducePlan, acc: str) -> str:
+    """Eight totals t divided by n: for a power of two the product by its reciprocal, which is exact
+    (the same value as the quotient; a 512-bit double division has a throughput of about 16 cycles)."""
+    n = plan.n_reduce
+    if plan.dtype.is_float and n > 0 and n & (n - 1) == 0:
+        return f"((t) * ({acc}8)({1.0 / n!r}))"
+    return f"((t) / ({acc}8)(({acc})(n)))"
+
+
 def store8_result(plan: planning.ReducePlan, acc: str) -> str:
     """STORE8_RESULT(t, n, p): eight accumulated totals divided by n, each rounded once, stored at p."""
     if plan.op == KernelOp.REDUCE_SUM:
         return "vstore8((t), 0, (p))"
-    n = plan.n_reduce
-    if plan.dtype.is_float and n > 0 and n & (n - 1) == 0:
-        # a power of two: the product by its reciprocal is exact, the same value as the quotient, and
-        # a 512-bit double division has a throughput of about 16 cycles
-        q = f"((t) * ({acc}8)({1.0 / n!r}))"
-    else:
-        q = f"((t) / ({acc}8)(({acc})(n)))"
+    q = quotient8(plan, acc)
     if plan.dtype == D.FLOAT16:
         return f"vstore_half8_rte({half_through_odd(q, 8)}, 0, (p))"
     return f"vstore8(convert_{spell(plan.dtype)}8({q}), 0, (p))"
@@ -147,8 +167,9 @@ class Launch:
 
 def acc_bytes(plan: planning.ReducePlan, fp64: bool) -> int:
     """Bytes of one partial of the kernels' accumulator: the plan's, except BFLOAT16 on a device
-    without fp64 (two compensated float pairs, 16 bytes, for a double's 8)."""
-    return 16 if plan.dtype == D.BFLOAT16 and not fp64 else plan.acc_bytes
+    without fp64 (two compensated float pairs, 16 bytes, for a double's 8) and the correctly rounded
+    means (the FLOAT64 sum and the largest magnitude, 16 bytes)."""
+    return 16 if (plan.dtype == D.BFLOAT16 and not fp64) or exact_mean(plan, fp64) else plan.acc_bytes
 
 
 @dataclass(frozen=True)
@@ -158,18 +179,33 @@ class ReduceVariant:
     tail: tuple                 # the main kernel's typed scalars after the metadata argument
     finalize: Launch | None     # the second pass of a split reduction
     n_chunks: int
-    temporary_size: int         # bytes of chunk partials (0: one pass)
+    temporary_size: int         # bytes of chunk partials, then the flags (0: one pass without flags)
     acc_bytes: int = planning.ACC_BYTES     # bytes of one partial (binding offsets divide by it)
+    exact: Launch | None = None     # gm_reduce_exact (GM_EXACT variants whose bound can leave outputs open)
+    exact_per: int = 0              # outputs per work-item of gm_reduce_exact_serial
+    flag_bytes: int = 0             # bytes of flags after the partials (a byte, or a bit, per output)
+    depth: int = 0                  # the bound on additions per value (pack_meta)
 
-    def main_args(self, inp, in_off, out, out_off, part, part_off, meta) -> tuple:
+    @property
+    def partial_bytes(self) -> int:
+        """Bytes of chunk partials at the temporary's start (the flags follow them)."""
+        return self.temporary_size - self.flag_bytes
+
+    def main_args(self, inp, in_off, out, out_off, part, part_off, flag, flag_off, meta) -> tuple:
         """The main kernel's arguments: buffers (whatever the backend passes for them) and element offsets."""
         u64 = np.uint64
-        return (inp, u64(in_off), out, u64(out_off), part, u64(part_off), np.int32(self.n_chunks > 1),
-                meta) + self.tail
+        return (inp, u64(in_off), out, u64(out_off), part, u64(part_off), flag, u64(flag_off),
+                np.int32(self.n_chunks > 1), meta) + self.tail
 
-    def finalize_args(self, part, part_off, out, out_off, meta, n_out: int, n: int) -> tuple:
+    def finalize_args(self, part, part_off, out, out_off, flag, flag_off, meta, n_out: int, n: int) -> tuple:
         u64 = np.uint64
-        return (part, u64(part_off), np.int64(self.n_chunks), np.int64(n_out), out, u64(out_off), meta, u64(n))
+        return (part, u64(part_off), np.int64(self.n_chunks), np.int64(n_out), out, u64(out_off), flag,
+                u64(flag_off), meta, u64(n))
+
+    def exact_args(self, inp, in_off, out, out_off, flag, flag_off, meta, n_out: int, n: int) -> tuple:
+        u64 = np.uint64
+        return (inp, u64(in_off), out, u64(out_off), flag, u64(flag_off), meta, np.int64(n_out), u64(n),
+                np.int64(self.exact_per))
 
 
 def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, checked: bool = False) -> ReduceVariant:
@@ -194,7 +230,24 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
     if g.n_chunks > 1:
         fin = Launch("gm_reduce_finalize", (fin_grid[0] * fin_block[0],), fin_block)
     ab = acc_bytes(plan, fp64)
-    return ReduceVariant(m, main, tail, fin, g.n_chunks, _temporary(plan, g.n_chunks, ab), ab)
+    if not exact_mean(plan, fp64):
+        return ReduceVariant(m, main, tail, fin, g.n_chunks, _temporary(plan, g.n_chunks, ab), ab)
+    m["EX_WG"] = EX_WG
+    # no value passes through more additions than: its work-item's chain, the merges of the
+    # accumulators and the work-group trees (gm_group_sum: 5 + 5 levels), then the finalize pass
+    # (a chain of chunks per work-item, its tree); slack for the tails
+    if g.kernel == "row":
+        width = 32 if g.warp_rows else g.block[0]
+        per_chunk = (_cdiv(g.length, 4 * width) + 8 + g.chunk) if g.row_multi else _cdiv(g.chunk, 4 * width)
+        per_chunk += 20
+    elif g.kernel == "col":
+        per_chunk = _cdiv(g.chunk, 2 * g.block[1]) + g.block[1] + 8
+    else:
+        per_chunk = g.chunk + 4
+    fin_depth = _cdiv(g.n_chunks, fin_block[0]) + 12 if g.n_chunks > 1 else 0
+    groups = max(1, min(_cdiv(n_out, EX_WG), sms * 8, gpu_geometry.MAX_X))
+    ex = Launch("gm_reduce_exact", (groups * EX_WG,), (EX_WG,))
+    return _exact_variant(plan, m, main, tail, fin, g.n_chunks, ab, ex, 0, False, per_chunk + fin_depth)
 
 
 def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
@@ -235,7 +288,51 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
     main = Launch(f"gm_reduce_{g.kernel}_serial", tuple(g.grid), g.local)
     fin = Launch("gm_reduce_finalize_serial", (plan.n_out,), None) if g.n_chunks > 1 else None
     ab = acc_bytes(plan, fp64)
-    return ReduceVariant(m, main, tail, fin, g.n_chunks, _temporary(plan, g.n_chunks, ab), ab)
+    if not exact_mean(plan, fp64):
+        return ReduceVariant(m, main, tail, fin, g.n_chunks, _temporary(plan, g.n_chunks, ab), ab)
+    if dt == D.FLOAT32:     # eight results through one vector bound test (gm_settle8)
+        m.update({"GM_SETTLE8": 1, "GM_Q8(t, n)": quotient8(plan, acc)})
+    if short and dt == D.FLOAT16:
+        # at most 32 halves sum exactly in FLOAT64, and their quotient rounded once to half is the
+        # correctly rounded mean (reduce.cl, gm_reduce_short_serial): no flags, no exact pass
+        return ReduceVariant(m, main, tail, fin, g.n_chunks, 0, ab)
+    bits = bool(short)
+    if bits:
+        m["GM_FLAG_BITS"] = 1       # a bit per row, eight rows per byte (each work-item owns whole bytes)
+    # no value passes through more additions than (reduce.cl's loops): its vector lane's chain and
+    # the joins, the horizontal sum and the tail (row), the row tree (short), the four-row pre-sum and
+    # the column's chain (col), the walk (general); then the finalize pass's chain of chunks
+    if short:
+        per_chunk = short
+    elif g.kernel == "row":
+        per_chunk = _cdiv(g.chunk, 32) + 25
+    else:
+        per_chunk = g.chunk + 8
+    fin_depth = g.n_chunks + 2 if g.n_chunks > 1 else 0
+    n_out = plan.n_out
+    per = _round_up(_cdiv(n_out, compute_units * 16), 128 if bits else 16)
+    ex = Launch("gm_reduce_exact_serial", (_cdiv(n_out, per),), (1,))
+    return _exact_variant(plan, m, main, tail, fin, g.n_chunks, ab, ex, per, bits, per_chunk + fin_depth)
+
+
+def _exact_variant(plan, m, main, tail, fin, n_chunks, ab, ex, per, bits, depth) -> ReduceVariant:
+    """A GM_EXACT variant: the flags after the partials, the exact pass, the depth of the bound
+    (never more than n - 1, which holds for every summation tree; 0 for a FLOAT16 sum that is exact)."""
+    depth = max(0, min(plan.n_reduce - 1, depth))
+    if plan.dtype == D.FLOAT16 and plan.n_reduce <= F16_EXACT_SUM:
+        depth = 0
+    flag_bytes = _cdiv(plan.n_out, 8) if bits else plan.n_out
+    temp = _temporary(plan, n_chunks, ab)
+    return ReduceVariant(m, main, tail, fin, n_chunks, temp + _round_up(flag_bytes, 16), ab, ex, per,
+                         _round_up(flag_bytes, 16), depth)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _round_up(a: int, b: int) -> int:
+    return _cdiv(a, b) * b
 
 
 def _temporary(plan: planning.ReducePlan, n_chunks: int, nbytes: int) -> int:

@@ -212,17 +212,15 @@ def _finish(ints, flags, n, f, fo, out_dtype) -> np.ndarray:
 def mean_from_limbs(d: np.ndarray, flags: np.ndarray, n: int, dtype, out_dtype=None,
                     plus_zero: bool | None = None) -> np.ndarray:
     """The mean of exact totals (normalized digits (digits, *shape), ``flags`` as ``nonfinite_flags``)
-    of ``n`` values each, rounded once (``plus_zero``: an exact zero total is +0.0, as REDUCE AVERAGE
-    gives; else -0.0 when every value was -0.0): a double-double of the digits, the midpoint test of
+    of ``n`` values each, rounded once (an exact zero total is -0.0 when every value was -0.0, else
+    +0.0; ``plus_zero``: always +0.0): a double-double of the digits, the midpoint test of
     ``settle_dd``, Python integers for what it leaves open."""
     out_dtype = dtype if out_dtype is None else out_dtype
     f, fo = fmt(dtype), fmt(out_dtype)
     shape = d.shape[1:]
     d = d.reshape(d.shape[0], -1)
     flags = flags.reshape(4, -1)
-    if plus_zero is None:      # FLOAT64 keeps wide.py's rule (-0.0 from -0.0s alone)
-        plus_zero = np.dtype(dtype) != np.float64
-    if plus_zero:      # a reduction's exact zero total is +0.0 (REDUCE AVERAGE's accumulator starts there)
+    if plus_zero:
         flags = flags.copy()
         flags[3] = False
     h, t = _dd_of(d, f)
@@ -466,8 +464,9 @@ def reduce_narrow(x: np.ndarray, axes: tuple, dtype) -> np.ndarray:
         out_flat = out.reshape(-1)
         zero = open_[q.reshape(-1)[open_] == 0]
         if zero.size:
-            # a zero sum (padding rows, all-zero outputs): zeros alone give +0.0, decided from the
-            # bits (one integer pass over those outputs' values); an exact sum (err 0) that is zero too
+            # a zero sum (padding rows, all-zero outputs): zeros alone give +0.0 (-0.0 from -0.0s
+            # alone), decided from the bits (one integer pass over those outputs' values); an exact
+            # sum (err 0) that is zero too
             exact_sum = np.all(narrow_error(n, m, dtype, depth) == 0)
             vals, settled = _zero_means(x, axes, zero, dtype, exact_sum)
             out_flat[zero[settled]] = vals[settled]
@@ -480,17 +479,20 @@ def reduce_narrow(x: np.ndarray, axes: tuple, dtype) -> np.ndarray:
 
 def _zero_means(x, axes, flat, dtype, exact_sum: bool):
     """(values, settled) for outputs whose sum is zero: every value a zero (or, with ``exact_sum``,
-    the exact total zero) gives +0.0 (one integer pass over the bits of those outputs' values)."""
+    the exact total zero) gives -0.0 when every value is -0.0, else +0.0 (IEEE addition from -0.0,
+    the kernels' rule too; one integer pass over the bits of those outputs' values)."""
     f = fmt(dtype)
+    sign = f.udtype.type(1 << (f.bits - 1))
     mag = f.udtype.type((1 << (f.bits - 1)) - 1)
     hi = None
-    if not exact_sum:
-        for blk in row_blocks(x.view(f.udtype), axes, flat):
-            bh = np.max(blk & mag, axis=0)
-            hi = bh if hi is None else np.maximum(hi, bh)
+    neg0 = None
+    for blk in row_blocks(x.view(f.udtype), axes, flat):
+        bh = np.max(blk & mag, axis=0)
+        bn = np.all(blk == sign, axis=0)
+        hi = bh if hi is None else np.maximum(hi, bh)
+        neg0 = bn if neg0 is None else neg0 & bn
     settled = np.full(flat.size, True) if exact_sum else (hi == 0)
-    # REDUCE AVERAGE's accumulator starts at +0.0, as the kernels' does: an exact zero total is +0.0
-    return cast(np.zeros(flat.size), dtype), settled
+    return cast(np.where(neg0, -0.0, 0.0), dtype), settled
 
 
 MEM_ELEMENTS = 1 << 21    # values per block of the open outputs' passes (their temporaries: 16 MiB each)
@@ -543,7 +545,6 @@ def open_means(x: np.ndarray, axes: tuple, flat: np.ndarray, dtype) -> np.ndarra
             d = add_limbs(d, limbs(blk, (0,), dtype).reshape(f.digits, -1))
             fl = nonfinite_flags(blk, (0,)).reshape(4, -1)
             flags = fl if flags is None else merge_flags(flags, fl)
-        flags[3] = False          # REDUCE AVERAGE: an exact zero total is +0.0 (the accumulator's start)
         out[rest] = _finish(to_ints(d), flags, n, f, f, dtype)
     return out
 

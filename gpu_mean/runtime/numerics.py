@@ -137,7 +137,12 @@ def reduce_sum(x: np.ndarray, axes: tuple, out_dt: DataType, in_dt: DataType | N
             hi, lo = wide.words128(*wide.int_sum0(rows))
         return hi.reshape(shape), lo.reshape(shape)
     with np.errstate(over="ignore", invalid="ignore"):
-        return (np.sum(x, axis=axes, dtype=out_dt.numpy_dtype, keepdims=True),)
+        total = np.sum(x, axis=axes, dtype=out_dt.numpy_dtype, keepdims=True)
+    if total.dtype.kind == "f" and np.any(total == 0):
+        # an exact zero total is -0.0 when every value is -0.0 (IEEE's sum; numpy's starts at +0.0)
+        neg0 = np.all((x == 0) & np.signbit(x), axis=axes, keepdims=True)
+        total = np.where(neg0, -0.0, total).astype(total.dtype)
+    return (total,)
 
 
 # FLOAT64, INT64 and UINT64: sums of two words (wide.py)
