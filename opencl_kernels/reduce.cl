@@ -95,8 +95,8 @@ typedef gm_dd4 gm_acc;
 // IEEE's sign) and m = max|x|, what the bound test of the store needs (gm_settle below)
 typedef struct { ACC s; ACC m; } gm_acc;
 #define GM_ACC_ZERO(a) { (a).s = -0.0; (a).m = 0.0; }
-#define GM_ACC_ADD(a, x) { const ACC x_ = (x); (a).s += x_; (a).m = fmax((a).m, fabs(x_)); }
-#define GM_ACC_MERGE(a, b) { (a).s += (b).s; (a).m = fmax((a).m, (b).m); }
+#define GM_ACC_ADD(a, x) { const ACC x_ = (x), ax_ = fabs(x_); (a).s += x_; (a).m = ax_ > (a).m ? ax_ : (a).m; }
+#define GM_ACC_MERGE(a, b) { (a).s += (b).s; (a).m = (b).m > (a).m ? (b).m : (a).m; }
 #define GM_ACC_TOTAL(a) ((a).s)
 #define GM_ACC_FIELDS(X) X(s) X(m)
 #else
@@ -178,6 +178,7 @@ GM_INLINE int gm_settle(gm_acc a, ulong n, long depth, uint* bits) {
         *bits = GM_BITS_OF(s / (double)n);
         return 1;
     }
+    if (!(a.m <= 0x1p1023)) return 0;       // an inf or NaN among values the sum shares a bound with
     double err = (double)depth * GM_U53 * (1.0 + 0x1p-19) * (double)n * a.m;
 #if HALF_BLOCKS
     err += 3.0 * 0x1p-24 * (1.0 + 0x1p-20) * (double)n * a.m;
@@ -603,22 +604,34 @@ GM_INLINE void gm_emit_at(gm_acc a, ulong n, __global OUT_T* out, long o, __glob
     else gm_store(a, n, out, o, flag, fi, m GM_CHK_A);
 }
 
-// The vector accumulators start from -0.0 where the result's zero sign is IEEE's (GM_EXACT); GM_MAX8
-// keeps the largest magnitude seen in a vector (m8) for the bound test, nothing otherwise.
+// The vector accumulators start from -0.0 where the result's zero sign is IEEE's; GM_EXACT: the
+// loads through GM_IN8M keep the largest magnitude seen (m8i: the values' bits without the sign, an
+// integer max per vector, on the values as stored before their conversion to double; a NaN's bits
+// exceed every number's, and a NaN makes the sum NaN, IEEE's answer), for the bound test.
 #if GM_EXACT || COMPENSATED
 #define GM_Z8 ((ACC8)(-0.0))
 #else
 #define GM_Z8 ((ACC8)(GM_ACC0))
 #endif
 #if GM_EXACT
-#define GM_MAX8(m8, x8) { m8 = fmax(m8, fabs(x8)); }
-#define GM_MAX8_DECL(m8) ACC8 m8 = (ACC8)(0.0);
-#define GM_MAX8_TO(a, m8) { (a).m = fmax(fmax(fmax(m8.s0, m8.s1), fmax(m8.s2, m8.s3)), \
-                                       fmax(fmax(m8.s4, m8.s5), fmax(m8.s6, m8.s7))); }
+#define GM_MAG8(r) (as_int8(r) & (int8)(0x7FFFFFFF))
+GM_INLINE ACC8 gm_in8m(__global const T* in, long i, int8* m GM_CHK_P) {
+    const float8 r = RAW8(GM_AT(GM_A_IN, const T, in, i, 8));
+    *m = max(*m, GM_MAG8(r));
+    return TO_ACC8(r);
+}
+#define GM_IN8M(i) gm_in8m(in, (i), &m8i GM_CHK_A)
+#define GM_MAX8_DECL int8 m8i = (int8)(0);
+GM_INLINE double gm_max8_value(int8 m) {
+    m.lo = max(m.lo, m.hi);
+    m.s01 = max(m.s01, m.s23);
+    return (double)as_float(max(m.s0, m.s1));
+}
+#define GM_MAX8_TO(a) { (a).m = gm_max8_value(m8i); }
 #else
-#define GM_MAX8(m8, x8)
-#define GM_MAX8_DECL(m8)
-#define GM_MAX8_TO(a, m8)
+#define GM_IN8M(i) GM_IN8(i)
+#define GM_MAX8_DECL
+#define GM_MAX8_TO(a)
 #endif
 
 // Row class: work-item (k, chunk) sums [chunk*clen, +clen) of row k.
@@ -675,7 +688,7 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
     // four independent accumulators: one add chain would be bound by the adder's latency
     ACC8 s8 = GM_Z8, c8 = (ACC8)(0), s8b = GM_Z8, c8b = (ACC8)(0);
     ACC8 s8c = GM_Z8, c8c = (ACC8)(0), s8d = GM_Z8, c8d = (ACC8)(0);
-    GM_MAX8_DECL(m8)
+    GM_MAX8_DECL
 #if HALF_BLOCKS
     // FLOAT16: each lane adds 8 halves in float (same-signed: within 7 float ulps of the block's sum,
     // 2^-21 relative, far inside a half ulp), then the block joins the wide accumulator. The
@@ -690,9 +703,8 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
         const float8 a6 = vload_half8(0, p + 48), a7 = vload_half8(0, p + 56);
         float8 h0 = (a0 + a1) + (a2 + a3);
         float8 h1 = (a4 + a5) + (a6 + a7);
-        const float8 mx = fmax(fmax(fmax(fabs(a0), fabs(a1)), fmax(fabs(a2), fabs(a3))),
-                               fmax(fmax(fabs(a4), fabs(a5)), fmax(fabs(a6), fabs(a7))));
-        m8 = fmax(m8, TO_ACC8(mx));
+        m8i = max(m8i, max(max(max(GM_MAG8(a0), GM_MAG8(a1)), max(GM_MAG8(a2), GM_MAG8(a3))),
+                           max(max(GM_MAG8(a4), GM_MAG8(a5)), max(GM_MAG8(a6), GM_MAG8(a7)))));
 #else
         float8 h0 = (vload_half8(0, p) + vload_half8(0, p + 8)) + (vload_half8(0, p + 16) + vload_half8(0, p + 24));
         float8 h1 = (vload_half8(0, p + 32) + vload_half8(0, p + 40)) + (vload_half8(0, p + 48) + vload_half8(0, p + 56));
@@ -703,11 +715,10 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
 #endif
     for (; i + 32 <= end; i += 32) {
         GM_PREFETCH(in, b + i, PREFETCH); GM_PREFETCH(in, b + i + 16, PREFETCH);
-        X8 x0 = GM_IN8(b + i), x1 = GM_IN8(b + i + 8), x2 = GM_IN8(b + i + 16), x3 = GM_IN8(b + i + 24);
+        X8 x0 = GM_IN8M(b + i), x1 = GM_IN8M(b + i + 8), x2 = GM_IN8M(b + i + 16), x3 = GM_IN8M(b + i + 24);
         ACC8_ADD(s8, c8, x0); ACC8_ADD(s8b, c8b, x1); ACC8_ADD(s8c, c8c, x2); ACC8_ADD(s8d, c8d, x3);
-        GM_MAX8(m8, fmax(fmax(fabs(x0), fabs(x1)), fmax(fabs(x2), fabs(x3))))
     }
-    for (; i + 8 <= end; i += 8) { X8 x8 = GM_IN8(b + i); ACC8_ADD(s8, c8, x8); GM_MAX8(m8, x8) }
+    for (; i + 8 <= end; i += 8) { X8 x8 = GM_IN8M(b + i); ACC8_ADD(s8, c8, x8); }
     ACC8_JOIN(s8, c8, s8b); ACC8_JOIN(s8c, c8c, s8d); ACC8_JOIN(s8, c8, s8c);
     c8 += c8b + c8c + c8d;
     gm_acc a;
@@ -722,7 +733,7 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
 #endif
     GM_ACC_ADD(a, t8.s0); GM_ACC_ADD(a, t8.s1); GM_ACC_ADD(a, t8.s2); GM_ACC_ADD(a, t8.s3);
     GM_ACC_ADD(a, t8.s4); GM_ACC_ADD(a, t8.s5); GM_ACC_ADD(a, t8.s6); GM_ACC_ADD(a, t8.s7);
-    GM_MAX8_TO(a, m8)   // the lane sums' magnitudes above are no larger than n m: m8 alone is the bound's m
+    GM_MAX8_TO(a)   // the lane sums' magnitudes above are no larger than n m: m8 alone is the bound's m
 #endif
 #endif
     for (; i < end; ++i) GM_ACC_ADD(a, GM_IN1(b + i));
@@ -741,10 +752,12 @@ GM_INLINE long8 gm_settle8(ACC8 t, double mx, long depth, ulong n, float8* res) 
     const float8 lo = convert_float8(q - pad), hi = convert_float8(q + pad);
     long8 open = convert_long8(as_int8(lo) != as_int8(hi)) | (q == (ACC8)(0.0));
     *res = lo;
-    if (mx == 0.0 || !all(isfinite(q))) {    // zeros alone, infinities, NaN: one rounding is IEEE's answer
+    if (mx == 0.0 || !(mx <= 0x1p1023) || !all(isfinite(q))) {
+        // zeros alone, infinities, NaN: one rounding is IEEE's answer; finite sums beside an inf or
+        // NaN of another lane (mx is then no bound): the exact pass
         const long8 special = (mx == 0.0) ? (long8)(-1) : ~isfinite(q);
         *res = select(lo, convert_float8(q), convert_int8(special));
-        open &= ~special;
+        open = (mx <= 0x1p1023) ? (open & ~special) : ~special;
     }
     return open;
 }
@@ -784,11 +797,9 @@ GM_INLINE ACC8 gm_rows2(__global const T* in, long b GM_CHK_P) {
 #if GM_SETTLE8
 // the largest magnitude of w rows from b, in the storage type (FLOAT32)
 GM_INLINE double gm_rows_max(__global const T* in, long b, int w GM_CHK_P) {
-    float8 mx = (float8)(0.0f);
-    for (int j = 0; j < w * SHORT_LEN; j += 8) mx = fmax(mx, fabs(vload8(0, GM_AT(GM_A_IN, const T, in, b + j, 8))));
-    mx.lo = fmax(mx.lo, mx.hi);
-    mx.s01 = fmax(mx.s01, mx.s23);
-    return (double)fmax(mx.s0, mx.s1);
+    int8 m8i = (int8)(0);
+    for (int j = 0; j < w * SHORT_LEN; j += 8) m8i = max(m8i, GM_MAG8(vload8(0, GM_AT(GM_A_IN, const T, in, b + j, 8))));
+    return gm_max8_value(m8i);
 }
 #endif
 __kernel void gm_reduce_short_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
@@ -876,7 +887,7 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
 #define GM_C(v) c_unused
 #endif
         for (int v = 0; v < COLS / 8; ++v) { s[v] = GM_Z8; GM_C(v) = (ACC8)(0); }
-        GM_MAX8_DECL(m8)      // one largest magnitude for the COLS columns (GM_EXACT: gm_settle's bound)
+        GM_MAX8_DECL      // one largest magnitude for the COLS columns (GM_EXACT: gm_settle's bound)
 #if WIDE_INT
         // four rows per pass, as below: four values' high halves (and low halves) cannot wrap either sum
         for (; r + 4 <= rend; r += 4) {
@@ -904,20 +915,18 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
                     GM_PREFETCH(in, f + 2 * rs, 0); GM_PREFETCH(in, f + 3 * rs, 0);
                 }
 #endif
-                const X8 y0 = GM_IN8(q + 8 * v), y1 = GM_IN8(q + rs + 8 * v);
-                const X8 y2 = GM_IN8(q + 2 * rs + 8 * v), y3 = GM_IN8(q + 3 * rs + 8 * v);
-                s[v] += (y0 + y1) + (y2 + y3);
-                GM_MAX8(m8, fmax(fmax(fabs(y0), fabs(y1)), fmax(fabs(y2), fabs(y3))))
+                s[v] += (GM_IN8M(q + 8 * v) + GM_IN8M(q + rs + 8 * v)) +
+                        (GM_IN8M(q + 2 * rs + 8 * v) + GM_IN8M(q + 3 * rs + 8 * v));
             }
         }
 #endif
         for (; r < rend; ++r) {
             long q = b + r * rs;
-            for (int v = 0; v < COLS / 8; ++v) { X8 x8 = GM_IN8(q + 8 * v); ACC8_ADD(s[v], GM_C(v), x8); GM_MAX8(m8, x8) }
+            for (int v = 0; v < COLS / 8; ++v) { X8 x8 = GM_IN8M(q + 8 * v); ACC8_ADD(s[v], GM_C(v), x8); }
         }
 #if GM_EXACT
         gm_acc mall;
-        GM_MAX8_TO(mall, m8)
+        GM_MAX8_TO(mall)
 #endif
         for (int v = 0; v < COLS / 8; ++v) {
 #if GM_SETTLE8

@@ -290,6 +290,9 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
     ab = acc_bytes(plan, fp64)
     if not exact_mean(plan, fp64):
         return ReduceVariant(m, main, tail, fin, g.n_chunks, _temporary(plan, g.n_chunks, ab), ab)
+    # the stored values as floats (GM_IN8M keeps their largest magnitude before the conversion)
+    m["RAW8(p)"] = {D.FLOAT32: "vload8(0, (p))", D.FLOAT16: "vload_half8(0, (p))",
+                    D.BFLOAT16: "as_float8(convert_uint8(vload8(0, (p))) << 16)"}[dt]
     if dt == D.FLOAT32:     # eight results through one vector bound test (gm_settle8)
         m.update({"GM_SETTLE8": 1, "GM_Q8(t, n)": quotient8(plan, acc)})
     if short and dt == D.FLOAT16:
