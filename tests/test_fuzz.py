@@ -9,8 +9,11 @@ Property: each generated case is either
   (tests/ext_support.py reads which from the one table, gpu_mean/backends/support.py), or
 * created, compiled and executed (in place, output bound over an identical input, where the
   operator allows it and the case asks for it), with a result equal to the CPU device's (bit-exact for
-  element-wise and integer operators) or, for float REDUCE AVERAGE and the n-ary mean on positive
-  data, within 1 ulp of the exact mean (tests/oracle.py); every output buffer has poisoned guard
+  element-wise and integer operators); a float REDUCE AVERAGE on a device held to correct rounding
+  (``correctly_rounded``: the CPU device, the OpenCL devices with fp64 for FLOAT16, FLOAT32 and
+  BFLOAT16; issue 22), on data of mixed signs with zeros, infinities, NaN, +-max and subnormals, the
+  exact oracle's bits (tests/oracle.py); other float reductions and the n-ary mean on positive
+  data, within 1 ulp of the exact mean; every output buffer has poisoned guard
   bytes before and after its binding, and poisoned bytes inside its range that its strides do not
   address: all must be untouched.
 No other exception, and the device is never removed.
@@ -178,6 +181,29 @@ def exact_means(desc, xs, dt: D):
     return np.array(want, dt.numpy_dtype).reshape(desc.output.sizes)
 
 
+def correctly_rounded(dev, desc, dt: D) -> bool:
+    """Whether ``dev`` is held to the exact mean rounded once for this reduction (issue 22: the CPU
+    device for every float type, the OpenCL kernels with fp64 for FLOAT16, FLOAT32 and BFLOAT16)."""
+    if not isinstance(desc, (gm.ReduceDesc, gm.ext.ReduceMeanDesc)) or not dt.is_float:
+        return False
+    info = dev.info
+    if info.backend == "cpu":
+        return True
+    return info.backend == "opencl" and info.fp64 and dt in (D.FLOAT16, D.FLOAT32, D.BFLOAT16)
+
+
+def exact_bits(desc, xs, dt: D) -> np.ndarray:
+    """The oracle's correctly rounded means (IEEE for inf and NaN) with the library's zero: an exact
+    zero total is -0.0 when every value is -0.0, +0.0 otherwise."""
+    rows = _rows(desc, xs)
+    want = oracle.mean_rows(rows, dt.numpy_dtype).astype(np.float64)
+    r64 = rows.astype(np.float64)
+    zeros = np.all(r64 == 0, axis=1)
+    neg0 = np.all((r64 == 0) & np.signbit(r64), axis=1)
+    want = np.where(zeros, np.where(neg0, -0.0, 0.0), want)
+    return want.astype(dt.numpy_dtype).reshape(desc.output.sizes)
+
+
 def run_case(device, case: fuzz_cases.Case):
     dev = at_level(device, case.level)
     if case.bad_type is not None:
@@ -209,7 +235,8 @@ def run_case(device, case: fuzz_cases.Case):
         assert refusal(dev, desc.kernel_op, t.data_type) is None, f"{dev.name} accepted {t.data_type.name}"
     rng = np.random.default_rng(case.seed)
     dt = desc.output_tensors()[0].data_type
-    xs = [logical_data(rng, t, case.float_reduction) for t in desc.input_tensors()]
+    exact = case.float_reduction and correctly_rounded(dev, desc, dt)
+    xs = [logical_data(rng, t, case.float_reduction and not exact) for t in desc.input_tensors()]
     alias = in_place_input(desc) if case.in_place else None
     gots, raws, offs = execute(dev, desc, xs, alias)
     for raw, off, t in zip(raws, offs, desc.output_tensors()):
@@ -223,6 +250,9 @@ def run_case(device, case: fuzz_cases.Case):
         for idx, s in zip(np.ndindex(got.shape), exact_sums(desc, xs)):
             total = Fraction(float(got[idx])) + Fraction(float(lo[idx]))
             assert abs(total - s) <= abs(s) / tol, f"output {idx}: {got[idx]!r} + {lo[idx]!r} vs {float(s)}"
+    elif exact:
+        want = exact_bits(desc, xs, dt)
+        assert oracle.equal_bits(got, want), f"{dev.name}: not the correctly rounded means:\n{got}\n{want}"
     elif case.float_reduction:
         want = exact_means(desc, xs, dt)
         for idx in np.ndindex(want.shape):

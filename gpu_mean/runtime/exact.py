@@ -406,7 +406,8 @@ def narrow_error(n: int, m, dtype, depth: int | None = None):
     most 2^13 values are exact (multiples of 2^-24 below 2^29)."""
     if np.dtype(dtype) == np.float16 and n <= 1 << 13:
         return 0.0
-    return gamma(n - 1 if depth is None else depth) * n * m
+    with np.errstate(invalid="ignore"):     # depth 0 (n = 1) times an infinite m: NaN, no bound (IEEE's value)
+        return gamma(n - 1 if depth is None else depth) * n * m
 
 
 SPLIT_AXIS = 1 << 12    # reductions of more values: axis by axis, longer axes as (a, b) blocks
