@@ -360,6 +360,37 @@ GM_INLINE int gm_settle_ff_f32(float hi, float lo, float err, uint n, uint* bits
     return ok;
 }
 
+// Stage 2: the FLOAT16 (is_half = 1) or BFLOAT16 (is_half = 0) bits of the correctly rounded S / n in
+// *bits when settled, else 0, without fp64: gm_settle_ff_f32's test around a candidate of the narrow
+// format (the float candidate, corrected once, rounded to the format; any candidate will do, the
+// test decides) and its neighbours' midpoints (exact floats: the narrow format has fewer bits).
+GM_INLINE int gm_settle_ff_narrow(float hi, float lo, float err, uint n, const int is_half, uint* bits) {
+    const int neg = hi < 0.0f;
+    if (neg) { hi = -hi; lo = -lo; }
+    float c = hi / (float)n;
+    gm_fsum rem = {hi, lo, 0.0f};
+    gm_fsum_add_ny(&rem, n, -c);
+    c = c + (rem.s + rem.c) / (float)n;
+    const uint h = is_half ? (uint)gm_float_to_half(c) : (uint)gm_float_to_bf16(c);
+    const float r = is_half ? gm_half_to_float((ushort)h) : gm_bf16_to_float((ushort)h);
+    const float up = is_half ? gm_half_to_float((ushort)(h + 1u)) : gm_bf16_to_float((ushort)(h + 1u));
+    const float dn = is_half ? gm_half_to_float((ushort)(h - 1u)) : gm_bf16_to_float((ushort)(h - 1u));
+    int ok = h != 0u && r > 0.0f && isfinite(up) && r < 0x1p100f && hi < 0x1p120f && isfinite(err);
+    const float hu = (up - r) * 0.5f, hd = (r - dn) * 0.5f;
+    // above: n (r + hu) - S > err; below: S - n (r - hd) > err
+    gm_fsum upper = {-hi, -lo, 0.0f}, lower = {hi, lo, 0.0f};
+    gm_fsum_add_ny(&upper, n, r);
+    gm_fsum_add_ny(&upper, n, hu);
+    gm_fsum_add_ny(&lower, n, -r);
+    gm_fsum_add_ny(&lower, n, hd);
+    const float vu = upper.s + upper.c, vd = lower.s + lower.c;
+    const float slack = 1.0f + 0x1p-20f;
+    ok = ok && vu - fabs(vu) * 0x1p-23f > (err + upper.bound) * slack
+            && vd - fabs(vd) * 0x1p-23f > (err + lower.bound) * slack;
+    *bits = neg ? (h | 0x8000u) : h;     // both formats: the sign is bit 15
+    return ok;
+}
+
 // A float-float accumulator that tracks its own error bound: TwoSum's error e of hi + x is exact, and
 // adding it into lo rounds by at most 2^-24 |lo| (round to nearest), which the bound adds up (one
 // more fma per value). gm_ff_bound: the bound padded for its own float additions (n < 2^20).

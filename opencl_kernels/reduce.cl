@@ -90,6 +90,20 @@ typedef gm_dd4 gm_acc;
 #define GM_ACC_MERGE(a, b) { gm_dd4_merge(&(a), (b)); }
 #define GM_ACC_TOTAL(a) (a)
 #define GM_ACC_FIELDS(X) X(hi) X(lo) X(bhi) X(blo)
+#elif GM_EXACT && GM_FF
+// FLOAT32, FLOAT16, BFLOAT16 REDUCE AVERAGE without fp64: a float-float sum that tracks its own
+// error bound (exact.h's gm_ff rules: TwoSum's error of each hi + x is exact, its addition into lo
+// rounds by at most 2^-24 |lo|; a merge rounds twice, at lo_a + lo_b and at adding the TwoSum
+// error, both added to the bound); pad keeps the partial 16 bytes
+typedef struct { float hi, lo, bound, pad; } gm_acc;
+#define GM_ACC_ZERO(a) { (a).hi = -0.0f; (a).lo = 0.0f; (a).bound = 0.0f; (a).pad = 0.0f; }
+#define GM_ACC_ADD(a, x) { float s_, e_; gm_two_sum_f((a).hi, (float)(x), &s_, &e_); (a).hi = s_; \
+    (a).lo += e_; (a).bound = fma(fabs((a).lo), 0x1p-24f, (a).bound); }
+#define GM_ACC_MERGE(a, b) { const gm_acc b_ = (b); float s_, e_; gm_two_sum_f((a).hi, b_.hi, &s_, &e_); \
+    const float t_ = (a).lo + b_.lo; (a).hi = s_; (a).lo = t_ + e_; \
+    (a).bound = fma(fabs(t_), 0x1p-24f, fma(fabs((a).lo), 0x1p-24f, (a).bound + b_.bound)); }
+#define GM_ACC_TOTAL(a) ((a).hi)
+#define GM_ACC_FIELDS(X) X(hi) X(lo) X(bound) X(pad)
 #elif GM_EXACT
 // FLOAT32, FLOAT16, BFLOAT16 REDUCE AVERAGE with fp64: the FLOAT64 sum (from -0.0: zeros alone keep
 // IEEE's sign) and m = max|x|, what the bound test of the store needs (gm_settle below)
@@ -149,7 +163,28 @@ GM_INLINE long gm_run_offset(__constant const gm_rmeta* m, long r) {
     return RN > 1 ? off + r * m->red_in[0] : 0;
 }
 
-#if GM_EXACT
+#if GM_EXACT && GM_FF
+// The bound test without fp64 (exact.h: gm_settle_ff_f32, gm_settle_ff_narrow): the float-float sum
+// hi + lo within its tracked bound (padded for the bound's own float additions, valid for n < 2^22)
+// of the exact total; the division is decided by exact remainders, never by trusting a float
+// division. Sums that overflowed, inf, NaN and zero means are left to gm_reduce_exact: finite data
+// never give inf or NaN.
+GM_INLINE int gm_settle(gm_acc a, ulong n, long depth, uint* bits) {
+    *bits = 0u;
+    if (n >= (1ul << 22) || !isfinite(a.hi) || !isfinite(a.lo)) return 0;
+    const float err = a.bound * (1.0f + (float)n * 0x1p-23f);
+#if GM_X_H || GM_X_BF16
+    return gm_settle_ff_narrow(a.hi, a.lo, err, (uint)n, GM_X_H, bits);
+#else
+    return gm_settle_ff_f32(a.hi, a.lo, err, (uint)n, bits);
+#endif
+}
+#if GM_X_H || GM_X_BF16
+#define GM_STORE_BITS(p, b) (*(__global ushort*)(p) = (ushort)(b))
+#else
+#define GM_STORE_BITS(p, b) (*(p) = gm_as_float(b))
+#endif
+#elif GM_EXACT
 // the output type's bits of a double rounded once (infinities, NaN, zeros)
 #if GM_X_H
 #define GM_BITS_OF(x) ((uint)gm_double_to_half(x))
@@ -196,7 +231,9 @@ GM_INLINE int gm_settle(gm_acc a, ulong n, long depth, uint* bits) {
     return gm_settle_double_f32(s, err, (uint)n, bits);
 #endif
 }
+#endif
 
+#if GM_EXACT
 // Store output element i (an element index into out) and its flag fi: 1 when the bound left it open.
 GM_INLINE void gm_store(gm_acc a, ulong n, __global OUT_T* out, long i, __global uchar* flag, long fi,
                         __constant const gm_rmeta* m GM_CHK_P) {
@@ -571,7 +608,7 @@ __kernel void gm_reduce_exact(__global const T* restrict in, ulong in_off, __glo
 // another; HAS_C8: the accumulator has a second vector (compensation terms, or the low halves' sums).
 // FLOAT64 (WIDE_FLOAT) and BFLOAT16 without fp64 (GM_BF16_NOFP64) have no vector form here: their
 // kernels below add element by element (GM_SCALAR_ACC).
-#define GM_SCALAR_ACC (WIDE_FLOAT || GM_BF16_NOFP64)
+#define GM_SCALAR_ACC (WIDE_FLOAT || GM_BF16_NOFP64 || GM_FF)
 #if COMPENSATED
 #define ACC8_ADD(s8, c8, x8) { ACC8 t_ = s8 + (x8); \
     c8 += select(((x8) - t_) + s8, (s8 - t_) + (x8), isgreaterequal(fabs(s8), fabs(x8))); s8 = t_; }

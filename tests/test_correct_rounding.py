@@ -2,8 +2,9 @@
 input, against the exact rational oracle, with identical bits under permutations, other layouts and
 axis groupings (docs/design.md, "Correct rounding (issue 22)"). Stage 1: the CPU device, REDUCE
 AVERAGE and the n-ary mean of FLOAT16, FLOAT32, BFLOAT16 and FLOAT64. Stage 2: REDUCE AVERAGE of
-FLOAT16, FLOAT32 and BFLOAT16 on the OpenCL devices with fp64 (both kernel shapes: opencl:0 and
-opencl:0-gpupaths), every kernel the planner picks, bit for bit the CPU device's (``held``)."""
+FLOAT16, FLOAT32 and BFLOAT16 on the OpenCL devices, with and without fp64, in both kernel shapes
+(opencl:0, opencl:0-nofp64, opencl:0-gpupaths, opencl:0-gpupaths-nofp64), every kernel the planner
+picks, bit for bit the CPU device's (``held``)."""
 from __future__ import annotations
 
 import math
@@ -123,15 +124,14 @@ def want_reduce(x, axes, dt):
 
 def held(device, dt):
     """Skip where the device is not yet held to correct rounding for REDUCE AVERAGE of ``dt``: FLOAT64
-    on the OpenCL and CUDA kernels is stage 3, devices without fp64 stage 2's second step."""
+    on the OpenCL and CUDA kernels is stage 3."""
     info = device.info
     if info.backend == "cpu":
         return
     if dt == np.float64:
         pytest.skip(f"{info.id}: FLOAT64 reductions on a device are issue 22's stage 3")
-    if info.backend != "opencl" or not info.fp64:
-        pytest.skip(f"{info.id}: not yet held to correct rounding (issue 22, stage 2 covers the OpenCL devices "
-                    "with fp64)")
+    if info.backend != "opencl":
+        pytest.skip(f"{info.id}: not yet held to correct rounding (issue 22, stage 2 covers the OpenCL devices)")
 
 
 def check_bits(got, want, what):

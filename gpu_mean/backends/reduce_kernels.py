@@ -34,8 +34,9 @@ F16_EXACT_SUM = 1 << 13     # FLOAT16 sums of at most this many values are exact
 
 def exact_mean(plan: planning.ReducePlan, fp64: bool) -> bool:
     """Whether the plan's kernels are the correctly rounded ones (GM_EXACT: the bound test, flags and
-    gm_reduce_exact): REDUCE AVERAGE of FLOAT32, FLOAT16, BFLOAT16 on a device with fp64."""
-    return plan.op == KernelOp.REDUCE_MEAN and plan.dtype in EXACT_TYPES and fp64 and plan.n_reduce < 1 << 32
+    gm_reduce_exact): REDUCE AVERAGE of FLOAT32, FLOAT16, BFLOAT16 (without fp64: GM_FF, the
+    float-float sum and its bound)."""
+    return plan.op == KernelOp.REDUCE_MEAN and plan.dtype in EXACT_TYPES and plan.n_reduce < 1 << 32
 
 
 def meta_struct(plan: planning.ReducePlan) -> np.dtype:
@@ -70,9 +71,10 @@ def type_macros(plan: planning.ReducePlan, fp64: bool, checked: bool = False) ->
     wide_int, wide_float = dt in WIDE_INT, dt == D.FLOAT64
     if plan.op == KernelOp.REDUCE_SUM and (wide_int or wide_float):
         raise NotImplementedError(f"the two-word sum of {dt.name} has no kernel (backends/support.py)")
-    bf16_ff = dt == D.BFLOAT16 and not fp64     # two compensated float pairs (common.h: gm_ff4)
-    compensated = dt.is_float and not fp64 and not bf16_ff
-    acc = "float" if compensated or bf16_ff else "ulong" if wide_int else spell(plan.acc)
+    exact = exact_mean(plan, fp64)
+    bf16_ff = dt == D.BFLOAT16 and not fp64 and not exact    # two compensated float pairs (common.h: gm_ff4)
+    compensated = dt.is_float and not fp64 and not bf16_ff and not exact
+    acc = "float" if compensated or bf16_ff or (exact and not fp64) else "ulong" if wide_int else spell(plan.acc)
     m = {"KN": kn, "RN": rn, "KNA": max(kn, 1), "RNA": max(rn, 1), "META_BYTES": meta_struct(plan).itemsize,
          "T": spell(dt), "OUT_T": spell(plan.output_type), "ACC": acc, "COMPENSATED": int(compensated),
          "WIDE_INT": int(wide_int), "WIDE_FLOAT": int(wide_float), "GM_BF16_NOFP64": int(bf16_ff),
@@ -80,8 +82,9 @@ def type_macros(plan: planning.ReducePlan, fp64: bool, checked: bool = False) ->
          "GM_ACC0": "-0.0" if acc in ("float", "double") else "0"}
     if checked:
         m["GM_CHECKED"] = 1
-    if exact_mean(plan, fp64):
-        m.update({"GM_EXACT": 1, "GM_X_H": int(dt == D.FLOAT16), "GM_X_BF16": int(dt == D.BFLOAT16)})
+    if exact:
+        m.update({"GM_EXACT": 1, "GM_FF": int(not fp64), "GM_X_H": int(dt == D.FLOAT16),
+                  "GM_X_BF16": int(dt == D.BFLOAT16)})
     if dt == D.FLOAT16:
         m["LOAD1(p)"] = f"(({acc})vload_half(0, (p)))"
     elif dt == D.BFLOAT16:
@@ -293,7 +296,7 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
     # the stored values as floats (GM_IN8M keeps their largest magnitude before the conversion)
     m["RAW8(p)"] = {D.FLOAT32: "vload8(0, (p))", D.FLOAT16: "vload_half8(0, (p))",
                     D.BFLOAT16: "as_float8(convert_uint8(vload8(0, (p))) << 16)"}[dt]
-    if dt == D.FLOAT32:     # eight results through one vector bound test (gm_settle8)
+    if dt == D.FLOAT32 and fp64:     # eight results through one vector bound test (gm_settle8)
         m.update({"GM_SETTLE8": 1, "GM_Q8(t, n)": quotient8(plan, acc)})
     if short and dt == D.FLOAT16:
         # at most 32 halves sum exactly in FLOAT64, and their quotient rounded once to half is the

@@ -191,8 +191,9 @@ def sum_pieces(call: Call, axes: tuple, make_desc, exact_ok: bool = True) -> Tot
     op = call.ops[0]
     shape, dtype = op.shape, op.dtype
     dt = data_type_of(dtype, call.what)
-    # the CPU device's float pieces give exact totals (docs/design.md, "Correct rounding (issue 22)")
-    exact_parts = exact_ok and dt.is_float and call.dev.info.backend == "cpu"
+    # the CPU device's float pieces give exact totals (docs/design.md, "Correct rounding (issue 22)"),
+    # and so do a device without fp64's, whose pieces the host sums anyway (no FLOAT64 partials there)
+    exact_parts = exact_ok and dt.is_float and (call.dev.info.backend == "cpu" or not call.dev.info.fp64)
     if dt in EXTENSION_TYPES and not exact_parts:
         raise UnsupportedError(f"{call.what}: a {dt.name} tensor past one launch of {call.dev.name} (a buffer of at "
                                f"most {call.limit} bytes, a tensor of at most 2^32 - 1 elements) with a reduced axis "
