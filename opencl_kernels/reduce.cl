@@ -658,13 +658,14 @@ GM_INLINE ACC8 gm_in8m(__global const T* in, long i, int8* m GM_CHK_P) {
     return TO_ACC8(r);
 }
 #define GM_IN8M(i) gm_in8m(in, (i), &m8i GM_CHK_A)
-#define GM_MAX8_DECL int8 m8i = (int8)(0);
+#define GM_MAG16(r) (as_int16(r) & (int16)(0x7FFFFFFF))
+#define GM_MAX8_DECL int8 m8i = (int8)(0); int16 m16i = (int16)(0);
 GM_INLINE double gm_max8_value(int8 m) {
     m.lo = max(m.lo, m.hi);
     m.s01 = max(m.s01, m.s23);
     return (double)as_float(max(m.s0, m.s1));
 }
-#define GM_MAX8_TO(a) { (a).m = gm_max8_value(m8i); }
+#define GM_MAX8_TO(a) { (a).m = gm_max8_value(max(m8i, max(m16i.lo, m16i.hi))); }
 #else
 #define GM_IN8M(i) GM_IN8(i)
 #define GM_MAX8_DECL
@@ -752,7 +753,15 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
 #endif
     for (; i + 32 <= end; i += 32) {
         GM_PREFETCH(in, b + i, PREFETCH); GM_PREFETCH(in, b + i + 16, PREFETCH);
-        X8 x0 = GM_IN8M(b + i), x1 = GM_IN8M(b + i + 8), x2 = GM_IN8M(b + i + 16), x3 = GM_IN8M(b + i + 24);
+#if GM_EXACT
+        // sixteen-wide loads: one integer max per sixteen values for the bound's m
+        const float16 r01 = RAW16(GM_AT(GM_A_IN, const T, in, b + i, 16));
+        const float16 r23 = RAW16(GM_AT(GM_A_IN, const T, in, b + i + 16, 16));
+        m16i = max(m16i, max(GM_MAG16(r01), GM_MAG16(r23)));
+        X8 x0 = TO_ACC8(r01.lo), x1 = TO_ACC8(r01.hi), x2 = TO_ACC8(r23.lo), x3 = TO_ACC8(r23.hi);
+#else
+        X8 x0 = GM_IN8(b + i), x1 = GM_IN8(b + i + 8), x2 = GM_IN8(b + i + 16), x3 = GM_IN8(b + i + 24);
+#endif
         ACC8_ADD(s8, c8, x0); ACC8_ADD(s8b, c8b, x1); ACC8_ADD(s8c, c8c, x2); ACC8_ADD(s8d, c8d, x3);
     }
     for (; i + 8 <= end; i += 8) { X8 x8 = GM_IN8M(b + i); ACC8_ADD(s8, c8, x8); }
@@ -789,7 +798,8 @@ GM_INLINE long8 gm_settle8(ACC8 t, double mx, long depth, ulong n, float8* res) 
     const float8 lo = convert_float8(q - pad), hi = convert_float8(q + pad);
     long8 open = convert_long8(as_int8(lo) != as_int8(hi)) | (q == (ACC8)(0.0));
     *res = lo;
-    if (mx == 0.0 || !(mx <= 0x1p1023) || !all(isfinite(q))) {
+    // mx holds the values' largest bits: an inf or NaN among them makes it inf or NaN
+    if (mx == 0.0 || !(mx <= 0x1p1023)) {
         // zeros alone, infinities, NaN: one rounding is IEEE's answer; finite sums beside an inf or
         // NaN of another lane (mx is then no bound): the exact pass
         const long8 special = (mx == 0.0) ? (long8)(-1) : ~isfinite(q);
@@ -811,9 +821,8 @@ GM_INLINE long8 gm_settle8(ACC8 t, double mx, long depth, ulong n, float8* res) 
 // FLOAT32 (GM_SETTLE8): each eight rows' largest magnitude for the bound, the results through
 // gm_settle8 and the eight rows' open flags as the bits of one byte (GM_FLAG_BITS: byte r / 8; clen
 // is a multiple of 8, so each work-item owns its bytes). FLOAT16 needs no flag: a sum of at most 32
-// halves is exact in FLOAT64, and rounding its quotient (correctly rounded in FLOAT64) once to half
-// is the correctly rounded mean (a quotient within 2^-53 relative of a half's midpoint without
-// being on it would need n >= 2^12; docs/design.md).
+// halves is exact in FLOAT64, and rounding its quotient once to half is the correctly rounded mean
+// (reduce_kernels.f16_direct).
 GM_INLINE ACC8 gm_row8(__global const T* in, long b GM_CHK_P) {
     ACC8 v = GM_IN8(b);
     for (int j = 8; j < SHORT_LEN; j += 8) v += GM_IN8(b + j);
@@ -835,7 +844,13 @@ GM_INLINE ACC8 gm_rows2(__global const T* in, long b GM_CHK_P) {
 // the largest magnitude of w rows from b, in the storage type (FLOAT32)
 GM_INLINE double gm_rows_max(__global const T* in, long b, int w GM_CHK_P) {
     int8 m8i = (int8)(0);
-    for (int j = 0; j < w * SHORT_LEN; j += 8) m8i = max(m8i, GM_MAG8(vload8(0, GM_AT(GM_A_IN, const T, in, b + j, 8))));
+    int j = 0;
+    if (w == 8) {       // eight rows: sixteen values per integer max
+        int16 m16i = (int16)(0);
+        for (; j < 8 * SHORT_LEN; j += 16) m16i = max(m16i, GM_MAG16(vload16(0, GM_AT(GM_A_IN, const T, in, b + j, 16))));
+        m8i = max(m16i.lo, m16i.hi);
+    }
+    for (; j < w * SHORT_LEN; j += 8) m8i = max(m8i, GM_MAG8(vload8(0, GM_AT(GM_A_IN, const T, in, b + j, 8))));
     return gm_max8_value(m8i);
 }
 #endif
@@ -855,8 +870,12 @@ __kernel void gm_reduce_short_serial(__global const T* in, ulong in_off, __globa
         float8 res;
         const long8 open = gm_settle8(t, gm_rows_max(in, b, 8 GM_CHK_A), m->depth, n, &res);
         vstore8(res, 0, GM_AT(GM_A_OUT, OUT_T, out, (long)out_off + r, 8));
-        const long8 bit = open & (long8)(1, 2, 4, 8, 16, 32, 64, 128);
-        GM_FLAG((long)flag_off + (r >> 3)) = (uchar)((bit.s0 | bit.s1 | bit.s2 | bit.s3) | (bit.s4 | bit.s5 | bit.s6 | bit.s7));
+        uchar fbits = 0;
+        if (any(open)) {
+            const long8 bit = open & (long8)(1, 2, 4, 8, 16, 32, 64, 128);
+            fbits = (uchar)((bit.s0 | bit.s1 | bit.s2 | bit.s3) | (bit.s4 | bit.s5 | bit.s6 | bit.s7));
+        }
+        GM_FLAG((long)flag_off + (r >> 3)) = fbits;
 #else
         STORE8_RESULT(t, n, GM_AT(GM_A_OUT, OUT_T, out, (long)out_off + r, 8));
 #endif

@@ -11,9 +11,9 @@
   promises hold only while the running sums stay below FLT_MAX; beyond it the result is inf (same
   signs) or NaN (mixed). The regime is tested on fp64 devices only.
 
-The CPU device and the kernels on devices with fp64 keep a stronger promise (issue 22, stages 1
-and 2): the correctly rounded mean for every input (tests/test_correct_rounding.py); this file's
-tolerance is what devices without fp64 keep until the rest of stage 2.
+The CPU device and the OpenCL kernels keep a stronger promise for FLOAT32, FLOAT16 and BFLOAT16
+(issue 22, stages 1 and 2): the correctly rounded mean for every input, with and without fp64
+(tests/test_correct_rounding.py); this file's tolerance is the one every device is also held to.
 """
 from __future__ import annotations
 

@@ -30,13 +30,25 @@ EXACT_BINDINGS = (0, 1, 2, 3, 4, 5)         # in, in_off, out, out_off, flag, fl
 EXACT_TYPES = (D.FLOAT32, D.FLOAT16, D.BFLOAT16)
 EX_WG = 64          # gm_reduce_exact's work-group (GPU shape)
 F16_EXACT_SUM = 1 << 13     # FLOAT16 sums of at most this many values are exact in FLOAT64
+F16_DIRECT = 1 << 11        # ... and their quotient rounded once to half is the correctly rounded mean
 
 
 def exact_mean(plan: planning.ReducePlan, fp64: bool) -> bool:
     """Whether the plan's kernels are the correctly rounded ones (GM_EXACT: the bound test, flags and
     gm_reduce_exact): REDUCE AVERAGE of FLOAT32, FLOAT16, BFLOAT16 (without fp64: GM_FF, the
     float-float sum and its bound)."""
+    if plan.dtype == D.FLOAT16 and fp64 and plan.n_reduce <= F16_DIRECT:
+        return False
     return plan.op == KernelOp.REDUCE_MEAN and plan.dtype in EXACT_TYPES and plan.n_reduce < 1 << 32
+
+
+def f16_direct(plan: planning.ReducePlan, fp64: bool) -> bool:
+    """FLOAT16 REDUCE AVERAGE of at most F16_DIRECT values per output, with fp64: the FLOAT64 sum is
+    exact in any order (no float pre-sum then), its quotient is correctly rounded, and rounding that
+    once to half is the correctly rounded mean (a quotient that is not a half's midpoint lies at
+    least 2^-25 / n from one, more than its own rounding, 2^-53 * 2^16, for n < 2^12): no bound test,
+    no flags, no exact pass (docs/design.md, "The kernels' fast path and exact pass")."""
+    return plan.op == KernelOp.REDUCE_MEAN and plan.dtype == D.FLOAT16 and fp64 and plan.n_reduce <= F16_DIRECT
 
 
 def meta_struct(plan: planning.ReducePlan) -> np.dtype:
@@ -271,7 +283,10 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
         if dt == D.FLOAT16 and short == 8:
             m["LOAD16(p)"] = "vload_half16(0, (p))"     # two rows of 8 per load
     m.update({"GM_CPU_SHAPE": 1, "COLS": g.cols, "ROW_MULTI": int(g.row_multi), "PREFETCH": g.prefetch,
-              "HALF_BLOCKS": int(dt == D.FLOAT16), "ACC8": acc + "8", "TO_ACC8(v)": f"convert_{acc}8(v)",
+              # the row kernel's float pre-sum of halves (the other kernels' FLOAT16 sums stay exact)
+              "HALF_BLOCKS": int(dt == D.FLOAT16 and g.kernel == "row" and not f16_direct(plan, fp64)),
+              "ACC8": acc + "8",
+              "TO_ACC8(v)": f"convert_{acc}8(v)",
               "X8": acc + "8"})
     if dt == D.FLOAT16:
         m["LOAD8(p)"] = f"convert_{acc}8(vload_half8(0, (p)))"
@@ -294,14 +309,11 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
     if not exact_mean(plan, fp64):
         return ReduceVariant(m, main, tail, fin, g.n_chunks, _temporary(plan, g.n_chunks, ab), ab)
     # the stored values as floats (GM_IN8M keeps their largest magnitude before the conversion)
-    m["RAW8(p)"] = {D.FLOAT32: "vload8(0, (p))", D.FLOAT16: "vload_half8(0, (p))",
-                    D.BFLOAT16: "as_float8(convert_uint8(vload8(0, (p))) << 16)"}[dt]
+    for w in (8, 16):
+        m[f"RAW{w}(p)"] = {D.FLOAT32: f"vload{w}(0, (p))", D.FLOAT16: f"vload_half{w}(0, (p))",
+                           D.BFLOAT16: f"as_float{w}(convert_uint{w}(vload{w}(0, (p))) << 16)"}[dt]
     if dt == D.FLOAT32 and fp64:     # eight results through one vector bound test (gm_settle8)
         m.update({"GM_SETTLE8": 1, "GM_Q8(t, n)": quotient8(plan, acc)})
-    if short and dt == D.FLOAT16:
-        # at most 32 halves sum exactly in FLOAT64, and their quotient rounded once to half is the
-        # correctly rounded mean (reduce.cl, gm_reduce_short_serial): no flags, no exact pass
-        return ReduceVariant(m, main, tail, fin, g.n_chunks, 0, ab)
     bits = bool(short)
     if bits:
         m["GM_FLAG_BITS"] = 1       # a bit per row, eight rows per byte (each work-item owns whole bytes)
