@@ -791,19 +791,21 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
 // eight totals t whose values' magnitudes are at most mx (one bound for the eight). The quotient
 // GM_Q8 is t / n, or the exact product by 1/n for a power of two. Returns the lanes the bound leaves
 // open (-1); the other lanes of *res are the correctly rounded means.
-GM_INLINE long8 gm_settle8(ACC8 t, double mx, long depth, ulong n, float8* res) {
+GM_INLINE int8 gm_settle8(ACC8 t, double mx, long depth, ulong n, float8* res) {
     const ACC8 q = GM_Q8(t, n);
     const double errn = (double)depth * GM_U53 * (1.0 + 0x1p-19) * (1.0 + 0x1p-40) * mx;
     const ACC8 pad = (ACC8)(errn) + fabs(q) * (4.0 * GM_U53);
     const float8 lo = convert_float8(q - pad), hi = convert_float8(q + pad);
-    long8 open = convert_long8(as_int8(lo) != as_int8(hi)) | (q == (ACC8)(0.0));
+    // a zero mean of values not all zero is open too: its ends are -pad and +pad (errn > 0 whenever
+    // mx > 0 and n > 1), whose signs differ; for n = 1 the mean is the value itself
+    int8 open = as_int8(lo) != as_int8(hi);
     *res = lo;
     // mx holds the values' largest bits: an inf or NaN among them makes it inf or NaN
     if (mx == 0.0 || !(mx <= 0x1p1023)) {
         // zeros alone, infinities, NaN: one rounding is IEEE's answer; finite sums beside an inf or
         // NaN of another lane (mx is then no bound): the exact pass
-        const long8 special = (mx == 0.0) ? (long8)(-1) : ~isfinite(q);
-        *res = select(lo, convert_float8(q), convert_int8(special));
+        const int8 special = (mx == 0.0) ? (int8)(-1) : ~convert_int8(isfinite(q));
+        *res = select(lo, convert_float8(q), special);
         open = (mx <= 0x1p1023) ? (open & ~special) : ~special;
     }
     return open;
@@ -868,11 +870,11 @@ __kernel void gm_reduce_short_serial(__global const T* in, ulong in_off, __globa
         ACC8 t = GM_PAIRS(GM_PAIRS(w01, w23), GM_PAIRS(w45, w67));
 #if GM_SETTLE8
         float8 res;
-        const long8 open = gm_settle8(t, gm_rows_max(in, b, 8 GM_CHK_A), m->depth, n, &res);
+        const int8 open = gm_settle8(t, gm_rows_max(in, b, 8 GM_CHK_A), m->depth, n, &res);
         vstore8(res, 0, GM_AT(GM_A_OUT, OUT_T, out, (long)out_off + r, 8));
         uchar fbits = 0;
         if (any(open)) {
-            const long8 bit = open & (long8)(1, 2, 4, 8, 16, 32, 64, 128);
+            const int8 bit = open & (int8)(1, 2, 4, 8, 16, 32, 64, 128);
             fbits = (uchar)((bit.s0 | bit.s1 | bit.s2 | bit.s3) | (bit.s4 | bit.s5 | bit.s6 | bit.s7));
         }
         GM_FLAG((long)flag_off + (r >> 3)) = fbits;
@@ -988,9 +990,9 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
 #if GM_SETTLE8
             if (!use_part) {      // eight adjacent results and their flags (a byte each) at once
                 float8 res;
-                const long8 open = gm_settle8(s[v], mall.m, m->depth, n, &res);
+                const int8 open = gm_settle8(s[v], mall.m, m->depth, n, &res);
                 vstore8(res, 0, GM_AT(GM_A_OUT, OUT_T, out, ob + 8 * v, 8));
-                vstore8(convert_uchar8(open & (long8)(1)), 0, GM_AT(GM_A_FLAG, uchar, flag, fb + 8 * v, 8));
+                vstore8(convert_uchar8(open & (int8)(1)), 0, GM_AT(GM_A_FLAG, uchar, flag, fb + 8 * v, 8));
                 continue;
             }
 #elif defined(STORE8_RESULT) && !GM_EXACT
