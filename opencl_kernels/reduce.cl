@@ -793,9 +793,10 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
 // open (-1); the other lanes of *res are the correctly rounded means.
 GM_INLINE int8 gm_settle8(ACC8 t, double mx, long depth, ulong n, float8* res) {
     const ACC8 q = GM_Q8(t, n);
-    const double errn = (double)depth * GM_U53 * (1.0 + 0x1p-19) * (1.0 + 0x1p-40) * mx;
-    const ACC8 pad = (ACC8)(errn) + fabs(q) * (4.0 * GM_U53);
-    const float8 lo = convert_float8(q - pad), hi = convert_float8(q + pad);
+    // the error of the sum over n, and of the quotient and the two ends (4 u |q|, with |q| <= mx):
+    // one pad for the eight lanes, as gm_settle_double_f32's but with mx for |q|
+    const double pad = ((double)depth * (1.0 + 0x1p-19) * (1.0 + 0x1p-40) + 4.0) * GM_U53 * mx;
+    const float8 lo = convert_float8(q - (ACC8)(pad)), hi = convert_float8(q + (ACC8)(pad));
     // a zero mean of values not all zero is open too: its ends are -pad and +pad (errn > 0 whenever
     // mx > 0 and n > 1), whose signs differ; for n = 1 the mean is the value itself
     int8 open = as_int8(lo) != as_int8(hi);
