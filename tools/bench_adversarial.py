@@ -40,6 +40,11 @@ def data(kind: str, shape, npdt, rng) -> np.ndarray:
 def prepare(dev, case, x: np.ndarray):
     desc = case.desc()
     cop = dev.compile_operator(dev.create_operator(desc))
+    init = dev.create_operator_initializer([cop])
+    rec = dev.create_command_recorder()
+    cl0 = dev.create_command_list()
+    rec.record_dispatch(cl0, init, dev.create_binding_table(init))
+    dev.execute_command_lists([cl0])
     t = desc.input_tensors()[0]
     b = dev.create_buffer(t.total_size_in_bytes)
     b.write(np.ascontiguousarray(x).reshape(-1))
@@ -51,7 +56,7 @@ def prepare(dev, case, x: np.ndarray):
     if cop.binding_properties.temporary_resource_size:
         size = cop.binding_properties.temporary_resource_size
         table.bind_temporary_resource(BufferBinding(dev.create_buffer(size), 0, size))
-    rec, cl = dev.create_command_recorder(), dev.create_command_list()
+    cl = dev.create_command_list()
     rec.record_dispatch(cl, cop, table)
 
     def go():

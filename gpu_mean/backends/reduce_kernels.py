@@ -284,7 +284,8 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
             m["LOAD16(p)"] = "vload_half16(0, (p))"     # two rows of 8 per load
     m.update({"GM_CPU_SHAPE": 1, "COLS": g.cols, "ROW_MULTI": int(g.row_multi), "PREFETCH": g.prefetch,
               # the row kernel's float pre-sum of halves (the other kernels' FLOAT16 sums stay exact)
-              "HALF_BLOCKS": int(dt == D.FLOAT16 and g.kernel == "row" and not f16_direct(plan, fp64)),
+              "HALF_BLOCKS": int(dt == D.FLOAT16 and g.kernel == "row" and not f16_direct(plan, fp64)
+                                 and not exact_mean(plan, fp64)),
               "ACC8": acc + "8",
               "TO_ACC8(v)": f"convert_{acc}8(v)",
               "X8": acc + "8"})
@@ -324,8 +325,10 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
         per_chunk = short
     elif g.kernel == "row":
         per_chunk = _cdiv(g.chunk, 32) + 25
+    elif g.kernel == "col" and plan.inner % g.cols == 0:
+        per_chunk = _cdiv(g.chunk, 4) + 8      # four rows pre-summed, then one add per column
     else:
-        per_chunk = g.chunk + 8
+        per_chunk = g.chunk + 8                 # a walk, or the columns past the last whole block
     fin_depth = g.n_chunks + 2 if g.n_chunks > 1 else 0
     n_out = plan.n_out
     per = _round_up(_cdiv(n_out, compute_units * 16), 128 if bits else 16)
