@@ -318,6 +318,8 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
     bits = bool(short)
     if bits:
         m["GM_FLAG_BITS"] = 1       # a bit per row, eight rows per byte (each work-item owns whole bytes)
+        if dt == D.FLOAT32 and fp64 and short in (8, 16, 32):
+            m["GM_SHORT_POW2"] = 1  # exact sums of eight rows decided by one rounding (gm_rows_exact)
     # no value passes through more additions than (reduce.cl's loops): its vector lane's chain and
     # the joins, the horizontal sum and the tail (row), the row tree (short), the four-row pre-sum and
     # the column's chain (col), the walk (general); then the finalize pass's chain of chunks
