@@ -22,7 +22,8 @@
 //   GM_EXACT         the correctly rounded REDUCE AVERAGE (FLOAT32 / FLOAT16 / BFLOAT16 with fp64): the
 //                    bound test in the store, a flag per output, gm_reduce_exact (GM_X_H, GM_X_BF16:
 //                    the superaccumulator of FLOAT16, BFLOAT16 values; EX_WG its work-group;
-//                    GM_SETTLE8, GM_Q8(t, n): eight FLOAT32 results at once; GM_FLAG_BITS: a bit per output)
+//                    GM_SETTLE8, GM_Q8(t, n): eight FLOAT32 results at once; GM_FLAG_BITS: a bit per output;
+//                    GM_XBLOCK: the CPU shape's block of passes that bounds the depth)
 //   WIDE_INT, WIDE_FLOAT, GM_BF16_NOFP64  the two-word accumulators (common.h): INT64 / UINT64
 //                    halves' sums, FLOAT64's gm_dd4, BFLOAT16's gm_ff4 without fp64
 //   LOAD1(p)         the element at p as ACC (the two-word accumulators: as stored, they split it);
@@ -751,9 +752,18 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
         ACC8_ADD(s8, c8, x8);
     }
 #endif
+#if GM_EXACT
+    // blocks of GM_XBLOCK passes: the four accumulators start again from -0.0 after each, their sum
+    // joins o8, so that no value passes through more than GM_XBLOCK + clen / (32 GM_XBLOCK) + 1
+    // additions in this loop (the bound's depth, reduce_kernels.cpu_variant) instead of clen / 32
+    ACC8 o8 = GM_Z8;
+    int blk = 0;
+#endif
     for (; i + 32 <= end; i += 32) {
         GM_PREFETCH(in, b + i, PREFETCH); GM_PREFETCH(in, b + i + 16, PREFETCH);
 #if GM_EXACT
+        if (blk == GM_XBLOCK) { o8 += (s8 + s8b) + (s8c + s8d); s8 = GM_Z8; s8b = GM_Z8; s8c = GM_Z8; s8d = GM_Z8; blk = 0; }
+        ++blk;
         // sixteen-wide loads: one integer max per sixteen values for the bound's m
         const float16 r01 = RAW16(GM_AT(GM_A_IN, const T, in, b + i, 16));
         const float16 r23 = RAW16(GM_AT(GM_A_IN, const T, in, b + i + 16, 16));
@@ -766,6 +776,9 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
     }
     for (; i + 8 <= end; i += 8) { X8 x8 = GM_IN8M(b + i); ACC8_ADD(s8, c8, x8); }
     ACC8_JOIN(s8, c8, s8b); ACC8_JOIN(s8c, c8c, s8d); ACC8_JOIN(s8, c8, s8c);
+#if GM_EXACT
+    s8 += o8;
+#endif
     c8 += c8b + c8c + c8d;
     gm_acc a;
     GM_ACC_ZERO(a);
@@ -991,8 +1004,22 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
         // four rows per pass over the accumulators: a quarter of the accumulator loads and stores
         // (COLS/8 vectors do not fit in registers), and four row streams in flight. Exact adds
         // (integers) or double adds of floats: the grouping does not change the 1-ulp bound.
+#if GM_EXACT
+        // blocks of 4 GM_XBLOCK rows: each column's block sum joins o[v] (the bound's depth:
+        // 2 + GM_XBLOCK + clen / (4 GM_XBLOCK) + 3, reduce_kernels.cpu_variant)
+        ACC8 o[COLS / 8];
+        for (int v = 0; v < COLS / 8; ++v) o[v] = GM_Z8;
+        int blk = 0;
+#endif
         for (; r + 4 <= rend; r += 4) {
             long q = b + r * rs;
+#if GM_EXACT
+            if (blk == GM_XBLOCK) {
+                for (int v = 0; v < COLS / 8; ++v) { o[v] += s[v]; s[v] = GM_Z8; }
+                blk = 0;
+            }
+            ++blk;
+#endif
             for (int v = 0; v < COLS / 8; ++v) {
 #if PREFETCH
                 if ((v & 1) == 0) {   // the same columns PREFETCH rows on: a 64-byte line per two vectors
@@ -1010,6 +1037,9 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
             long q = b + r * rs;
             for (int v = 0; v < COLS / 8; ++v) { X8 x8 = GM_IN8M(q + 8 * v); ACC8_ADD(s[v], GM_C(v), x8); }
         }
+#if GM_EXACT
+        for (int v = 0; v < COLS / 8; ++v) s[v] += o[v];
+#endif
 #if GM_EXACT
         gm_acc mall;
         GM_MAX8_TO(mall)

@@ -31,6 +31,7 @@ EXACT_TYPES = (D.FLOAT32, D.FLOAT16, D.BFLOAT16)
 EX_WG = 64          # gm_reduce_exact's work-group (GPU shape)
 F16_EXACT_SUM = 1 << 13     # FLOAT16 sums of at most this many values are exact in FLOAT64
 F16_DIRECT = 1 << 11        # ... and their quotient rounded once to half is the correctly rounded mean
+XBLOCK = 64     # the CPU shape's GM_EXACT loops restart their accumulators every XBLOCK passes
 
 
 def exact_mean(plan: planning.ReducePlan, fp64: bool) -> bool:
@@ -282,7 +283,8 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
         m["SHORT_LEN"] = short
         if dt == D.FLOAT16 and short == 8:
             m["LOAD16(p)"] = "vload_half16(0, (p))"     # two rows of 8 per load
-    m.update({"GM_CPU_SHAPE": 1, "COLS": g.cols, "ROW_MULTI": int(g.row_multi), "PREFETCH": g.prefetch,
+    m.update({"GM_CPU_SHAPE": 1, "GM_XBLOCK": XBLOCK, "COLS": g.cols, "ROW_MULTI": int(g.row_multi),
+              "PREFETCH": g.prefetch,
               # the row kernel's float pre-sum of halves (the other kernels' FLOAT16 sums stay exact)
               "HALF_BLOCKS": int(dt == D.FLOAT16 and g.kernel == "row" and not f16_direct(plan, fp64)
                                  and not exact_mean(plan, fp64)),
@@ -325,10 +327,10 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
     # the column's chain (col), the walk (general); then the finalize pass's chain of chunks
     if short:
         per_chunk = short
-    elif g.kernel == "row":
-        per_chunk = _cdiv(g.chunk, 32) + 25
+    elif g.kernel == "row":     # blocks of XBLOCK passes of 32 values (a lane's chain), then the rest
+        per_chunk = XBLOCK + _cdiv(g.chunk, 32 * XBLOCK) + 32
     elif g.kernel == "col" and plan.inner % g.cols == 0:
-        per_chunk = _cdiv(g.chunk, 4) + 8      # four rows pre-summed, then one add per column
+        per_chunk = XBLOCK + _cdiv(g.chunk, 4 * XBLOCK) + 12   # four rows pre-summed, blocks of XBLOCK
     else:
         per_chunk = g.chunk + 8                 # a walk, or the columns past the last whole block
     fin_depth = g.n_chunks + 2 if g.n_chunks > 1 else 0
