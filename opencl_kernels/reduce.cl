@@ -905,13 +905,14 @@ __kernel void gm_reduce_short_serial(__global const T* in, ulong in_off, __globa
         ACC8 t = GM_PAIRS(GM_PAIRS(w01, w23), GM_PAIRS(w45, w67));
 #if GM_SETTLE8
         float8 res;
-        int8 open = gm_settle8(t, gm_rows_max(in, b, 8 GM_CHK_A), m->depth, n, &res);
+        int8 open;
 #if GM_SHORT_POW2
-        if (any(open) && gm_rows_exact(in, b GM_CHK_A)) {     // exact sums: one rounding decides
+        if (gm_rows_exact(in, b GM_CHK_A)) {     // exact sums: one rounding decides, ties included
             res = convert_float8(GM_Q8(t, n));
             open = (int8)(0);
-        }
+        } else
 #endif
+        open = gm_settle8(t, gm_rows_max(in, b, 8 GM_CHK_A), m->depth, n, &res);
         vstore8(res, 0, GM_AT(GM_A_OUT, OUT_T, out, (long)out_off + r, 8));
         uchar fbits = 0;
         if (any(open)) {
