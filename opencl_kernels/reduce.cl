@@ -204,9 +204,9 @@ GM_INLINE int gm_settle(gm_acc a, ulong n, long depth, uint* bits) {
 // the correctly rounded mean in *bits when the FLOAT64 sum's error bound settles the rounding, else
 // 0 (then gm_reduce_exact decides from the values). Higham's bound for any summation tree in which
 // no value passes through more than ``depth`` additions: |s - S| <= gamma(depth) sum|x| <=
-// depth u (1 + 2^-19) n m. The CPU shape's FLOAT16 pre-sum (HALF_BLOCKS: eight halves per lane added
-// in float, a tree of depth 3) adds 3 * 2^-24 (1 + 2^-20) n m. A FLOAT16 sum of at most 2^13 values
-// is exact in FLOAT64 (the host then sets depth 0). An inf or NaN sum is IEEE's answer already (the
+// depth u (1 + 2^-19) n m (the CPU shape's FLOAT16 float pre-sum, HALF_BLOCKS, is off in these
+// variants: its bound left most zero-mean rows open). A FLOAT16 sum of at most 2^13 values is exact
+// in FLOAT64 (the host then sets depth 0). An inf or NaN sum is IEEE's answer already (the
 // FLOAT64 sum of narrow values cannot overflow), and zeros alone (m = 0) give the sum's own sign.
 GM_INLINE int gm_settle(gm_acc a, ulong n, long depth, uint* bits) {
     const double s = a.s;
@@ -215,10 +215,7 @@ GM_INLINE int gm_settle(gm_acc a, ulong n, long depth, uint* bits) {
         return 1;
     }
     if (!(a.m <= 0x1p1023)) return 0;       // an inf or NaN among values the sum shares a bound with
-    double err = (double)depth * GM_U53 * (1.0 + 0x1p-19) * (double)n * a.m;
-#if HALF_BLOCKS
-    err += 3.0 * 0x1p-24 * (1.0 + 0x1p-20) * (double)n * a.m;
-#endif
+    const double err = (double)depth * GM_U53 * (1.0 + 0x1p-19) * (double)n * a.m;
 #if GM_X_H || GM_X_BF16
     ushort h;
 #if GM_X_H
@@ -735,19 +732,8 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
     for (; i + 64 <= end; i += 64) {
         __global const T* p = GM_AT(GM_A_IN, const T, in, b + i, 64);
         GM_PREFETCH(p, 0, PREFETCH); GM_PREFETCH(p, 32, PREFETCH);
-#if GM_EXACT
-        // the largest magnitude of the 64 halves (in float, exact), for the bound of gm_settle
-        const float8 a0 = vload_half8(0, p), a1 = vload_half8(0, p + 8), a2 = vload_half8(0, p + 16);
-        const float8 a3 = vload_half8(0, p + 24), a4 = vload_half8(0, p + 32), a5 = vload_half8(0, p + 40);
-        const float8 a6 = vload_half8(0, p + 48), a7 = vload_half8(0, p + 56);
-        float8 h0 = (a0 + a1) + (a2 + a3);
-        float8 h1 = (a4 + a5) + (a6 + a7);
-        m8i = max(m8i, max(max(max(GM_MAG8(a0), GM_MAG8(a1)), max(GM_MAG8(a2), GM_MAG8(a3))),
-                           max(max(GM_MAG8(a4), GM_MAG8(a5)), max(GM_MAG8(a6), GM_MAG8(a7)))));
-#else
         float8 h0 = (vload_half8(0, p) + vload_half8(0, p + 8)) + (vload_half8(0, p + 16) + vload_half8(0, p + 24));
         float8 h1 = (vload_half8(0, p + 32) + vload_half8(0, p + 40)) + (vload_half8(0, p + 48) + vload_half8(0, p + 56));
-#endif
         ACC8 x8 = TO_ACC8(h0 + h1);
         ACC8_ADD(s8, c8, x8);
     }
