@@ -90,7 +90,7 @@ def type_macros(plan: planning.ReducePlan, fp64: bool, checked: bool = False) ->
     return m
 
 
-SHORT_TYPES = (D.FLOAT32, D.FLOAT16, D.INT32, D.UINT32)
+SHORT_TYPES = (D.FLOAT32, D.FLOAT16, D.INT32, D.UINT32, D.BFLOAT16)
 
 
 def short_rows(plan: planning.ReducePlan, fp64: bool) -> int:
@@ -129,6 +129,8 @@ def store8_result(plan: planning.ReducePlan, acc: str) -> str:
         q = f"((t) / ({acc}8)(({acc})(n)))"
     if plan.dtype == D.FLOAT16:
         return f"vstore_half8_rte({half_through_odd(q, 8)}, 0, (p))"
+    if plan.dtype == D.BFLOAT16:    # through float rounded to odd, as gm_double_to_bf16
+        return f"GM_VSTORE_BF16(8, gm_float8_to_bf16({half_through_odd(q, 8)}), (p))"
     return f"vstore8(convert_{spell(plan.dtype)}8({q}), 0, (p))"
 
 
@@ -208,12 +210,14 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
         g = opencl_geometry.reduce_geometry(plan, compute_units=compute_units, tuning=tuning)
     m = type_macros(plan, fp64, checked)
     dt, acc = plan.dtype, m["ACC"]
-    if dt in SHORT_TYPES and not m["COMPENSATED"]:     # a vector accumulator of one word per output
+    if dt in SHORT_TYPES and not m["COMPENSATED"] and not m["GM_BF16_NOFP64"]:     # one vector word per output
         m["STORE8_RESULT(t, n, p)"] = store8_result(plan, acc)
     if short:
         m["SHORT_LEN"] = short
         if dt == D.FLOAT16 and short == 8:
             m["LOAD16(p)"] = "vload_half16(0, (p))"     # two rows of 8 per load
+        elif dt == D.BFLOAT16 and short == 8:
+            m["LOAD16(p)"] = "as_float16(convert_uint16(vload16(0, (p))) << 16)"
     m.update({"GM_CPU_SHAPE": 1, "COLS": g.cols, "ROW_MULTI": int(g.row_multi), "PREFETCH": g.prefetch,
               "HALF_BLOCKS": int(dt == D.FLOAT16), "ACC8": acc + "8", "TO_ACC8(v)": f"convert_{acc}8(v)",
               "X8": acc + "8"})
