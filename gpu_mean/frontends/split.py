@@ -151,7 +151,7 @@ def run_mean(call: Call, out_shape, make_descs):
         layout = _layout(pc, dest)
         pc.run(("mean piece", pc.signature, shape, layout),
                lambda pc=pc, shape=shape, layout=layout: make_descs(pc, pc.ops, shape, layout), dest=dest)
-    return hand_back(res, call.rule)
+    return hand_back(res, call.rule, dtype)
 
 
 # -- ReduceMean -------------------------------------------------------------------------------------
@@ -174,14 +174,14 @@ def run_reduce(call: Call, axes: tuple, out_shape, make_desc):
             layout = _layout(pc, dest)
             pc.run(("reduce piece", pc.signature, axes, layout),
                    lambda pc=pc, layout=layout: make_desc(pc, pc.ops[0], axes, layout, False), dest=dest)
-        return hand_back(res.reshape(out_shape), call.rule)
+        return hand_back(res.reshape(out_shape), call.rule, dtype)
 
     totals = sum_pieces(call, axes, make_desc)
     n = math.prod(shape[d] for d in axes)
     res = totals.mean(n, dtype, call.dev.info.fp64).reshape(out_shape)
     if call.kind != "host":
         res = call.bridge.from_host(op.array, np.ascontiguousarray(res))
-    return hand_back(res, call.rule)
+    return hand_back(res, call.rule, dtype)
 
 
 def sum_pieces(call: Call, axes: tuple, make_desc, exact_ok: bool = True) -> Totals:
