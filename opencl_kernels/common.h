@@ -194,8 +194,8 @@ GM_INLINE double gm_dd4_mean(gm_dd4 a, ulong n) {
 // for 2^32 elements (two bfloat16 maxima overflow a float sum); inf and NaN land in bs, which keeps
 // IEEE's sum of them. The mean is rounded to odd at float's 24 bits through integer arithmetic, so
 // that the rounding to bfloat16 is the only one (a float quotient would round twice: the mean
-// 1 + 2^-8 + 2^-26 is 1 + 2^-7 rounded once, 1.0 rounded twice). Means below 2^-126 (float
-// subnormals) round twice.
+// 1 + 2^-8 + 2^-26 is 1 + 2^-7 rounded once, 1.0 rounded twice); below 2^-126 (float subnormals)
+// at float's subnormal grid, still 16 bits finer than bfloat16's.
 typedef struct { float s, c, bs, bc; } gm_ff4;
 #define GM_FF4_ZERO(a) { (a).s = 0.0f; (a).c = 0.0f; (a).bs = 0.0f; (a).bc = 0.0f; }
 #define GM_FF_ADD(s, c, x) { const float x6_ = (x), t6_ = (s) + x6_; \
@@ -226,7 +226,18 @@ GM_INLINE float gm_ff_div_odd(float S, float C, ulong n) {
     const int sh = 40 - (int)clz(q);        // q >= 2^29: keep its top 24 bits (sh >= 6)
     ulong mant = q >> sh;
     sticky |= (q & ((1UL << sh) - 1)) != 0;
-    const float r = ldexp((float)(mant | (ulong)sticky), sh - k);
+    int e = sh - k;                         // the weight of mant's last bit
+    if (e < -149) {
+        // below float's normal range the last bit would be finer than float's subnormal grid, and
+        // ldexp would round to nearest there (a second rounding: a mean just above a bfloat16
+        // midpoint lands on it and ties to even): round to odd at 2^-149 instead, which keeps 16
+        // bits below bfloat16's subnormal grid 2^-133
+        const int d = min(-149 - e, 25);    // 25: every bit of the 24-bit mant goes to the sticky bit
+        sticky |= (mant & ((1UL << d) - 1)) != 0;
+        mant >>= d;
+        e = -149;
+    }
+    const float r = ldexp((float)(mant | (ulong)sticky), e);     // exact: a multiple of 2^-149
     return neg ? -r : r;
 }
 // the mean of the accumulated values, rounded to odd at float's precision (gm_float_to_bf16 rounds it)
