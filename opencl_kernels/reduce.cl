@@ -370,7 +370,8 @@ __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong par
 // ACC8_ADD adds loaded vectors (X8) to a vector accumulator, ACC8_JOIN one vector accumulator to
 // another; HAS_C8: the accumulator has a second vector (compensation terms, or the low halves' sums).
 // FLOAT64 (WIDE_FLOAT) and BFLOAT16 without fp64 (GM_BF16_NOFP64) have no vector form here: their
-// kernels below add element by element (GM_SCALAR_ACC).
+// kernels below add element by element (GM_SCALAR_ACC), except FLOAT64's rows and columns, which
+// keep the double-doubles of the values below 2^960 in vectors (GM_DD8_ADD).
 #define GM_SCALAR_ACC (WIDE_FLOAT || GM_BF16_NOFP64)
 #if COMPENSATED
 #define ACC8_ADD(s8, c8, x8) { ACC8 t_ = s8 + (x8); \
@@ -563,7 +564,42 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
     long ob = (long)out_off + gm_keep_offset(m, k0, 2);
     long pb = (long)part_off + chunk * n_out + k0;
     long r = chunk * clen, rend = min(len, r + clen);
-#if GM_SCALAR_ACC
+#if WIDE_FLOAT
+    if (c0 + COLS <= inner) {
+        // FLOAT64: each column's double-double of the values below 2^960 (gm_dd4's hi, lo) in the
+        // lanes of h[v], l[v], added eight columns at a time with GM_DD_ADD1's operations
+        // (GM_DD8_ADD, above: the same bits as the element-by-element adds); eight values with a
+        // larger, infinite or NaN one among them go lane by lane, the others' parts to acc[].bhi, blo
+        gm_acc acc[COLS];
+        double8 h[COLS / 8], l[COLS / 8];
+        for (int v = 0; v < COLS; ++v) GM_ACC_ZERO(acc[v]);
+        for (int v = 0; v < COLS / 8; ++v) { h[v] = (double8)(-0.0); l[v] = (double8)(0.0); }
+        for (; r < rend; ++r) {
+            long q = b + r * rs;
+            for (int v = 0; v < COLS / 8; ++v) {
+#if PREFETCH
+                if ((v & 1) == 0) GM_PREFETCH(in, q + PREFETCH * rs + 8 * v, 0);
+#endif
+                const double8 x = GM_IN8(q + 8 * v);
+                if (any(isgreaterequal(fabs(x), (double8)(0x1p960)) | isnan(x))) {
+                    double hh[8], ll[8];
+                    vstore8(h[v], 0, hh); vstore8(l[v], 0, ll);
+                    for (int j = 0; j < 8; ++j) {
+                        const double xj = GM_IN1(q + 8 * v + j);
+                        if (fabs(xj) < 0x1p960) GM_DD_ADD1(hh[j], ll[j], xj)
+                        else gm_dd4_big(&acc[8 * v + j], xj);
+                    }
+                    h[v] = vload8(0, hh); l[v] = vload8(0, ll);
+                } else GM_DD8_ADD(h[v], l[v], x)
+            }
+        }
+        for (int v = 0; v < COLS / 8; ++v) {
+            double hh[8], ll[8];
+            vstore8(h[v], 0, hh); vstore8(l[v], 0, ll);
+            for (int j = 0; j < 8; ++j) { acc[8 * v + j].hi = hh[j]; acc[8 * v + j].lo = ll[j]; }
+        }
+        for (int v = 0; v < COLS; ++v) gm_emit_at(acc[v], n, out, ob + v, part, pb + v, use_part GM_CHK_A);
+#elif GM_SCALAR_ACC
     if (c0 + COLS <= inner) {
         // element by element: a row's COLS adjacent elements into COLS accumulators
         gm_acc acc[COLS];

@@ -438,6 +438,21 @@ def test_float64_special_values_inside_long_rows(device):
         assert oracle.equal_bits(got[4], want[4])
 
 
+def test_float64_special_values_inside_long_columns(device):
+    """The column reduction over FLOAT64 (the CPU shape: eight columns per vector of double-doubles,
+    a vector holding a value past 2^960, inf or NaN lane by lane): each of the rows above as eight
+    adjacent columns, against the oracle, the special values bit for bit."""
+    x = np.ascontiguousarray(np.repeat(_long_float64_rows(), 8, axis=0).T)      # (1000, 48)
+    dt = D.FLOAT64
+    want = oracle.reduce_mean(x, (0,), np.float64)
+    got = run_or_refused(device, REDUCE, dt, lambda: run(device, gm.ext.ReduceMeanDesc(T(dt, x.shape),
+                                                                                         T(dt, (1, 48)), (0,)), [x]))
+    if got is not None:
+        assert oracle.equal_bits(got.ravel()[8:40], want.ravel()[8:40]), (got.ravel(), want.ravel())
+        assert np.array_equal(got.ravel().view(np.uint64), np.repeat(got.ravel()[::8], 8).view(np.uint64))
+        assert_means(got, want, dt, 1)
+
+
 def _tiny_bfloat16_rows(n: int = 65537) -> tuple[list, np.ndarray]:
     """Rows of ``n`` (odd) bfloat16 values, multiples of the smallest subnormal 2^-133, whose means
     lie below 2^-126. Mean (j + 1/2 + 1/(2n)) 2^-133 is just above a bfloat16 midpoint by less than

@@ -229,7 +229,7 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
         # the values as they are: the accumulator takes their high halves with the type's own shift
         m.update({"LOAD8(p)": "vload8(0, (p))", "X8": spell(dt) + "8"})
     elif dt == D.FLOAT64:
-        m["LOAD8(p)"] = "vload8(0, (p))"      # unused: FLOAT64 adds element by element
+        m["LOAD8(p)"] = "vload8(0, (p))"      # the double-doubles' vectors split nothing
     else:
         m["LOAD8(p)"] = f"convert_{acc}8(vload8(0, (p)))"
     i64 = np.int64
