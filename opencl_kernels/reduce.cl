@@ -434,13 +434,14 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
     if (any(isgreaterequal(fabs(x), (double8)(0x1p960)) | isnan(x))) { \
         for (int j_ = 0; j_ < 8; ++j_) GM_ACC_ADD(a, GM_IN1((at) + j_)); \
     } else GM_DD8_ADD(h, l, x)
+    const long i0 = i;
     for (; i + 16 <= end; i += 16) {
         GM_PREFETCH(in, b + i, PREFETCH); GM_PREFETCH(in, b + i + 8, PREFETCH);
         const double8 x0 = GM_IN8(b + i), x1 = GM_IN8(b + i + 8);
         GM_DD8_TAKE(h8, l8, x0, b + i)
         GM_DD8_TAKE(h8b, l8b, x1, b + i + 8)
     }
-    {
+    if (i != i0) {      // lanes still (-0.0, 0.0) would leave a as it is: short rows skip 16 merges
         double hh[8], ll[8], hb[8], lb[8];
         vstore8(h8, 0, hh); vstore8(l8, 0, ll); vstore8(h8b, 0, hb); vstore8(l8b, 0, lb);
         for (int j = 0; j < 8; ++j) { GM_DD_ADD2(a.hi, a.lo, hh[j], ll[j]); GM_DD_ADD2(a.hi, a.lo, hb[j], lb[j]); }
