@@ -521,7 +521,28 @@ GM_INLINE ACC8 gm_rows2(__global const T* in, long b GM_CHK_P) {
     return GM_PAIRS(TO_ACC8(h.lo), TO_ACC8(h.hi));
 }
 #define GM_ROWS2(b) gm_rows2(in, (b) GM_CHK_A)
-#else
+#endif
+#ifdef STORE8_FLOAT
+// FLOAT16 rows of 8 summed in float, exactly: a float sum of eight halves is exact when the nonzero
+// values' exponents span at most 10 binades (every partial sum is a multiple of the smallest value's
+// half ulp, 2^(emin - 10), and below 2^(emax + 4): 24 bits). Checked per block of eight rows on the
+// float exponent fields, zeros left out (an infinity or NaN never passes beside a finite value).
+// Blocks that pass take a float tree (twice double's lanes per instruction), the others the double
+// path: either way each row's total is exact, so the result is the same rounded mean.
+#define GM_PAIRS16(a, b) ((float16)((a).even + (a).odd, (b).even + (b).odd))
+GM_INLINE int gm_exact_in_float(float16 a, float16 b, float16 c, float16 d) {
+    const uint16 ea = as_uint16(a) & 0x7f800000u, eb = as_uint16(b) & 0x7f800000u;
+    const uint16 ec = as_uint16(c) & 0x7f800000u, ed = as_uint16(d) & 0x7f800000u;
+    const uint16 hi = max(max(ea, eb), max(ec, ed));
+    const uint16 lo = min(min(ea - 1u, eb - 1u), min(ec - 1u, ed - 1u));   // a zero wraps to the top
+    const uint8 h8 = max(hi.lo, hi.hi), l8 = min(lo.lo, lo.hi);
+    const uint4 h4 = max(h8.lo, h8.hi), l4 = min(l8.lo, l8.hi);
+    const uint2 h2 = max(h4.lo, h4.hi), l2 = min(l4.lo, l4.hi);
+    const uint h = max(h2.x, h2.y), l = min(l2.x, l2.y);
+    return l == 0xFFFFFFFFu || h <= l + 1u + (10u << 23);
+}
+#endif
+#ifndef LOAD16
 #define GM_ROWS2(b) GM_PAIRS(gm_row8(in, (b) GM_CHK_A), gm_row8(in, (b) + SHORT_LEN GM_CHK_A))
 #endif
 __kernel void gm_reduce_short_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
@@ -533,6 +554,17 @@ __kernel void gm_reduce_short_serial(__global const T* in, ulong in_off, __globa
     long b = (long)in_off + r * SHORT_LEN;
     for (; r + 8 <= end; r += 8, b += 8 * SHORT_LEN) {
         GM_PREFETCH(in, b, PREFETCH);
+#ifdef STORE8_FLOAT
+        const float16 h0 = LOAD16(GM_AT(GM_A_IN, const T, in, b, 16));
+        const float16 h1 = LOAD16(GM_AT(GM_A_IN, const T, in, b + 16, 16));
+        const float16 h2 = LOAD16(GM_AT(GM_A_IN, const T, in, b + 32, 16));
+        const float16 h3 = LOAD16(GM_AT(GM_A_IN, const T, in, b + 48, 16));
+        if (gm_exact_in_float(h0, h1, h2, h3)) {
+            const float16 d = GM_PAIRS16(GM_PAIRS16(h0, h1), GM_PAIRS16(h2, h3));
+            STORE8_FLOAT(d.even + d.odd + (float8)(0), GM_AT(GM_A_OUT, OUT_T, out, (long)out_off + r, 8));
+            continue;
+        }
+#endif
         ACC8 w01 = GM_ROWS2(b), w23 = GM_ROWS2(b + 2 * SHORT_LEN);
         ACC8 w45 = GM_ROWS2(b + 4 * SHORT_LEN), w67 = GM_ROWS2(b + 6 * SHORT_LEN);
         ACC8 t = GM_PAIRS(GM_PAIRS(w01, w23), GM_PAIRS(w45, w67)) + (ACC8)(0);

@@ -263,3 +263,57 @@ def test_short_rows(device, case, dt):
     if device.info.fp64 or not dt.is_float:    # the same bits as the CPU device (without fp64: issue 22)
         cpu = run(gm.create_device("cpu"), desc, [x])
         assert np.array_equal(got.view(np.uint8), cpu.view(np.uint8))
+
+
+def _float16_rows_of_8(rng) -> np.ndarray:
+    """FLOAT16 rows of 8 (R3's class) whose exact means sit just above a midpoint of two halves, so a
+    float sum that drops a small value rounds the other way: [64] * 6 + [64.125] sums to 8 times the
+    midpoint 56.015625 of 56 and 56.03125; an eighth value 2^-e (e = 5..24, subnormals included)
+    lifts the mean above it (rounds up, to 56.03125); lost, the tie goes to even (56). Then rows
+    spanning 11 binades, one more than the float path takes, whose float sum loses its last bit
+    (the mean's tie rounds to 100.0 instead of 99.9375). Blocks of eight such rows leave the float
+    path; blocks of moderate values (spanning at most 10 binades) take it; zero, -0.0, infinity and
+    NaN blocks, and rows past the half maximum, between them."""
+    tie = np.array([64, 64, 64, 64, 64, 64, 64.125, 0], np.float16)
+    blocks = []
+    for e in range(5, 25):                 # eight rows of each small value, in its own block
+        rows = np.tile(tie, (8, 1))
+        rows[:, 7] = np.float16(2.0 ** -e)
+        rng.shuffle(rows, axis=1)
+        blocks.append(rows)
+    edge = np.array([114.25] * 6 + [114.1875, 2.0 ** -4 - 2.0 ** -15], np.float16)
+    for _ in range(2):     # 11 binades: a float sum drops 2^-15 and ties (99.96875 -> 100.0, not 99.9375)
+        rows = np.tile(edge, (8, 1))
+        rng.shuffle(rows, axis=1)
+        blocks.append(rows)
+    for lo, hi in ((-4, 6), (-9, 1), (5, 15), (-24, -14)):    # at most 10 binades apart: the float path
+        mag = 2.0 ** rng.integers(lo, hi + 1, (8, 8)) * rng.uniform(1, 2, (8, 8))
+        blocks.append((mag * rng.choice([-1, 1], (8, 8))).astype(np.float16))
+    wide = (rng.standard_normal((64, 8)) * 2.0 ** rng.integers(-24, 16, (64, 8))).astype(np.float16)
+    blocks += [wide, np.zeros((8, 8), np.float16), np.full((8, 8), -0.0, np.float16),
+               np.full((8, 8), 65504, np.float16), np.full((8, 8), -65504, np.float16)]
+    special = np.ones((8, 8), np.float16)
+    special[0, 3], special[1] = np.inf, np.inf       # inf beside finite values; a row of inf
+    special[2, :2] = [np.inf, -np.inf]               # +inf with -inf: NaN
+    special[3, 5] = np.nan
+    blocks += [special, np.full((8, 8), np.inf, np.float16), np.tile(tie, (3, 1))]   # rows after the last eight
+    return np.concatenate(blocks)
+
+
+def test_float16_rows_of_8_exact_on_both_paths(device):
+    """R3's FLOAT16 kernel on CPU devices sums a block of eight rows in float when that is exact
+    (reduce.cl: gm_exact_in_float) and in double otherwise: every mean is the exact one rounded
+    once, bit for bit. Without the span check (every block in float) the tie rows round to 56.0;
+    with a check one binade too lax (11), the 11-binade rows to 100.0."""
+    x = _float16_rows_of_8(np.random.default_rng(8))
+    desc = gm.ReduceDesc(AVG, T(D.FLOAT16, x.shape), out_desc(D.FLOAT16, x.shape, (1,)), (1,))
+    got = run(device, desc, [x]).reshape(-1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = (x.astype(np.float64).sum(1) / 8).astype(np.float16)   # the sum is exact in double
+    want[np.all(x == 0, axis=1)] = 0.0          # a zero total: +0.0 (tests/test_short_rows' rule)
+    if not device.info.fp64:    # the compensated float pair keeps a tolerance until issue 22's stage 2
+        finite = np.isfinite(want)
+        return check_float(got[finite, None], x[finite], (1,), D.FLOAT16)
+    assert np.array_equal(got.view(np.uint16)[~np.isnan(want)], want.view(np.uint16)[~np.isnan(want)])
+    assert np.isnan(got[np.isnan(want)]).all()
+    assert (got[:20 * 8] == np.float16(56.03125)).all() and (got[20 * 8:22 * 8] == np.float16(99.9375)).all()

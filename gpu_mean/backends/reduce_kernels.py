@@ -216,6 +216,10 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
         m["SHORT_LEN"] = short
         if dt == D.FLOAT16 and short == 8:
             m["LOAD16(p)"] = "vload_half16(0, (p))"     # two rows of 8 per load
+            # blocks whose float sums are exact (reduce.cl: gm_exact_in_float): the total times 1/8
+            # is exact too, so one rounding to half (or the exact double, for the wide sum)
+            m["STORE8_FLOAT(t, p)"] = ("vstore8(convert_double8(t), 0, (p))" if plan.op == KernelOp.REDUCE_SUM
+                                       else "vstore_half8_rte((t) * 0.125f, 0, (p))")
         elif dt == D.BFLOAT16 and short == 8:
             m["LOAD16(p)"] = "as_float16(convert_uint16(vload16(0, (p))) << 16)"
     m.update({"GM_CPU_SHAPE": 1, "COLS": g.cols, "ROW_MULTI": int(g.row_multi), "PREFETCH": g.prefetch,

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import numpy as np
 
@@ -213,6 +214,11 @@ def sum_pieces(call: Call, axes: tuple, make_desc, exact_ok: bool = True) -> Tot
     chunks = plan_chunks(shape, [(op.strides, dtype.itemsize), (out_strides, int(wide.element_size))], call.limit)
     # a device without fp64 cannot write FLOAT64 partials: the CPU device sums its pieces
     sum_dev = get_device("cpu") if dt.is_float and not call.dev.info.fp64 else None
+    if sum_dev is not None:
+        warnings.warn(f"{call.what}: {call.dev.name} has no fp64, so the pieces of this {dt.name} tensor (past one "
+                      f"launch: a buffer of at most {call.limit} bytes) whose reduced axes are cut are summed on the "
+                      "CPU device, which writes the FLOAT64 partial sums the combine needs", RuntimeWarning,
+                      stacklevel=4)
     totals = Totals(out_keep, np.dtype(wide.numpy_dtype))
     for box in boxes(shape, chunks):
         piece = op.piece(box)
