@@ -28,7 +28,8 @@
 //              ROW_MULTI (interleaved axes with a dense innermost run), COL_Y (col kernel's local
 //              size in y; x is 32), FIN_WG (finalize work-group size); all multiples of 32
 //   CPU shape: ACC8, X8 (a loaded vector's type), LOAD8(p), COLS, HALF_BLOCKS, TO_ACC8(v), PREFETCH,
-//              SHORT_LEN and, where ACC
+//              SHORT_LEN, LOAD16(p), STORE8_FLOAT(t, p), EXACT_BF16 (rows of 8 in float where exact)
+//              and, where ACC
 //              is not the compensated pair, STORE8_RESULT(t, n, p) (8 results at once, each t / n
 //              rounded once; see those kernels)
 // Every global access goes through GM_AT (opencl_kernels/common.h) as (argument, element index), so
@@ -529,17 +530,30 @@ GM_INLINE ACC8 gm_rows2(__global const T* in, long b GM_CHK_P) {
 // float exponent fields, zeros left out (an infinity or NaN never passes beside a finite value).
 // Blocks that pass take a float tree (twice double's lanes per instruction), the others the double
 // path: either way each row's total is exact, so the result is the same rounded mean.
+// BFLOAT16 (EXACT_BF16): 13 binades (8-bit significands: multiples of 2^(emin - 7)); its subnormals
+// stay float subnormals (exponent field 0) and count as 2^-126, whose ulp 2^-133 they are multiples
+// of; a block with a value from 2^125 on (eight could pass FLT_MAX; inf and NaN) takes the double path.
+#if EXACT_BF16
+#define GM_EXP16(x) select(max(as_uint16(x) & 0x7f800000u, (uint16)(1u << 23)), (uint16)(0u), \
+                           (as_uint16(x) & 0x7fffffffu) == (uint16)(0u))
+#define GM_EXACT_SPAN 13u
+#define GM_EXACT_TOP (251u << 23)
+#else
+#define GM_EXP16(x) (as_uint16(x) & 0x7f800000u)
+#define GM_EXACT_SPAN 10u
+#define GM_EXACT_TOP 0xFFFFFFFFu
+#endif
 #define GM_PAIRS16(a, b) ((float16)((a).even + (a).odd, (b).even + (b).odd))
 GM_INLINE int gm_exact_in_float(float16 a, float16 b, float16 c, float16 d) {
-    const uint16 ea = as_uint16(a) & 0x7f800000u, eb = as_uint16(b) & 0x7f800000u;
-    const uint16 ec = as_uint16(c) & 0x7f800000u, ed = as_uint16(d) & 0x7f800000u;
+    const uint16 ea = GM_EXP16(a), eb = GM_EXP16(b);
+    const uint16 ec = GM_EXP16(c), ed = GM_EXP16(d);
     const uint16 hi = max(max(ea, eb), max(ec, ed));
     const uint16 lo = min(min(ea - 1u, eb - 1u), min(ec - 1u, ed - 1u));   // a zero wraps to the top
     const uint8 h8 = max(hi.lo, hi.hi), l8 = min(lo.lo, lo.hi);
     const uint4 h4 = max(h8.lo, h8.hi), l4 = min(l8.lo, l8.hi);
     const uint2 h2 = max(h4.lo, h4.hi), l2 = min(l4.lo, l4.hi);
     const uint h = max(h2.x, h2.y), l = min(l2.x, l2.y);
-    return l == 0xFFFFFFFFu || h <= l + 1u + (10u << 23);
+    return (l == 0xFFFFFFFFu || h <= l + 1u + (GM_EXACT_SPAN << 23)) && h <= GM_EXACT_TOP;
 }
 #endif
 #ifndef LOAD16

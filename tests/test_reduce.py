@@ -317,3 +317,55 @@ def test_float16_rows_of_8_exact_on_both_paths(device):
     assert np.array_equal(got.view(np.uint16)[~np.isnan(want)], want.view(np.uint16)[~np.isnan(want)])
     assert np.isnan(got[np.isnan(want)]).all()
     assert (got[:20 * 8] == np.float16(56.03125)).all() and (got[20 * 8:22 * 8] == np.float16(99.9375)).all()
+
+
+def _bfloat16_rows_of_8(rng) -> np.ndarray:
+    """BFLOAT16 rows of 8 for the same kernel (13 binades: 8-bit significands): [64] * 6 + [65] sums
+    to 8 times the midpoint 56.125 of 56 and 56.25; an eighth value 2^-e (e = 1..44, where the double
+    sum is still exact) lifts the mean above it (56.25); lost, the tie goes to even (56). The same
+    rows times 2^-106 with eighth values 2^-127..2^-133: bfloat16 subnormals, which stay float
+    subnormals and must not pass for zeros. Then blocks of moderate values (at most 13 binades apart:
+    the float path; subnormals among them), rows of 2^126 and of the bfloat16 maximum (their float
+    sums overflow), zero, -0.0, infinity and NaN blocks."""
+    bf = np.dtype(ml_dtypes.bfloat16)
+    tie = np.array([64, 64, 64, 64, 64, 64, 65, 0], np.float64)
+    blocks = []
+    for scale, es in ((0, range(1, 45)), (-106, range(21, 28))):
+        for e in es:
+            rows = np.tile(tie, (8, 1)) * 2.0 ** scale
+            rows[:, 7] = 2.0 ** (scale - e)
+            rng.shuffle(rows, axis=1)
+            blocks.append(rows.astype(bf))
+    for lo, hi in ((-4, 9), (-126, -113), (100, 113), (-60, -47), (-133, -120)):    # at most 13 binades apart
+        mag = 2.0 ** rng.integers(lo, hi + 1, (8, 8)) * rng.uniform(1, 2, (8, 8))
+        blocks.append((mag * rng.choice([-1, 1], (8, 8))).astype(bf))
+    big = float(ml_dtypes.finfo(bf).max)
+    blocks += [np.full((8, 8), 2.0 ** 126).astype(bf), np.full((8, 8), big).astype(bf),
+               np.full((8, 8), -big).astype(bf), np.zeros((8, 8), bf), np.full((8, 8), -0.0).astype(bf)]
+    special = np.ones((8, 8))
+    special[0, 3], special[1] = np.inf, np.inf
+    special[2, :2] = [np.inf, -np.inf]
+    special[3, 5] = np.nan
+    blocks += [special.astype(bf), np.full((8, 8), np.inf).astype(bf), np.tile(tie, (3, 1)).astype(bf)]
+    return np.concatenate(blocks)
+
+
+def test_bfloat16_rows_of_8_exact_on_both_paths(device):
+    """R3's BFLOAT16 kernel on CPU devices with fp64 sums a block of eight rows in float when that
+    is exact and in double otherwise: every mean the exact one rounded once, bit for bit. Without
+    the span check the tie rows round to 56.0; counting bfloat16 subnormals as zeros, those with
+    subnormal eighth values; without the top bound, the rows of 2^126 and of the maximum overflow."""
+    x = _bfloat16_rows_of_8(np.random.default_rng(9))
+    desc = gm.ext.ReduceMeanDesc(T(D.BFLOAT16, x.shape), out_desc(D.BFLOAT16, x.shape, (1,)), (1,))
+    got = run(device, desc, [x]).reshape(-1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = oracle.reduce_mean(x, (1,), x.dtype).reshape(-1)
+    want[np.all(x.astype(np.float32) == 0, axis=1)] = 0.0      # a zero total: +0.0
+    nan = np.isnan(want.astype(np.float32))
+    if not device.info.fp64:
+        finite = np.isfinite(want.astype(np.float32))
+        return check_float(got[finite, None], x[finite], (1,), D.BFLOAT16)
+    assert np.array_equal(got.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
+    assert np.isnan(got.astype(np.float32)[nan]).all()
+    assert (got[:44 * 8].astype(np.float32) == 56.25).all()
+    assert (got[44 * 8:51 * 8].astype(np.float32) == np.float32(56.25 * 2.0 ** -106)).all()

@@ -222,6 +222,10 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
                                        else "vstore_half8_rte((t) * 0.125f, 0, (p))")
         elif dt == D.BFLOAT16 and short == 8:
             m["LOAD16(p)"] = "as_float16(convert_uint16(vload16(0, (p))) << 16)"
+            # as FLOAT16's, within 13 binades (reduce.cl: gm_exact_in_float); one rounding to bfloat16
+            m["EXACT_BF16"] = 1
+            m["STORE8_FLOAT(t, p)"] = ("vstore8(convert_double8(t), 0, (p))" if plan.op == KernelOp.REDUCE_SUM
+                                       else "GM_VSTORE_BF16(8, gm_float8_to_bf16((t) * 0.125f), (p))")
     m.update({"GM_CPU_SHAPE": 1, "COLS": g.cols, "ROW_MULTI": int(g.row_multi), "PREFETCH": g.prefetch,
               "HALF_BLOCKS": int(dt == D.FLOAT16), "ACC8": acc + "8", "TO_ACC8(v)": f"convert_{acc}8(v)",
               "X8": acc + "8"})
