@@ -279,6 +279,16 @@ __kernel void gm_ew_rows_scalar(__global TS* restrict out, ulong out_off, ulong 
 #else
 // ---- CPU-shaped kernels (OpenCL CPU devices) -----------------------------------------------------
 
+#if IS_BF16
+// BFLOAT16 stores of a vector: each lane rounded once to nearest even, NaN kept (common.h's rounding)
+#define GM_BF16_VEC(N) \
+GM_INLINE ushort##N gm_float##N##_to_bf16(float##N v) { \
+    const uint##N b = as_uint##N(v); \
+    return convert_ushort##N(select((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16, (b >> 16) | 0x40u, isnan(v))); \
+}
+GM_BF16_VEC(16)
+#endif
+
 #define GM_CAT(a, b) a##b
 #define GM_XCAT(a, b) GM_CAT(a, b)
 #if OP == 4 && NARY_WIDE

@@ -9,7 +9,9 @@ three-input n-ary mean) every contender runs in the same interleaved rounds (the
 
 - gpu_mean over BFLOAT16, FLOAT16 and FLOAT64 (the device's recorded command list, as the profiler);
 - onnxruntime's CPU provider (ReduceMean-18, Mean-13) where it has a kernel for the type, else the
-  row says it has none (onnxruntime 1.32: no BFLOAT16 kernel of either, no FLOAT64 Mean);
+  row says it has none (onnxruntime 1.32: no BFLOAT16 kernel of either, no FLOAT64 Mean); its
+  threads do not spin between runs (``session.intra_op.allow_spinning`` 0), which would take the
+  cores from whatever runs next on a small machine;
 - numpy: FLOAT64 with its own SIMD loops (``mean``: pairwise sum; ``(a + b) * 0.5``;
   ``(a + b + c) / 3``), a plain sum, faster and weaker than the library's double-double. numpy has
   no bfloat16: ml_dtypes adds the dtype with scalar C++ loops (no SIMD), and its ``mean`` would sum
@@ -99,6 +101,8 @@ def ort(family, dt, xs, axes):
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
     m.ir_version = 9
     opts = onnxruntime.SessionOptions()
+    # no spin-waiting between runs: on a small machine spinning threads slow the next contender
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
         sess = onnxruntime.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     except Exception as e:   # NOT_IMPLEMENTED: no CPU kernel for the type
