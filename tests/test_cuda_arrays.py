@@ -172,6 +172,9 @@ def test_torch_bfloat16_cuda_tensors_in_place(fake, faketorch, cupy_bf16):
     assert r.shape == (64, 1000)
     with pytest.raises(gm.UnsupportedTypeError, match="data type int16 is not supported"):
         gm.reduce_mean(x.view("int16"), [1], device=dev)
+    binding, desc = gm.Buffer.wrap_array(dev, x)         # the DirectML-shaped path: a BFLOAT16 tensor too
+    assert desc.data_type == gm.DataType.BFLOAT16 and desc.sizes == (64, 1000)
+    assert binding.buffer.size >= 64 * 1000 * 2
 
 
 def test_cupy_bfloat16_arrays_in_place(fake):

@@ -158,6 +158,7 @@ def test_pyopencl_bfloat16_arrays(device):
     m = gm.mean(b, b, b, device=device)
     assert isinstance(m, cla.Array) and m.dtype == BF16
     assert np.array_equal(m.get().view(np.uint16), y.view(np.uint16))
+    assert gm.Buffer.wrap_array(device, b)[1].data_type == D.BFLOAT16     # the DirectML-shaped path
     m2 = gm.mean(cla.to_device(device.cl_queue, x), b, device=device)
     assert np.array_equal(m2.get().view(np.uint16), gm.mean(x, y, device="cpu").view(np.uint16))
     with pytest.raises(gm.UnsupportedTypeError, match=r"data type uint16 is not supported.*if it holds bfloat16 "
