@@ -1047,7 +1047,7 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
             vstore8(h[v], 0, hh); vstore8(l[v], 0, ll);
             for (int j = 0; j < 8; ++j) { acc[8 * v + j].hi = hh[j]; acc[8 * v + j].lo = ll[j]; }
         }
-        for (int v = 0; v < COLS; ++v) gm_emit_at(acc[v], n, out, ob + v, part, pb + v, use_part GM_CHK_A);
+        for (int v = 0; v < COLS; ++v) gm_emit_at(acc[v], n, out, ob + v, part, pb + v, flag, fb + v, use_part, m GM_CHK_A);
 #elif GM_SCALAR_ACC
     if (c0 + COLS <= inner) {
         // element by element: a row's COLS adjacent elements into COLS accumulators

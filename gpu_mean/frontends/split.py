@@ -202,6 +202,11 @@ def sum_pieces(call: Call, axes: tuple, make_desc, exact_ok: bool = True) -> Tot
                                "inner axes first, or use a Device without max_alloc_bytes")
     out_keep = tuple(1 if d in axes else s for d, s in enumerate(shape))
     if exact_parts:
+        if call.dev.info.backend != "cpu":
+            warnings.warn(f"{call.what}: {call.dev.name} has no fp64, so the pieces of this {dt.name} tensor (past "
+                          f"one launch: a buffer of at most {call.limit} bytes) whose reduced axes are cut are summed "
+                          "exactly on the CPU device (the host), where the device cannot write the partial sums the "
+                          "combine needs", RuntimeWarning, stacklevel=4)
         chunks = plan_chunks(shape, [(op.strides, dtype.itemsize)], call.limit)
         totals = Totals(out_keep, None, dtype)
         for box in boxes(shape, chunks):
