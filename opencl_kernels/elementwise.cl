@@ -95,8 +95,50 @@
 #define GM_ACC_ADD(acc, c, x, V) { (acc) += (x); (void)(c); }
 #define GM_ACC_RESULT(acc, c, V) ((acc) / (V)(NIN))
 #endif
-#ifndef GM_ACC_INIT
-#define GM_ACC_INIT(acc, c) { (acc) = 0; (c) = 0; }
+#ifndef GM_ACC_INIT     // from -0.0: a zero total is -0.0 only when every input is (IEEE's sum)
+#define GM_ACC_INIT(acc, c) { (acc) = IS_FLOAT ? -0.0 : 0; (c) = 0; }
+#endif
+#ifndef NARY_CR
+#define NARY_CR 0
+#endif
+
+// The float n-ary mean, correctly rounded (issue 22; docs/design.md, "Correct rounding (issue 22)"):
+//   FLOAT16 with fp64 (NARY_CR 0): the FLOAT64 sum of 64 halves is exact, its quotient is correctly
+//     rounded, and rounding that once more to half is innocuous (a half midpoint and the quotient's
+//     grid of 2^-25 / n are too far apart for a double rounding to land on one): nothing to add.
+//   FLOAT32 and BFLOAT16 with fp64 (NARY_CR 1): the FLOAT64 sum S' of the k inputs, and the largest
+//     and smallest nonzero magnitudes' bits. Every partial sum, in any order, lies on the grid of the
+//     smallest value's ulp and below k M, so S' is the exact total S whenever the exponents differ by
+//     at most 53 - p - ceil(log2 k) (NARY_EXP_OK: that plus one, in the exponent field). Then the
+//     rounding is decided exactly: q = S / n rounded (IEEE), the ends q -+ |q| 2^-50 rounded to the
+//     format (lo, hi: equal, or neighbours around the one midpoint m between them), and S against
+//     n m (exact: at most 33 bits) picks lo, hi, or on a tie the even one. Elements whose exponents
+//     are further apart take the exact path (gm_nary_exact: exact.h's superaccumulator, every input
+//     read again). An inf or NaN total is IEEE's.
+//   Devices without fp64 (NARY_CR 2: FLOAT32, BFLOAT16; 3: FLOAT16): the exact path for every element.
+// NARY_FMT: 1 FLOAT32, 2 BFLOAT16, 3 FLOAT16 (the exact path's accumulator and rounding).
+#if OP == 4 && NARY_CR
+#if NARY_FMT == 3
+#define GM_XACC gm_xacc_h
+#define GM_XACC_INIT(a) gm_xacc_h_init(a)
+#define GM_XACC_ADD_P(a, p) gm_xacc_h_add(a, *(__global const ushort*)(p))
+#define GM_XACC_MEAN_TS(a) gm_xacc_h_mean(a, NIN)          // the half's bits
+#define GM_TS_TO_FLOAT(b) gm_half_to_float(b)
+#elif NARY_FMT == 2
+#define GM_XACC gm_xacc_f
+#define GM_XACC_INIT(a) gm_xacc_f_init(a)
+#define GM_XACC_ADD_P(a, p) gm_xacc_f_add_bf16(a, *(p))
+#define GM_XACC_MEAN_TS(a) gm_xacc_f_mean_bf16(a, NIN)     // the bfloat16's bits
+#define GM_TS_TO_FLOAT(b) gm_bf16_to_float(b)
+#define GM_TS_BITS(b) ((uint)(b))
+#else
+#define GM_XACC gm_xacc_f
+#define GM_XACC_INIT(a) gm_xacc_f_init(a)
+#define GM_XACC_ADD_P(a, p) gm_xacc_f_add(a, *(p))
+#define GM_XACC_MEAN_TS(a) gm_as_float(gm_xacc_f_mean(a, NIN))
+#define GM_TS_TO_FLOAT(b) (b)
+#define GM_TS_BITS(b) gm_as_uint(b)
+#endif
 #endif
 // an input element as the accumulator takes it (the wide accumulators split the value themselves)
 #if NARY_WIDE
@@ -158,7 +200,58 @@ GM_INLINE IDX gm_offset(__constant const gm_dims* s, int k, const IDX* idx, int 
 // W elements of every input from operand offset(k) + e, combined and stored to the output's. The
 // n-ary mean walks the inputs in the outer loop with W accumulators, so that one input's vector is
 // live at a time whatever NIN is (loading all inputs first spilled at NIN = 64 on CUDA).
-#if OP == 4
+#if OP == 4 && NARY_CR
+// the exact path of one element: every input read again into the superaccumulator
+GM_INLINE TS gm_nary_exact(GM_INPUTS_PARAM ins, __constant const gm_dims* s, const IDX* idx, int last,
+                           ulong e GM_CHK_P) {
+    GM_XACC a;
+    GM_XACC_INIT(&a);
+    for (int k = 0; k < NIN; ++k) GM_XACC_ADD_P(&a, GM_INPUT_AT(const TS, k, gm_offset(s, k, idx, last) + e, 1));
+    return GM_XACC_MEAN_TS(&a);
+}
+#endif
+#if OP == 4 && NARY_CR == 1
+// whether the FLOAT64 sum is the exact total (or is inf or NaN, IEEE's answer), and its rounding
+GM_INLINE int gm_nary_certain(double acc, uint mx, uint mn) {
+    return !isfinite(acc) || mx < ((mn + 1u) & 0x7F800000u) + (uint)NARY_EXP_OK;
+}
+GM_INLINE TS gm_nary_round(double acc) {
+    const double q = acc / (double)NIN;
+    if (!isfinite(q)) return FROM_ACC(q);
+    const double pad = fabs(q) * 0x1p-50;
+    const TS lo = FROM_ACC(q - pad), hi = FROM_ACC(q + pad);
+    const double km = ((double)GM_TS_TO_FLOAT(lo) + (double)GM_TS_TO_FLOAT(hi)) * (0.5 * NIN);
+    return (acc > km || (acc == km && (GM_TS_BITS(lo) & 1u))) ? hi : lo;
+}
+#define GM_APPLY_BODY(VT, W) \
+    double acc[W]; uint mx[W], mn[W]; \
+    for (int j = 0; j < W; ++j) { acc[j] = -0.0; mx[j] = 0u; mn[j] = 0xFFFFFFFFu; } \
+    _Pragma("unroll 4") \
+    for (int k = 0; k < NIN; ++k) { \
+        VT x = *(__global const VT*)GM_INPUT_AT(const TS, k, gm_offset(s, k, idx, last) + e, W); \
+        for (int j = 0; j < W; ++j) { \
+            const float xf = TO_CT(x.v[j]); \
+            const uint b = gm_as_uint(xf) & 0x7FFFFFFFu; \
+            acc[j] += (double)xf; mx[j] = max(mx[j], b); mn[j] = min(mn[j], b - 1u); \
+        } \
+    } \
+    VT r; uint need = 0u; \
+    _Pragma("unroll") \
+    for (int j = 0; j < W; ++j) { \
+        r.v[j] = gm_nary_round(acc[j]); \
+        need |= gm_nary_certain(acc[j], mx[j], mn[j]) ? 0u : 1u << j; \
+    } \
+    *(__global VT*)GM_AT(NIN, TS, out, o, W) = r; \
+    /* the lanes whose sum may be inexact, stored again from the exact path (arrays indexed by a */ \
+    /* loop counter stay out of it: they would go to the stack on CUDA) */ \
+    for (int j = 0; need; ++j, need >>= 1) \
+        if (need & 1u) *GM_AT(NIN, TS, out, o + j, 1) = gm_nary_exact(ins, s, idx, last, e + j GM_CHK_A);
+#elif OP == 4 && NARY_CR
+#define GM_APPLY_BODY(VT, W) \
+    VT r; \
+    for (int j = 0; j < W; ++j) r.v[j] = gm_nary_exact(ins, s, idx, last, e + j GM_CHK_A); \
+    *(__global VT*)GM_AT(NIN, TS, out, o, W) = r;
+#elif OP == 4
 #define GM_APPLY_BODY(VT, W) \
     ACC_T acc[W], cmp[W]; \
     for (int j = 0; j < W; ++j) GM_ACC_INIT(acc[j], cmp[j]); \
@@ -329,9 +422,40 @@ GM_BF16_VEC(16)
 #define GM_COMPUTE(res) GM_LANES(res)
 #endif
 #define RESV CTV
+#elif OP == 4 && NARY_CR
+// the exact path of lane l_ (GM_NL lanes: VW, or 1 in the scalar loops): its inputs read again
+#define GM_XLOAD(k) xv_[k] = ELEM_AT(k, l_);
+#define GM_EXACT_LANE(out_) { __global const T* xv_[NIN]; FOREACH_INPUT(GM_XLOAD) \
+    GM_XACC xa_; GM_XACC_INIT(&xa_); for (int k_ = 0; k_ < NIN; ++k_) GM_XACC_ADD_P(&xa_, xv_[k_]); \
+    out_ = GM_TS_TO_FLOAT(GM_XACC_MEAN_TS(&xa_)); }
+#define GM_INTV GM_XCAT(int, VW)
+#define GM_UINTV GM_XCAT(uint, VW)
+#define GM_CVT_INT(v) GM_XCAT(convert_int, VW)(v)
+#if NARY_CR == 1
+// the FLOAT64 sum, the magnitudes' bits, the exact decision (gm_nary_round's, lane for lane), and the
+// exact path for the lanes whose sum may be inexact (elementwise.cl's comment above GM_XACC)
+#define GM_ADD_INPUT(k) { const CTV xf_ = LOADV_AT(k); acc += TO_ACCV(xf_); \
+    const GM_UINTV b_ = GM_XCAT(as_uint, VW)(xf_) & 0x7FFFFFFFu; mx_ = max(mx_, b_); mn_ = min(mn_, b_ - 1u); }
+#define GM_COMPUTE(res) { ACCV acc = (ACCV)(-0.0); GM_UINTV mx_ = (GM_UINTV)(0u), mn_ = (GM_UINTV)(0xFFFFFFFFu); \
+    FOREACH_INPUT(GM_ADD_INPUT) \
+    const ACCV q_ = acc / (ACCV)((double)NIN), pad_ = fabs(q_) * (ACCV)(0x1p-50); \
+    const CTV lo_ = GM_NARROWV(q_ - pad_), hi_ = GM_NARROWV(q_ + pad_); \
+    const ACCV km_ = (TO_ACCV(lo_) + TO_ACCV(hi_)) * (ACCV)(0.5 * NIN); \
+    const GM_INTV up_ = GM_CVT_INT(isgreater(acc, km_)) | (GM_CVT_INT(isequal(acc, km_)) & -GM_ODDV(lo_)); \
+    res = select(select(lo_, hi_, up_), GM_NARROWV(q_), GM_CVT_INT(isinf(q_) | isnan(q_))); \
+    const GM_UINTV thr_ = ((mn_ + 1u) & 0x7F800000u) + (GM_UINTV)((uint)NARY_EXP_OK); \
+    const GM_INTV need_ = GM_CVT_INT(isfinite(acc)) & (mx_ >= thr_); \
+    if (any(need_)) { CT rl_[VW]; int nd_[VW]; GM_XCAT(vstore, VW)(res, 0, rl_); GM_XCAT(vstore, VW)(need_, 0, nd_); \
+        for (int l_ = 0; l_ < GM_NL; ++l_) if (nd_[l_]) GM_EXACT_LANE(rl_[l_]) \
+        res = VLOADV(0, rl_); } }
+#else
+#define GM_COMPUTE(res) { CT rl_[VW]; for (int l_ = 0; l_ < GM_NL; ++l_) GM_EXACT_LANE(rl_[l_]) \
+    for (int l_ = GM_NL; l_ < VW; ++l_) rl_[l_] = rl_[0]; res = VLOADV(0, rl_); }
+#endif
+#define RESV CTV
 #elif OP == 4
 #define GM_ADD_INPUT(k) { ACCV x_ = TO_ACCV(LOADV_AT(k)); GM_ACC_ADD(acc, comp, x_, ACCV) }
-#define GM_COMPUTE(res) { ACCV acc = (ACCV)(0); ACCV comp = (ACCV)(0); FOREACH_INPUT(GM_ADD_INPUT) \
+#define GM_COMPUTE(res) { ACCV acc = (ACCV)(-0.0); ACCV comp = (ACCV)(0); FOREACH_INPUT(GM_ADD_INPUT) \
     res = GM_ACC_RESULT(acc, comp, ACCV); }
 #define RESV ACCV
 #else
@@ -360,6 +484,7 @@ __kernel void gm_ew_contig_serial(__global T* out, ulong out_off, ulong n, float
 #define GM_PF_POS(k) base
             GM_PREFETCH_INPUTS(base)
 #undef GM_PF_POS
+#define GM_NL VW
 #define LOADV_AT(k) LOADV(GM_INPUT_AT(const T, k, base, VW))
 #define ELEM_AT(k, l) GM_INPUT_AT(const T, k, base + (l), 1)
             RESV r;
@@ -367,9 +492,11 @@ __kernel void gm_ew_contig_serial(__global T* out, ulong out_off, ulong n, float
             STOREV(r, GM_AT(NIN, T, out, out_off + base, VW));
 #undef LOADV_AT
 #undef ELEM_AT
+#undef GM_NL
         }
     } else {
         for (ulong i = first; i < n; ++i) {
+#define GM_NL 1
 #define LOADV_AT(k) ((CTV)(LOAD1(GM_INPUT_AT(const T, k, i, 1))))
 #define ELEM_AT(k, l) GM_INPUT_AT(const T, k, i, 1)
             RESV r;
@@ -377,6 +504,7 @@ __kernel void gm_ew_contig_serial(__global T* out, ulong out_off, ulong n, float
             STORE1(r.s0, GM_AT(NIN, T, out, out_off + i, 1));
 #undef LOADV_AT
 #undef ELEM_AT
+#undef GM_NL
         }
     }
 }
@@ -412,6 +540,7 @@ __kernel void gm_ew_strided_serial(__global T* out, ulong out_off, ulong n_runs,
     long pos[NIN + 1], i0;
     long iend = gm_run_start(m, (long)g, RUN, pos, &i0);
     for (long i = i0; i < iend; ++i) {
+#define GM_NL 1
 #define LOADV_AT(k) ((CTV)(LOAD1(GM_INPUT_AT(const T, k, pos[k] + i * (long)m->stride[k][NDIM - 1], 1))))
 #define ELEM_AT(k, l) GM_INPUT_AT(const T, k, pos[k] + i * (long)m->stride[k][NDIM - 1], 1)
         RESV r;
@@ -419,6 +548,7 @@ __kernel void gm_ew_strided_serial(__global T* out, ulong out_off, ulong n_runs,
         STORE1(r.s0, GM_AT(NIN, T, out, (long)out_off + pos[NIN] + i * (long)m->stride[NIN][NDIM - 1], 1));
 #undef LOADV_AT
 #undef ELEM_AT
+#undef GM_NL
     }
 }
 
@@ -436,6 +566,7 @@ __kernel void gm_ew_rows_serial(__global T* out, ulong out_off, ulong n_runs, __
 #define GM_PF_POS(k) (pos[k] + i)
         GM_PREFETCH_INPUTS(i)
 #undef GM_PF_POS
+#define GM_NL VW
 #define LOADV_AT(k) LOADV(GM_INPUT_AT(const T, k, pos[k] + i, VW))
 #define ELEM_AT(k, l) GM_INPUT_AT(const T, k, pos[k] + i + (l), 1)
         RESV r;
@@ -443,8 +574,10 @@ __kernel void gm_ew_rows_serial(__global T* out, ulong out_off, ulong n_runs, __
         STOREV(r, GM_AT(NIN, T, out, (long)out_off + pos[NIN] + i, VW));
 #undef LOADV_AT
 #undef ELEM_AT
+#undef GM_NL
     }
     for (; i < iend; ++i) {
+#define GM_NL 1
 #define LOADV_AT(k) ((CTV)(LOAD1(GM_INPUT_AT(const T, k, pos[k] + i, 1))))
 #define ELEM_AT(k, l) GM_INPUT_AT(const T, k, pos[k] + i, 1)
         RESV r;
@@ -452,6 +585,7 @@ __kernel void gm_ew_rows_serial(__global T* out, ulong out_off, ulong n_runs, __
         STORE1(r.s0, GM_AT(NIN, T, out, (long)out_off + pos[NIN] + i, 1));
 #undef LOADV_AT
 #undef ELEM_AT
+#undef GM_NL
     }
 }
 #endif  // GM_CPU_SHAPE

@@ -50,7 +50,8 @@ def test_nvrtc_and_opencl_receive_the_same_kernel_file(sources, case):
     cuda_compile.build("reduce.cl", macros, 90)
     (cl_src,) = [s for s in sources["opencl"] if "gm_reduce" in s]     # not discovery's probe kernel
     (cu_src,) = sources["cuda"]
-    body = kernel_source("opencl_kernels", "common.h") + kernel_source("opencl_kernels", "reduce.cl")
+    body = (kernel_source("opencl_kernels", "common.h") + kernel_source("opencl_kernels", "exact.h")
+            + kernel_source("opencl_kernels", "reduce.cl"))
     cl_dialect, cu_dialect = kernel_source("opencl_kernels", "dialect.h"), kernel_source("cuda_kernels", "dialect.h")
     assert cl_src == header(macros) + cl_dialect + body
     assert cu_src == header(macros) + cu_dialect + body

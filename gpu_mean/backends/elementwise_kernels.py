@@ -157,14 +157,13 @@ def common_macros(plan: planning.ElementwisePlan, fp64: bool) -> dict:
     nary_wide = 0
     if nary and dt in WIDE_64:
         nary_wide = 2 if dt == D.FLOAT64 else 1
-    elif nary and dt == D.BFLOAT16 and not fp64:
-        nary_wide = 3
     acc_t = ("double" if fp64 else "float") if nary_float else spell(ct)
     if nary_wide:
         acc_t = {1: "ulong", 2: "gm_dd4", 3: "gm_ff4"}[nary_wide]
     idx32 = index_is_32bit(plan)
     arith = not plan.bit_copy
-    return {"OP": OP_CODE[plan.op], "NIN": plan.n_inputs, "NDIM": plan.ndim,
+    cr = nary_rounding(plan, fp64)
+    return {**cr, "OP": OP_CODE[plan.op], "NIN": plan.n_inputs, "NDIM": plan.ndim,
             "IS_FLOAT": int(dt.is_float and arith), "HAS_SCALE_BIAS": int(plan.has_scale_bias),
             "WIDE_COMPUTE": int(dt == D.FLOAT16 and arith), "ACC_DOUBLE": int(nary_float and fp64),
             "IS_BF16": int(dt == D.BFLOAT16 and arith), "NARY_WIDE": nary_wide, "GM_BF16_NOFP64": int(nary_wide == 3),
@@ -174,6 +173,25 @@ def common_macros(plan: planning.ElementwisePlan, fp64: bool) -> dict:
             "CT": spell(ct), "ACC_T": acc_t,
             "IDX32": int(idx32), "IDX": "uint" if idx32 else "ulong", "ST": "ulong" if _wide_strides(plan) else "uint",
             "DIMS_BYTES": dims_struct(plan).itemsize}
+
+
+NARY_FMT = {D.FLOAT32: (1, 24), D.BFLOAT16: (2, 8), D.FLOAT16: (3, 11)}
+
+
+def nary_rounding(plan: planning.ElementwisePlan, fp64: bool) -> dict:
+    """How the float n-ary mean is rounded correctly (elementwise.cl, above GM_XACC): NARY_CR 0 for
+    FLOAT16 with fp64 (its FLOAT64 sum is exact), 1 for FLOAT32 and BFLOAT16 with fp64 (the FLOAT64
+    sum where the inputs' exponents prove it exact, decided exactly; the superaccumulator otherwise),
+    2 (FLOAT32, BFLOAT16) and 3 (FLOAT16) without fp64: the superaccumulator for every element.
+    NARY_EXP_OK: exponents at most 53 - p - ceil(log2 k) apart make any FLOAT64 sum of the k inputs
+    exact; that plus one, shifted into the exponent field."""
+    if plan.op != KernelOp.NARY_MEAN or plan.dtype not in NARY_FMT:
+        return {}
+    code, p = NARY_FMT[plan.dtype]
+    if plan.dtype == D.FLOAT16:
+        return {} if fp64 else {"NARY_CR": 3, "NARY_FMT": code}
+    c = (plan.n_inputs - 1).bit_length()
+    return {"NARY_CR": 1 if fp64 else 2, "NARY_FMT": code, "NARY_EXP_OK": (54 - p - c) << 23}
 
 
 def gpu_macros(plan: planning.ElementwisePlan, api: str, fp64: bool, offsets_in_buffer: bool = False,
@@ -239,7 +257,7 @@ def cpu_macros(plan: planning.ElementwisePlan, fp64: bool, offsets_in_buffer: bo
                   "LOAD1(p)": "vload_half(0, p)", "STORE1(s, p)": "vstore_half_rte(s, 0, p)"})
     elif dt == D.BFLOAT16:
         t = "ushort"
-        wide = m["ACC_DOUBLE"] and plan.op == KernelOp.NARY_MEAN
+        wide = m["ACC_DOUBLE"] and plan.op == KernelOp.NARY_MEAN and not m.get("NARY_CR")
         m.update({"LOADV(p)": f"as_float{vw}(convert_uint{vw}(vload{vw}(0, p)) << 16)",
                   "STOREV(v, p)": f"vstore{vw}(gm_float{vw}_to_bf16(v), 0, p)",     # doubles: below
                   "LOAD1(p)": "gm_bf16_to_float(*(p))",
@@ -256,7 +274,17 @@ def cpu_macros(plan: planning.ElementwisePlan, fp64: bool, offsets_in_buffer: bo
                   "STOREV(v, p)": f"vstore4(as_{t}4(convert_{u}4(v)), 0, p)",
                   "LOAD1(p)": f"(({c})(*(p)))", "STORE1(s, p)": f"(*(p) = as_{t}(convert_{u}(s)))"})
     acc = m["ACC_T"]
-    if plan.op == KernelOp.NARY_MEAN and dt.is_float and not m["NARY_WIDE"]:
+    if m.get("NARY_CR") == 1:
+        # results come out as floats holding the rounded values: the stores above are exact
+        m.update({"ACCV": f"double{vw}", "TO_ACCV(v)": f"convert_double{vw}(v)"})
+        if dt == D.BFLOAT16:
+            m["GM_NARROWV(v)"] = (f"as_float{vw}(convert_uint{vw}(gm_float{vw}_to_bf16("
+                                  f"{half_through_odd('(v)', vw)})) << 16)")
+            m["GM_ODDV(v)"] = f"((as_int{vw}(v) >> 16) & 1)"
+        else:
+            m["GM_NARROWV(v)"] = f"convert_float{vw}(v)"
+            m["GM_ODDV(v)"] = f"(as_int{vw}(v) & 1)"
+    elif plan.op == KernelOp.NARY_MEAN and dt.is_float and not m["NARY_WIDE"]:
         m.update({"ACCV": f"{acc}{vw}", "TO_ACCV(v)": f"convert_{acc}{vw}(v)"})
         if dt == D.FLOAT16 and acc == "double":
             # through float rounded to odd: one rounding to half, at PoCL's float speed

@@ -32,6 +32,7 @@ def kernel_source(kind: str, name: str) -> str:
 DIALECT = {"opencl": ("opencl_kernels", "dialect.h"), "cuda": ("cuda_kernels", "dialect.h")}
 # what every kernel file shares, after the dialect: the global-memory accessor and the checked build
 COMMON = "common.h"
+EXACT = "exact.h"      # the correctly rounded means' exact path (issue 22), after common.h
 
 
 def kernel_text(api: str, filename: str, macros: dict) -> str:
@@ -40,7 +41,7 @@ def kernel_text(api: str, filename: str, macros: dict) -> str:
     file, byte for byte the same for both APIs."""
     folder, dialect = DIALECT[api]
     return (header(macros) + kernel_source(folder, dialect) + kernel_source("opencl_kernels", COMMON)
-            + kernel_source("opencl_kernels", filename))
+            + kernel_source("opencl_kernels", EXACT) + kernel_source("opencl_kernels", filename))
 
 
 class ProgramCache:
