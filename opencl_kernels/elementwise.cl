@@ -107,14 +107,16 @@
 //     rounded, and rounding that once more to half is innocuous (a half midpoint and the quotient's
 //     grid of 2^-25 / n are too far apart for a double rounding to land on one): nothing to add.
 //   FLOAT32 and BFLOAT16 with fp64 (NARY_CR 1): the FLOAT64 sum S' of the k inputs, and the largest
-//     and smallest nonzero magnitudes' bits. Every partial sum, in any order, lies on the grid of the
-//     smallest value's ulp and below k M, so S' is the exact total S whenever the exponents differ by
-//     at most 53 - p - ceil(log2 k) (NARY_EXP_OK: that plus one, in the exponent field). Then the
-//     rounding is decided exactly: q = S / n rounded (IEEE), the ends q -+ |q| 2^-50 rounded to the
-//     format (lo, hi: equal, or neighbours around the one midpoint m between them), and S against
-//     n m (exact: at most 33 bits) picks lo, hi, or on a tie the even one. Elements whose exponents
-//     are further apart take the exact path (gm_nary_exact: exact.h's superaccumulator, every input
-//     read again). An inf or NaN total is IEEE's.
+//     and smallest nonzero magnitudes' bits (M, m0; exponents E_M, E_m0). All inputs are multiples of
+//     g = ulp(m0) = 2^(E_m0 - p + 1) and every partial sum, in any order, is below k M <= 2^(E_M + 1 + c),
+//     c = ceil(log2 k); so when E_M - E_m0 <= J = 53 - p - c (NARY_EXP_OK: (J + 1) << 23, compared with
+//     the bits) every partial sum is representable and S' is the exact total S. Then q = S / k rounded
+//     once (IEEE) and rounded again to the format is the correctly rounded mean, ties included: a
+//     double rounding errs only where q is a midpoint mid of the format and S / k is not, so that
+//     |S / k - mid| <= 2^-53 |mid| < 2^(E_mid - 52); but S - k mid is a multiple of
+//     min(g, 2^(E_mid - p)), and a nonzero one puts S / k at least 2^(E_mid - 52) from mid
+//     (E_mid <= E_M, and p + c <= 52). Elements whose exponents lie further apart take the exact path
+//     (gm_nary_exact: exact.h's superaccumulator, every input read again). An inf or NaN total is IEEE's.
 //   Devices without fp64 (NARY_CR 2: FLOAT32, BFLOAT16; 3: FLOAT16): the exact path for every element.
 // NARY_FMT: 1 FLOAT32, 2 BFLOAT16, 3 FLOAT16 (the exact path's accumulator and rounding).
 #if OP == 4 && NARY_CR
@@ -130,14 +132,18 @@
 #define GM_XACC_ADD_P(a, p) gm_xacc_f_add_bf16(a, *(p))
 #define GM_XACC_MEAN_TS(a) gm_xacc_f_mean_bf16(a, NIN)     // the bfloat16's bits
 #define GM_TS_TO_FLOAT(b) gm_bf16_to_float(b)
-#define GM_TS_BITS(b) ((uint)(b))
 #else
 #define GM_XACC gm_xacc_f
 #define GM_XACC_INIT(a) gm_xacc_f_init(a)
 #define GM_XACC_ADD_P(a, p) gm_xacc_f_add(a, *(p))
 #define GM_XACC_MEAN_TS(a) gm_as_float(gm_xacc_f_mean(a, NIN))
 #define GM_TS_TO_FLOAT(b) (b)
-#define GM_TS_BITS(b) gm_as_uint(b)
+#endif
+#if NARY_CR == 1
+// whether the FLOAT64 sum proves the rounding (above), or is inf or NaN (IEEE's answer already)
+GM_INLINE int gm_nary_certain(double acc, uint mx, uint mn) {
+    return !isfinite(acc) || mx < ((mn + 1u) & 0x7F800000u) + (uint)NARY_EXP_OK;
+}
 #endif
 #endif
 // an input element as the accumulator takes it (the wide accumulators split the value themselves)
@@ -211,18 +217,6 @@ GM_INLINE TS gm_nary_exact(GM_INPUTS_PARAM ins, __constant const gm_dims* s, con
 }
 #endif
 #if OP == 4 && NARY_CR == 1
-// whether the FLOAT64 sum is the exact total (or is inf or NaN, IEEE's answer), and its rounding
-GM_INLINE int gm_nary_certain(double acc, uint mx, uint mn) {
-    return !isfinite(acc) || mx < ((mn + 1u) & 0x7F800000u) + (uint)NARY_EXP_OK;
-}
-GM_INLINE TS gm_nary_round(double acc) {
-    const double q = acc / (double)NIN;
-    if (!isfinite(q)) return FROM_ACC(q);
-    const double pad = fabs(q) * 0x1p-50;
-    const TS lo = FROM_ACC(q - pad), hi = FROM_ACC(q + pad);
-    const double km = ((double)GM_TS_TO_FLOAT(lo) + (double)GM_TS_TO_FLOAT(hi)) * (0.5 * NIN);
-    return (acc > km || (acc == km && (GM_TS_BITS(lo) & 1u))) ? hi : lo;
-}
 #define GM_APPLY_BODY(VT, W) \
     double acc[W]; uint mx[W], mn[W]; \
     for (int j = 0; j < W; ++j) { acc[j] = -0.0; mx[j] = 0u; mn[j] = 0xFFFFFFFFu; } \
@@ -238,7 +232,7 @@ GM_INLINE TS gm_nary_round(double acc) {
     VT r; uint need = 0u; \
     _Pragma("unroll") \
     for (int j = 0; j < W; ++j) { \
-        r.v[j] = gm_nary_round(acc[j]); \
+        r.v[j] = FROM_ACC(acc[j] / (double)NIN); \
         need |= gm_nary_certain(acc[j], mx[j], mn[j]) ? 0u : 1u << j; \
     } \
     *(__global VT*)GM_AT(NIN, TS, out, o, W) = r; \
@@ -432,22 +426,28 @@ GM_BF16_VEC(16)
 #define GM_UINTV GM_XCAT(uint, VW)
 #define GM_CVT_INT(v) GM_XCAT(convert_int, VW)(v)
 #if NARY_CR == 1
-// the FLOAT64 sum, the magnitudes' bits, the exact decision (gm_nary_round's, lane for lane), and the
-// exact path for the lanes whose sum may be inexact (elementwise.cl's comment above GM_XACC)
+// the FLOAT64 sum and the magnitudes' bits (gm_nary_certain, lane for lane), the quotient rounded
+// once to the format; the lanes whose sum may be inexact take the exact path. A data-dependent branch
+// in the hot loop costs PoCL about a third of the kernel's speed even when it is never taken, so the
+// vector loops (GM_FIXING 0) only note a lane to redo (redo_), and a second loop over the same
+// elements (GM_FIXING 1, run only when one was noted) redoes those lanes; the scalar loops fix
+// theirs at once
 #define GM_ADD_INPUT(k) { const CTV xf_ = LOADV_AT(k); acc += TO_ACCV(xf_); \
     const GM_UINTV b_ = GM_XCAT(as_uint, VW)(xf_) & 0x7FFFFFFFu; mx_ = max(mx_, b_); mn_ = min(mn_, b_ - 1u); }
 #define GM_COMPUTE(res) { ACCV acc = (ACCV)(-0.0); GM_UINTV mx_ = (GM_UINTV)(0u), mn_ = (GM_UINTV)(0xFFFFFFFFu); \
     FOREACH_INPUT(GM_ADD_INPUT) \
-    const ACCV q_ = acc / (ACCV)((double)NIN), pad_ = fabs(q_) * (ACCV)(0x1p-50); \
-    const CTV lo_ = GM_NARROWV(q_ - pad_), hi_ = GM_NARROWV(q_ + pad_); \
-    const ACCV km_ = (TO_ACCV(lo_) + TO_ACCV(hi_)) * (ACCV)(0.5 * NIN); \
-    const GM_INTV up_ = GM_CVT_INT(isgreater(acc, km_)) | (GM_CVT_INT(isequal(acc, km_)) & -GM_ODDV(lo_)); \
-    res = select(select(lo_, hi_, up_), GM_NARROWV(q_), GM_CVT_INT(isinf(q_) | isnan(q_))); \
+    res = GM_NARROWV(acc / (ACCV)((double)NIN)); \
     const GM_UINTV thr_ = ((mn_ + 1u) & 0x7F800000u) + (GM_UINTV)((uint)NARY_EXP_OK); \
     const GM_INTV need_ = GM_CVT_INT(isfinite(acc)) & (mx_ >= thr_); \
-    if (any(need_)) { CT rl_[VW]; int nd_[VW]; GM_XCAT(vstore, VW)(res, 0, rl_); GM_XCAT(vstore, VW)(need_, 0, nd_); \
-        for (int l_ = 0; l_ < GM_NL; ++l_) if (nd_[l_]) GM_EXACT_LANE(rl_[l_]) \
-        res = VLOADV(0, rl_); } }
+    if (GM_FIXING) { \
+        if (any(need_)) { CT rl_[VW]; int nd_[VW]; \
+            GM_XCAT(vstore, VW)(res, 0, rl_); GM_XCAT(vstore, VW)(need_, 0, nd_); \
+            for (int l_ = 0; l_ < GM_NL; ++l_) if (nd_[l_]) GM_EXACT_LANE(rl_[l_]) \
+            res = VLOADV(0, rl_); } \
+    } else { \
+        redo_ |= need_; \
+    } }
+#define GM_REDO_DECL GM_INTV redo_ = (GM_INTV)(0);
 #else
 #define GM_COMPUTE(res) { CT rl_[VW]; for (int l_ = 0; l_ < GM_NL; ++l_) GM_EXACT_LANE(rl_[l_]) \
     for (int l_ = GM_NL; l_ < VW; ++l_) rl_[l_] = rl_[0]; res = VLOADV(0, rl_); }
@@ -464,6 +464,11 @@ GM_BF16_VEC(16)
 #define RESV CTV
 #endif
 
+#ifndef GM_REDO_DECL
+#define GM_REDO_DECL
+#endif
+#define GM_REDO (OP == 4 && NARY_CR == 1)     // the vector loops' second pass (above)
+
 #if PREFETCH
 // every input PREFETCH bytes ahead of element ``at``, once per 64-byte line of elements (PF_LINE
 // elements); the host turns it on where the lines ahead are read next
@@ -477,24 +482,40 @@ GM_BF16_VEC(16)
 __kernel void gm_ew_contig_serial(__global T* out, ulong out_off, ulong n, float scale,
                                   float bias GM_INPUT_PARAMS GM_CHK_P) {
     GM_INPUTS_BIND
+    GM_REDO_DECL
     ulong first = (ulong)get_global_id(0) * VW * UNROLL;
     if (first + VW * UNROLL <= n) {
+#define GM_NL VW
+#define LOADV_AT(k) LOADV(GM_INPUT_AT(const T, k, base, VW))
+#define ELEM_AT(k, l) GM_INPUT_AT(const T, k, base + (l), 1)
         for (int u = 0; u < UNROLL; ++u) {
             ulong base = first + VW * u;
 #define GM_PF_POS(k) base
             GM_PREFETCH_INPUTS(base)
 #undef GM_PF_POS
-#define GM_NL VW
-#define LOADV_AT(k) LOADV(GM_INPUT_AT(const T, k, base, VW))
-#define ELEM_AT(k, l) GM_INPUT_AT(const T, k, base + (l), 1)
+#define GM_FIXING 0
             RESV r;
             GM_COMPUTE(r)
             STOREV(r, GM_AT(NIN, T, out, out_off + base, VW));
+#undef GM_FIXING
+        }
+#if GM_REDO
+        if (any(redo_)) {
+            for (int u = 0; u < UNROLL; ++u) {
+                ulong base = first + VW * u;
+#define GM_FIXING 1
+                RESV r;
+                GM_COMPUTE(r)
+                STOREV(r, GM_AT(NIN, T, out, out_off + base, VW));
+#undef GM_FIXING
+            }
+        }
+#endif
 #undef LOADV_AT
 #undef ELEM_AT
 #undef GM_NL
-        }
     } else {
+#define GM_FIXING 1
         for (ulong i = first; i < n; ++i) {
 #define GM_NL 1
 #define LOADV_AT(k) ((CTV)(LOAD1(GM_INPUT_AT(const T, k, i, 1))))
@@ -506,6 +527,7 @@ __kernel void gm_ew_contig_serial(__global T* out, ulong out_off, ulong n, float
 #undef ELEM_AT
 #undef GM_NL
         }
+#undef GM_FIXING
     }
 }
 
@@ -539,7 +561,9 @@ __kernel void gm_ew_strided_serial(__global T* out, ulong out_off, ulong n_runs,
     if (g >= n_runs) return;
     long pos[NIN + 1], i0;
     long iend = gm_run_start(m, (long)g, RUN, pos, &i0);
+    GM_REDO_DECL
     for (long i = i0; i < iend; ++i) {
+#define GM_FIXING 1
 #define GM_NL 1
 #define LOADV_AT(k) ((CTV)(LOAD1(GM_INPUT_AT(const T, k, pos[k] + i * (long)m->stride[k][NDIM - 1], 1))))
 #define ELEM_AT(k, l) GM_INPUT_AT(const T, k, pos[k] + i * (long)m->stride[k][NDIM - 1], 1)
@@ -549,6 +573,7 @@ __kernel void gm_ew_strided_serial(__global T* out, ulong out_off, ulong n_runs,
 #undef LOADV_AT
 #undef ELEM_AT
 #undef GM_NL
+#undef GM_FIXING
     }
 }
 
@@ -561,21 +586,36 @@ __kernel void gm_ew_rows_serial(__global T* out, ulong out_off, ulong n_runs, __
     if (g >= n_runs) return;
     long pos[NIN + 1], i0;
     long iend = gm_run_start(m, (long)g, RUN_ROWS, pos, &i0);
+    GM_REDO_DECL
     long i = i0;
+#define GM_NL VW
+#define LOADV_AT(k) LOADV(GM_INPUT_AT(const T, k, pos[k] + i, VW))
+#define ELEM_AT(k, l) GM_INPUT_AT(const T, k, pos[k] + i + (l), 1)
     for (; i + VW <= iend; i += VW) {
 #define GM_PF_POS(k) (pos[k] + i)
         GM_PREFETCH_INPUTS(i)
 #undef GM_PF_POS
-#define GM_NL VW
-#define LOADV_AT(k) LOADV(GM_INPUT_AT(const T, k, pos[k] + i, VW))
-#define ELEM_AT(k, l) GM_INPUT_AT(const T, k, pos[k] + i + (l), 1)
+#define GM_FIXING 0
         RESV r;
         GM_COMPUTE(r)
         STOREV(r, GM_AT(NIN, T, out, (long)out_off + pos[NIN] + i, VW));
+#undef GM_FIXING
+    }
+#if GM_REDO
+    if (any(redo_)) {
+        for (long i = i0; i + VW <= iend; i += VW) {
+#define GM_FIXING 1
+            RESV r;
+            GM_COMPUTE(r)
+            STOREV(r, GM_AT(NIN, T, out, (long)out_off + pos[NIN] + i, VW));
+#undef GM_FIXING
+        }
+    }
+#endif
 #undef LOADV_AT
 #undef ELEM_AT
 #undef GM_NL
-    }
+#define GM_FIXING 1
     for (; i < iend; ++i) {
 #define GM_NL 1
 #define LOADV_AT(k) ((CTV)(LOAD1(GM_INPUT_AT(const T, k, pos[k] + i, 1))))
@@ -587,5 +627,6 @@ __kernel void gm_ew_rows_serial(__global T* out, ulong out_off, ulong n_runs, __
 #undef ELEM_AT
 #undef GM_NL
     }
+#undef GM_FIXING
 }
 #endif  // GM_CPU_SHAPE
