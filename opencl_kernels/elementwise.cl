@@ -448,6 +448,33 @@ GM_BF16_VEC(16)
         redo_ |= need_; \
     } }
 #define GM_REDO_DECL GM_INTV redo_ = (GM_INTV)(0);
+#elif NARY_CR == 4
+// FLOAT16 in the CPU shape: the same in float (NARY_EXP_OK from 24 bits instead of 53: a FLOAT32 sum
+// of halves whose exponents lie within 13 - ceil(log2 k) is exact, and its quotient rounded to float
+// and then to half is the correctly rounded mean). The quotient without trusting OpenCL's float
+// division (2.5 ulp allowed): q = S y with y = 1/k rounded to nearest (GM_RCP), then twice
+// q += (S - k q) y through fma (the remainder exact once q is faithful; Markstein: the second step
+// rounds correctly). A zero S is its own mean (its sign kept); inf and NaN take the exact path.
+#define GM_ADD_INPUT(k) { const CTV xf_ = LOADV_AT(k); acc += xf_; \
+    const GM_UINTV b_ = GM_XCAT(as_uint, VW)(xf_) & 0x7FFFFFFFu; mx_ = max(mx_, b_); mn_ = min(mn_, b_ - 1u); }
+#define GM_COMPUTE(res) { CTV acc = (CTV)(-0.0f); GM_UINTV mx_ = (GM_UINTV)(0u), mn_ = (GM_UINTV)(0xFFFFFFFFu); \
+    FOREACH_INPUT(GM_ADD_INPUT) \
+    const CTV y_ = (CTV)(GM_RCP), n_ = (CTV)((float)NIN); \
+    CTV q_ = acc * y_; \
+    q_ = fma(fma(-q_, n_, acc), y_, q_); \
+    q_ = fma(fma(-q_, n_, acc), y_, q_); \
+    res = select(q_, acc, acc == (CTV)(0.0f)); \
+    const GM_UINTV thr_ = ((mn_ + 1u) & 0x7F800000u) + (GM_UINTV)((uint)NARY_EXP_OK); \
+    const GM_INTV need_ = as_int16((mx_ >= thr_) | (mx_ >= (GM_UINTV)(0x7F800000u))); \
+    if (GM_FIXING) { \
+        if (any(need_)) { CT rl_[VW]; int nd_[VW]; \
+            GM_XCAT(vstore, VW)(res, 0, rl_); GM_XCAT(vstore, VW)(need_, 0, nd_); \
+            for (int l_ = 0; l_ < GM_NL; ++l_) if (nd_[l_]) GM_EXACT_LANE(rl_[l_]) \
+            res = VLOADV(0, rl_); } \
+    } else { \
+        redo_ |= need_; \
+    } }
+#define GM_REDO_DECL GM_INTV redo_ = (GM_INTV)(0);
 #else
 #define GM_COMPUTE(res) { CT rl_[VW]; for (int l_ = 0; l_ < GM_NL; ++l_) GM_EXACT_LANE(rl_[l_]) \
     for (int l_ = GM_NL; l_ < VW; ++l_) rl_[l_] = rl_[0]; res = VLOADV(0, rl_); }
@@ -467,7 +494,7 @@ GM_BF16_VEC(16)
 #ifndef GM_REDO_DECL
 #define GM_REDO_DECL
 #endif
-#define GM_REDO (OP == 4 && NARY_CR == 1)     // the vector loops' second pass (above)
+#define GM_REDO (OP == 4 && (NARY_CR == 1 || NARY_CR == 4))     // the vector loops' second pass (above)
 
 #if PREFETCH
 // every input PREFETCH bytes ahead of element ``at``, once per 64-byte line of elements (PF_LINE

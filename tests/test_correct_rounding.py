@@ -242,6 +242,35 @@ def test_nary_layouts(device, dt, k):
     check_bits(gm.mean(*ts, device=device), oracle.nary_mean(ts, dt), f"{dt} ties, n-ary of {k}")
 
 
+def random_bits(rng, shape, dt) -> np.ndarray:
+    """Finite values of ``dt`` with uniformly random bit patterns: every exponent, subnormals, both
+    zeros (the exactness test fails for most of them: the exact path)."""
+    u = np.dtype(f"u{dt.itemsize}")
+    b = rng.integers(0, 1 << (8 * dt.itemsize), shape, dtype=np.uint64).astype(u)
+    x = b.view(dt)
+    return np.where(np.isfinite(x.astype(np.float32)), x, dt.type(1.5))
+
+
+@pytest.mark.parametrize("dt", TYPES[:3], ids=IDS[:3])
+@pytest.mark.parametrize("k", [3, 5, 6, 11])
+def test_nary_many_values(device, cpu, dt, k):
+    """Many elements per kernel shape's vectors and runs: random bit patterns, normal values, small
+    integers (exact ties galore), exact ties and values 2^-12 apart (the FLOAT32 sum of halves
+    proved exact or not), in one long run; the oracle's bits and the CPU device's."""
+    rng = np.random.default_rng(1000 + k)
+    n = 6000
+    parts = [random_bits(rng, (n, k), dt), as_type(rng.standard_normal((n, k)), dt),
+             as_type(rng.integers(-40, 40, (n, k)), dt), exact_ties(rng, k, n, dt),
+             as_type(rng.standard_normal((n, k)) * 2.0 ** rng.integers(-14, 1, (n, k)), dt)]
+    x = np.concatenate(parts)
+    x = x[rng.permutation(x.shape[0])]
+    xs = [np.ascontiguousarray(x[:, i]) for i in range(k)]
+    got = gm.mean(*xs, device=device)
+    check_bits(got, oracle.nary_mean(xs, dt), f"{dt} n-ary of {k}, {x.shape[0]} elements")
+    if device is not cpu:
+        check_bits(got, gm.mean(*xs, device=cpu), f"{dt} n-ary of {k}: the CPU device's bits")
+
+
 @pytest.mark.parametrize("dt", [np.dtype(np.float32), np.dtype(np.float16)], ids=["float32", "float16"])
 def test_long_rows(cpu, dt):
     """Past 2^13 FLOAT16 values (the FLOAT64 sum is no longer exact by itself) and a long FLOAT32 row

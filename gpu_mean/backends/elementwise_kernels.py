@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -194,6 +195,13 @@ def nary_rounding(plan: planning.ElementwisePlan, fp64: bool) -> dict:
     return {"NARY_CR": 1 if fp64 else 2, "NARY_FMT": code, "NARY_EXP_OK": (54 - p - c) << 23}
 
 
+def reciprocal_f32(k: int) -> float:
+    """1/k rounded to nearest float32 (numpy's float32(1/k) rounds twice, through float64)."""
+    f = np.float32(1.0 / k)
+    cands = [f, np.nextafter(f, np.float32(0)), np.nextafter(f, np.float32(1))]
+    return float(min(cands, key=lambda c: abs(Fraction(float(c)) - Fraction(1, k))))
+
+
 def gpu_macros(plan: planning.ElementwisePlan, api: str, fp64: bool, offsets_in_buffer: bool = False,
                checked: bool = False) -> dict:
     """The GPU shape: elements moved in their storage type (FLOAT16 as its bits in a ushort)."""
@@ -278,7 +286,13 @@ def cpu_macros(plan: planning.ElementwisePlan, fp64: bool, offsets_in_buffer: bo
                   "STOREV(v, p)": f"vstore4(as_{t}4(convert_{u}4(v)), 0, p)",
                   "LOAD1(p)": f"(({c})(*(p)))", "STORE1(s, p)": f"(*(p) = as_{t}(convert_{u}(s)))"})
     acc = m["ACC_T"]
-    if m.get("NARY_CR") == 1:
+    if plan.op == KernelOp.NARY_MEAN and dt == D.FLOAT16:
+        # the FLOAT32 sum proved exact by the exponents, with or without fp64 (elementwise.cl: NARY_CR 4)
+        log_k = (plan.n_inputs - 1).bit_length()
+        m.update({"NARY_CR": 4, "NARY_FMT": 3, "NARY_EXP_OK": (25 - 11 - log_k) << 23,
+                  "GM_RCP": f"{reciprocal_f32(plan.n_inputs).hex()}f", "ACC_T": "float", "ACC_DOUBLE": 0,
+                  "ACCV": f"float{vw}", "TO_ACCV(v)": "(v)"})
+    elif m.get("NARY_CR") == 1:
         # results come out as floats holding the rounded values: the stores above are exact
         m.update({"ACCV": f"double{vw}", "TO_ACCV(v)": f"convert_double{vw}(v)"})
         # GM_NARROWV: the quotients rounded once to the format (BFLOAT16 through float rounded to odd)
