@@ -9,8 +9,10 @@ Property: each generated case is either
   (tests/ext_support.py reads which from the one table, gpu_mean/backends/support.py), or
 * created, compiled and executed (in place, output bound over an identical input, where the
   operator allows it and the case asks for it), with a result equal to the CPU device's (bit-exact for
-  element-wise and integer operators) or, for float REDUCE AVERAGE and the n-ary mean on positive
-  data, within 1 ulp of the exact mean (tests/oracle.py); every output buffer has poisoned guard
+  element-wise and integer operators), for the float n-ary mean the exact mean rounded once, bit for
+  bit (issue 22: every float type on the CPU device, FLOAT16, FLOAT32 and BFLOAT16 on the kernels),
+  or, for float REDUCE AVERAGE (and the kernels' FLOAT64 n-ary mean) on positive data, within 1 ulp
+  of the exact mean (tests/oracle.py); every output buffer has poisoned guard
   bytes before and after its binding, and poisoned bytes inside its range that its strides do not
   address: all must be untouched.
 No other exception, and the device is never removed.
@@ -178,6 +180,12 @@ def exact_means(desc, xs, dt: D):
     return np.array(want, dt.numpy_dtype).reshape(desc.output.sizes)
 
 
+def nary_correctly_rounded(dev, dt: D) -> bool:
+    """Where the n-ary mean is correctly rounded (issue 22): every float type on the CPU device;
+    FLOAT16, FLOAT32 and BFLOAT16 on the OpenCL and CUDA kernels (FLOAT64 there: stage 3)."""
+    return dev.info.backend == "cpu" or dt != D.FLOAT64
+
+
 def run_case(device, case: fuzz_cases.Case):
     dev = at_level(device, case.level)
     if case.bad_type is not None:
@@ -223,6 +231,10 @@ def run_case(device, case: fuzz_cases.Case):
         for idx, s in zip(np.ndindex(got.shape), exact_sums(desc, xs)):
             total = Fraction(float(got[idx])) + Fraction(float(lo[idx]))
             assert abs(total - s) <= abs(s) / tol, f"output {idx}: {got[idx]!r} + {lo[idx]!r} vs {float(s)}"
+    elif case.float_reduction and isinstance(desc, gm.ext.NaryMeanDesc) and nary_correctly_rounded(dev, dt):
+        # issue 22: the exact mean rounded once, bit for bit (-0.0 for an exact zero total of -0.0s)
+        want = oracle.nary_mean(xs, dt.numpy_dtype)
+        assert oracle.equal_bits(got, want), f"{dev.name}: not the correctly rounded n-ary mean:\n{got}\n{want}"
     elif case.float_reduction:
         want = exact_means(desc, xs, dt)
         for idx in np.ndindex(want.shape):
