@@ -132,18 +132,39 @@
 #define GM_XACC_ADD_P(a, p) gm_xacc_f_add_bf16(a, *(p))
 #define GM_XACC_MEAN_TS(a) gm_xacc_f_mean_bf16(a, NIN)     // the bfloat16's bits
 #define GM_TS_TO_FLOAT(b) gm_bf16_to_float(b)
+#define GM_X_FLOAT_P(p) gm_bf16_to_float(*(p))
+#define GM_NARROW1(q) gm_bf16_to_float(gm_double_to_bf16(q))
+#define GM_ODD1(f) ((gm_as_uint(f) >> 16) & 1u)
 #else
 #define GM_XACC gm_xacc_f
 #define GM_XACC_INIT(a) gm_xacc_f_init(a)
 #define GM_XACC_ADD_P(a, p) gm_xacc_f_add(a, *(p))
 #define GM_XACC_MEAN_TS(a) gm_as_float(gm_xacc_f_mean(a, NIN))
 #define GM_TS_TO_FLOAT(b) (b)
+#define GM_X_FLOAT_P(p) (*(p))
+#define GM_NARROW1(q) ((float)(q))
+#define GM_ODD1(f) (gm_as_uint(f) & 1u)
 #endif
 #if NARY_CR == 1
 // whether the FLOAT64 sum proves the rounding (above), or is inf or NaN (IEEE's answer already)
 GM_INLINE int gm_nary_certain(double acc, uint mx, uint mn) {
     return !isfinite(acc) || mx < ((mn + 1u) & 0x7F800000u) + (uint)NARY_EXP_OK;
 }
+// The exact path's first step: the FLOAT64 sum again with every addition's error (TwoSum); where
+// none rounded (+-largest values that cancel beside small ones, say), S is that sum, and the
+// rounding of S / k is decided exactly: q = S / k rounded, its ends q -+ |q| 2^-50 rounded to the
+// format (lo, hi: equal, or the neighbours around the one midpoint m between them), and S against
+// k m (exact: at most 33 bits) picks lo, hi, or on a tie the even one. Only where an addition
+// rounded does the superaccumulator (tens of 64-bit divisions) run.
+GM_INLINE float gm_nary_round_exact(double S) {
+    const double q = S / (double)NIN;
+    const double pad = fabs(q) * 0x1p-50;
+    const float lo = GM_NARROW1(q - pad), hi = GM_NARROW1(q + pad);
+    const double km = ((double)lo + (double)hi) * (0.5 * NIN);
+    return (S > km || (S == km && GM_ODD1(lo))) ? hi : lo;
+}
+#define GM_TWO_SUM_STEP(s_, bad_, x) { const double x_ = (x), t_ = (s_) + x_, bb_ = t_ - (s_); \
+    bad_ |= (((s_) - (t_ - bb_)) + (x_ - bb_)) != 0.0; s_ = t_; }
 #endif
 #endif
 // an input element as the accumulator takes it (the wide accumulators split the value themselves)
@@ -210,6 +231,13 @@ GM_INLINE IDX gm_offset(__constant const gm_dims* s, int k, const IDX* idx, int 
 // the exact path of one element: every input read again into the superaccumulator
 GM_INLINE TS gm_nary_exact(GM_INPUTS_PARAM ins, __constant const gm_dims* s, const IDX* idx, int last,
                            ulong e GM_CHK_P) {
+#if NARY_CR == 1
+    double sum = -0.0;
+    int inexact = 0;
+    for (int k = 0; k < NIN; ++k)
+        GM_TWO_SUM_STEP(sum, inexact, (double)GM_X_FLOAT_P(GM_INPUT_AT(const TS, k, gm_offset(s, k, idx, last) + e, 1)))
+    if (!inexact) return FROM_CT(gm_nary_round_exact(sum));
+#endif
     GM_XACC a;
     GM_XACC_INIT(&a);
     for (int k = 0; k < NIN; ++k) GM_XACC_ADD_P(&a, GM_INPUT_AT(const TS, k, gm_offset(s, k, idx, last) + e, 1));
@@ -440,13 +468,25 @@ GM_BF16_VEC(16)
     const GM_UINTV thr_ = ((mn_ + 1u) & 0x7F800000u) + (GM_UINTV)((uint)NARY_EXP_OK); \
     const GM_INTV need_ = GM_CVT_INT(isfinite(acc)) & (mx_ >= thr_); \
     if (GM_FIXING) { \
-        if (any(need_)) { CT rl_[VW]; int nd_[VW]; \
-            GM_XCAT(vstore, VW)(res, 0, rl_); GM_XCAT(vstore, VW)(need_, 0, nd_); \
-            for (int l_ = 0; l_ < GM_NL; ++l_) if (nd_[l_]) GM_EXACT_LANE(rl_[l_]) \
-            res = VLOADV(0, rl_); } \
+        if (any(need_)) { \
+            ACCV s2_ = (ACCV)(-0.0); GM_INTV bad_ = (GM_INTV)(0); \
+            FOREACH_INPUT(GM_TS_INPUT) \
+            const ACCV q_ = s2_ / (ACCV)((double)NIN), pad_ = fabs(q_) * (ACCV)(0x1p-50); \
+            const CTV lo_ = GM_NARROWV(q_ - pad_), hi_ = GM_NARROWV(q_ + pad_); \
+            const ACCV km_ = (TO_ACCV(lo_) + TO_ACCV(hi_)) * (ACCV)(0.5 * NIN); \
+            const GM_INTV up_ = GM_CVT_INT(isgreater(s2_, km_)) | (GM_CVT_INT(isequal(s2_, km_)) & -GM_ODDV(lo_)); \
+            res = select(res, select(lo_, hi_, up_), need_); \
+            bad_ &= need_; \
+            if (any(bad_)) { CT rl_[VW]; int nd_[VW]; \
+                GM_XCAT(vstore, VW)(res, 0, rl_); GM_XCAT(vstore, VW)(bad_, 0, nd_); \
+                for (int l_ = 0; l_ < GM_NL; ++l_) if (nd_[l_]) GM_EXACT_LANE(rl_[l_]) \
+                res = VLOADV(0, rl_); } } \
     } else { \
         redo_ |= need_; \
     } }
+// the fix-up's TwoSum pass, lane for lane as gm_nary_round_exact's (above)
+#define GM_TS_INPUT(k) { const ACCV x_ = TO_ACCV(LOADV_AT(k)), t_ = s2_ + x_, bb_ = t_ - s2_; \
+    bad_ |= GM_CVT_INT(isnotequal((s2_ - (t_ - bb_)) + (x_ - bb_), (ACCV)(0.0))); s2_ = t_; }
 #define GM_REDO_DECL GM_INTV redo_ = (GM_INTV)(0);
 #elif NARY_CR == 4
 // FLOAT16 in the CPU shape: the same in float (NARY_EXP_OK from 24 bits instead of 53: a FLOAT32 sum
@@ -454,7 +494,7 @@ GM_BF16_VEC(16)
 // and then to half is the correctly rounded mean). The quotient without trusting OpenCL's float
 // division (2.5 ulp allowed): q = S y with y = 1/k rounded to nearest (GM_RCP), then twice
 // q += (S - k q) y through fma (the remainder exact once q is faithful; Markstein: the second step
-// rounds correctly). A zero S is its own mean (its sign kept); inf and NaN take the exact path.
+// rounds correctly). A zero S is its own mean (its sign kept); inf and NaN take the fix-up (below).
 #define GM_ADD_INPUT(k) { const CTV xf_ = LOADV_AT(k); acc += xf_; \
     const GM_UINTV b_ = GM_XCAT(as_uint, VW)(xf_) & 0x7FFFFFFFu; mx_ = max(mx_, b_); mn_ = min(mn_, b_ - 1u); }
 #define GM_COMPUTE(res) { CTV acc = (CTV)(-0.0f); GM_UINTV mx_ = (GM_UINTV)(0u), mn_ = (GM_UINTV)(0xFFFFFFFFu); \
@@ -467,13 +507,22 @@ GM_BF16_VEC(16)
     const GM_UINTV thr_ = ((mn_ + 1u) & 0x7F800000u) + (GM_UINTV)((uint)NARY_EXP_OK); \
     const GM_INTV need_ = as_int16((mx_ >= thr_) | (mx_ >= (GM_UINTV)(0x7F800000u))); \
     if (GM_FIXING) { \
-        if (any(need_)) { CT rl_[VW]; int nd_[VW]; \
-            GM_XCAT(vstore, VW)(res, 0, rl_); GM_XCAT(vstore, VW)(need_, 0, nd_); \
-            for (int l_ = 0; l_ < GM_NL; ++l_) if (nd_[l_]) GM_EXACT_LANE(rl_[l_]) \
-            res = VLOADV(0, rl_); } \
+        if (any(need_)) GM_F16_FIX(res, need_) \
     } else { \
         redo_ |= need_; \
     } }
+#if USE_FP64
+// with fp64 the fix-up is the FLOAT64 sum (exact for 64 halves), divided once and rounded to float
+// to odd (GM_ODD_FLOAT), which the half store rounds once more: the one rounding to half
+#define GM_D_INPUT(k) d_ += convert_double16(LOADV_AT(k));
+#define GM_F16_FIX(res, need_) { double16 d_ = (double16)(-0.0); FOREACH_INPUT(GM_D_INPUT) \
+    res = select(res, GM_ODD_FLOAT(d_ / (double16)((double)NIN)), need_); }
+#else
+#define GM_F16_FIX(res, need_) { CT rl_[VW]; int nd_[VW]; \
+    GM_XCAT(vstore, VW)(res, 0, rl_); GM_XCAT(vstore, VW)(need_, 0, nd_); \
+    for (int l_ = 0; l_ < GM_NL; ++l_) if (nd_[l_]) GM_EXACT_LANE(rl_[l_]) \
+    res = VLOADV(0, rl_); }
+#endif
 #define GM_REDO_DECL GM_INTV redo_ = (GM_INTV)(0);
 #else
 #define GM_COMPUTE(res) { CT rl_[VW]; for (int l_ = 0; l_ < GM_NL; ++l_) GM_EXACT_LANE(rl_[l_]) \

@@ -7,7 +7,9 @@ The correctly rounded n-ary mean (issue 22) decides most elements from a FLOAT64
 others through the exact path (docs/design.md, "Correct rounding (issue 22)"), so its time depends on
 the values: ``ones`` (what tools/bench_kernels.py times), ``normal`` (standard normal values: about
 5 % of FLOAT32 means of three lie exactly on a midpoint), ``ties`` (every mean exactly a midpoint),
-``adversarial`` (every element +-largest beside a tiny value: every element takes the exact path).
+``adversarial`` (every element +-largest beside a tiny value: every element takes the exact path,
+whose TwoSum step decides it), ``inexact`` (exponents 40 apart (FLOAT16: 12) whose sum rounds: the
+superaccumulator for every element).
 Each round runs one fresh process per tree and data kind, alternating trees; each process times the
 3-input mean over (n/1024, 1024) tensors on device buffers (median of ``--repeat`` runs after a
 warm-up) and prints GB/s (inputs read once and the output written once, over time).
@@ -48,6 +50,10 @@ elif kind == "ties":       # every mean exactly a midpoint (tests/test_correct_r
     s = head.sum(axis=0)
     odd = np.floor(((s + 0.75) * 2.0 ** p / 3 - 1) / 2) * 2 + 1
     data = [head[0].astype(npdt), head[1].astype(npdt), (3 * odd / 2.0 ** p - s).astype(npdt)]
+elif kind == "inexact":    # exponents 40 apart whose FLOAT64 sum rounds: the superaccumulator
+    u = [rng.uniform(1.0, 2.0, n) for _ in range(3)]
+    sc = (1.0, 2.0 ** -40, -(2.0 ** -80)) if dtname == "FLOAT32" else (1.0, 2.0 ** -12, -(2.0 ** -23))
+    data = [(a * s).astype(npdt) for a, s in zip(u, sc)]
 else:                      # adversarial: +-largest and a tiny value in every element
     sign = np.where(rng.random(n) < 0.5, -1.0, 1.0)
     data = [(sign * big).astype(npdt), (-sign * big).astype(npdt), (rng.integers(1, 100, n) * tiny).astype(npdt)]
@@ -89,7 +95,7 @@ def main() -> int:
     ap.add_argument("--mb", type=int, default=32, help="MiB of float32 input per input tensor (float16: half)")
     ap.add_argument("--repeat", type=int, default=11)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--kinds", default="ones,normal,ties,adversarial")
+    ap.add_argument("--kinds", default="ones,normal,ties,adversarial,inexact")
     ap.add_argument("--dtypes", default="FLOAT32,FLOAT16")
     a = ap.parse_args()
     trees = {"before": a.before.resolve(), "after": Path(__file__).resolve().parent.parent}

@@ -291,13 +291,15 @@ def cpu_macros(plan: planning.ElementwisePlan, fp64: bool, offsets_in_buffer: bo
         log_k = (plan.n_inputs - 1).bit_length()
         m.update({"NARY_CR": 4, "NARY_FMT": 3, "NARY_EXP_OK": (25 - 11 - log_k) << 23,
                   "GM_RCP": f"{reciprocal_f32(plan.n_inputs).hex()}f", "ACC_T": "float", "ACC_DOUBLE": 0,
-                  "ACCV": f"float{vw}", "TO_ACCV(v)": "(v)"})
+                  "ACCV": f"float{vw}", "TO_ACCV(v)": "(v)", "GM_ODD_FLOAT(v)": half_through_odd("(v)", vw)})
     elif m.get("NARY_CR") == 1:
         # results come out as floats holding the rounded values: the stores above are exact
         m.update({"ACCV": f"double{vw}", "TO_ACCV(v)": f"convert_double{vw}(v)"})
         # GM_NARROWV: the quotients rounded once to the format (BFLOAT16 through float rounded to odd)
         m["GM_NARROWV(v)"] = (f"as_float{vw}(convert_uint{vw}(gm_float{vw}_to_bf16({half_through_odd('(v)', vw)}))"
                               " << 16)") if dt == D.BFLOAT16 else f"convert_float{vw}(v)"
+        # GM_ODDV: 1 in the lanes whose value (in the format) has an odd last bit
+        m["GM_ODDV(v)"] = f"((as_int{vw}(v) >> 16) & 1)" if dt == D.BFLOAT16 else f"(as_int{vw}(v) & 1)"
     elif plan.op == KernelOp.NARY_MEAN and dt.is_float and not m["NARY_WIDE"]:
         m.update({"ACCV": f"{acc}{vw}", "TO_ACCV(v)": f"convert_{acc}{vw}(v)"})
         if dt == D.FLOAT16 and acc == "double":
