@@ -150,21 +150,27 @@
 GM_INLINE int gm_nary_certain(double acc, uint mx, uint mn) {
     return !isfinite(acc) || mx < ((mn + 1u) & 0x7F800000u) + (uint)NARY_EXP_OK;
 }
-// The exact path's first step: the FLOAT64 sum again with every addition's error (TwoSum); where
-// none rounded (+-largest values that cancel beside small ones, say), S is that sum, and the
-// rounding of S / k is decided exactly: q = S / k rounded, its ends q -+ |q| 2^-50 rounded to the
-// format (lo, hi: equal, or the neighbours around the one midpoint m between them), and S against
-// k m (exact: at most 33 bits) picks lo, hi, or on a tie the even one. Only where an addition
-// rounded does the superaccumulator (tens of 64-bit divisions) run.
-GM_INLINE float gm_nary_round_exact(double S) {
-    const double q = S / (double)NIN;
+// The exact path's first step: the FLOAT64 sum h again, and c the sum of every addition's error
+// (TwoSum), itself by TwoSum; where no addition of an error rounded (+-largest values that cancel
+// beside small ones; exponents far apart but few bits), S = h + c exactly. Then the rounding of
+// S / k is decided exactly: (H, L) = h + c normalized, q = H / k rounded, its ends q -+ |q| 2^-50
+// rounded to the format (lo, hi: equal, or the neighbours around the one midpoint m between them),
+// and the sign of S - k m (k m exact: at most 33 bits) as (H - k m) + L: H - k m is exact where H
+// and k m lie within a factor 2 (Sterbenz), and elsewhere outweighs |L| <= 2^-53 |H|; so lo, hi, or
+// on a tie the even one. Only where an error's addition rounded does the superaccumulator (tens of
+// 64-bit divisions) run. A zero c leaves h as it is (the sign of a zero total).
+GM_INLINE float gm_nary_round_exact(double h, double c) {
+    const double H = c == 0.0 ? h : h + c, bb = H - h, L = c == 0.0 ? 0.0 : (h - (H - bb)) + (c - bb);
+    const double q = H / (double)NIN;
     const double pad = fabs(q) * 0x1p-50;
     const float lo = GM_NARROW1(q - pad), hi = GM_NARROW1(q + pad);
     const double km = ((double)lo + (double)hi) * (0.5 * NIN);
-    return (S > km || (S == km && GM_ODD1(lo))) ? hi : lo;
+    const double d = (H - km) + L;
+    return (d > 0.0 || (d == 0.0 && GM_ODD1(lo))) ? hi : lo;
 }
-#define GM_TWO_SUM_STEP(s_, bad_, x) { const double x_ = (x), t_ = (s_) + x_, bb_ = t_ - (s_); \
-    bad_ |= (((s_) - (t_ - bb_)) + (x_ - bb_)) != 0.0; s_ = t_; }
+#define GM_DD_STEP(h_, c_, bad_, x) { const double x_ = (x), t_ = (h_) + x_, bb_ = t_ - (h_); \
+    const double e_ = ((h_) - (t_ - bb_)) + (x_ - bb_), u_ = (c_) + e_, cc_ = u_ - (c_); \
+    bad_ |= (((c_) - (u_ - cc_)) + (e_ - cc_)) != 0.0; h_ = t_; c_ = u_; }
 #endif
 #endif
 // an input element as the accumulator takes it (the wide accumulators split the value themselves)
@@ -232,11 +238,11 @@ GM_INLINE IDX gm_offset(__constant const gm_dims* s, int k, const IDX* idx, int 
 GM_INLINE TS gm_nary_exact(GM_INPUTS_PARAM ins, __constant const gm_dims* s, const IDX* idx, int last,
                            ulong e GM_CHK_P) {
 #if NARY_CR == 1
-    double sum = -0.0;
+    double sum = -0.0, err = -0.0;
     int inexact = 0;
     for (int k = 0; k < NIN; ++k)
-        GM_TWO_SUM_STEP(sum, inexact, (double)GM_X_FLOAT_P(GM_INPUT_AT(const TS, k, gm_offset(s, k, idx, last) + e, 1)))
-    if (!inexact) return FROM_CT(gm_nary_round_exact(sum));
+        GM_DD_STEP(sum, err, inexact, (double)GM_X_FLOAT_P(GM_INPUT_AT(const TS, k, gm_offset(s, k, idx, last) + e, 1)))
+    if (!inexact) return FROM_CT(gm_nary_round_exact(sum, err));
 #endif
     GM_XACC a;
     GM_XACC_INIT(&a);
@@ -469,12 +475,16 @@ GM_BF16_VEC(16)
     const GM_INTV need_ = GM_CVT_INT(isfinite(acc)) & (mx_ >= thr_); \
     if (GM_FIXING) { \
         if (any(need_)) { \
-            ACCV s2_ = (ACCV)(-0.0); GM_INTV bad_ = (GM_INTV)(0); \
+            ACCV s2_ = (ACCV)(-0.0), c2_ = (ACCV)(-0.0); GM_INTV bad_ = (GM_INTV)(0); \
             FOREACH_INPUT(GM_TS_INPUT) \
-            const ACCV q_ = s2_ / (ACCV)((double)NIN), pad_ = fabs(q_) * (ACCV)(0x1p-50); \
+            const GM_LONGV cz_ = isequal(c2_, (ACCV)(0.0)); \
+            const ACCV h_ = select(s2_ + c2_, s2_, cz_), hb_ = h_ - s2_; \
+            const ACCV l_ = select((s2_ - (h_ - hb_)) + (c2_ - hb_), (ACCV)(0.0), cz_); \
+            const ACCV q_ = h_ / (ACCV)((double)NIN), pad_ = fabs(q_) * (ACCV)(0x1p-50); \
             const CTV lo_ = GM_NARROWV(q_ - pad_), hi_ = GM_NARROWV(q_ + pad_); \
-            const ACCV km_ = (TO_ACCV(lo_) + TO_ACCV(hi_)) * (ACCV)(0.5 * NIN); \
-            const GM_INTV up_ = GM_CVT_INT(isgreater(s2_, km_)) | (GM_CVT_INT(isequal(s2_, km_)) & -GM_ODDV(lo_)); \
+            const ACCV km_ = (TO_ACCV(lo_) + TO_ACCV(hi_)) * (ACCV)(0.5 * NIN), d_ = (h_ - km_) + l_; \
+            const GM_INTV up_ = GM_CVT_INT(isgreater(d_, (ACCV)(0.0))) | \
+                                (GM_CVT_INT(isequal(d_, (ACCV)(0.0))) & -GM_ODDV(lo_)); \
             res = select(res, select(lo_, hi_, up_), need_); \
             bad_ &= need_; \
             if (any(bad_)) { CT rl_[VW]; int nd_[VW]; \
@@ -485,8 +495,10 @@ GM_BF16_VEC(16)
         redo_ |= need_; \
     } }
 // the fix-up's TwoSum pass, lane for lane as gm_nary_round_exact's (above)
+#define GM_LONGV GM_XCAT(long, VW)
 #define GM_TS_INPUT(k) { const ACCV x_ = TO_ACCV(LOADV_AT(k)), t_ = s2_ + x_, bb_ = t_ - s2_; \
-    bad_ |= GM_CVT_INT(isnotequal((s2_ - (t_ - bb_)) + (x_ - bb_), (ACCV)(0.0))); s2_ = t_; }
+    const ACCV e_ = (s2_ - (t_ - bb_)) + (x_ - bb_), u_ = c2_ + e_, cc_ = u_ - c2_; \
+    bad_ |= GM_CVT_INT(isnotequal((c2_ - (u_ - cc_)) + (e_ - cc_), (ACCV)(0.0))); s2_ = t_; c2_ = u_; }
 #define GM_REDO_DECL GM_INTV redo_ = (GM_INTV)(0);
 #elif NARY_CR == 4
 // FLOAT16 in the CPU shape: the same in float (NARY_EXP_OK from 24 bits instead of 53: a FLOAT32 sum

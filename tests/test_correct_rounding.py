@@ -201,6 +201,14 @@ def nary_rows(dt, k, rng) -> np.ndarray:
     for triple in ([big, -big, small], [big, big, -big], [-big, -big, big], [big, -big, -small], [big, big, big],
                    [-big, small, small], [big, -big, 0.0], [-0.0, big, -big]):
         rows.append(np.resize(as_type(triple, dt), k))
+    # exponents far apart, every bit significant: the FLOAT64 sum rounds and its errors' sum does not
+    # (the kernels' TwoSum step), or that rounds too (the superaccumulator); FLOAT16: the FLOAT32 sum
+    far = {np.dtype(np.float32): [(-40, -80), (-40, -100)], BF16: [(-50, -100), (-50, -120)],
+           np.dtype(np.float16): [(-12, -23), (-6, -20)], np.dtype(np.float64): [(-60, -130), (-60, -200)]}[dt]
+    for e1, e2 in far:
+        for _ in range(6):
+            u = rng.uniform(1.0, 2.0, 3) * np.where(rng.random(3) < 0.5, -1.0, 1.0)
+            rows.append(np.resize(as_type(u * 2.0 ** np.array([0, e1, e2]), dt), k))
     rows += list(exact_ties(rng, k, 100, dt)) if k > 1 else []
     rows += [as_type(rng.standard_normal(k) * 10.0 ** rng.integers(-3, 3, k), dt) for _ in range(100)]
     rows += list(as_type(rng.standard_normal((500, k)), dt))

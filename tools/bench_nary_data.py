@@ -8,8 +8,10 @@ others through the exact path (docs/design.md, "Correct rounding (issue 22)"), s
 the values: ``ones`` (what tools/bench_kernels.py times), ``normal`` (standard normal values: about
 5 % of FLOAT32 means of three lie exactly on a midpoint), ``ties`` (every mean exactly a midpoint),
 ``adversarial`` (every element +-largest beside a tiny value: every element takes the exact path,
-whose TwoSum step decides it), ``inexact`` (exponents 40 apart (FLOAT16: 12) whose sum rounds: the
-superaccumulator for every element).
+whose TwoSum step decides it), ``inexact`` (FLOAT32: 1, 2^-40 and -2^-80 times values in [1, 2):
+the FLOAT64 sum rounds, the sum of its errors does not, the same TwoSum step; FLOAT16: 1, 2^-12,
+-2^-23, the FLOAT32 sum rounds), ``superacc`` (FLOAT32: -2^-100 for the third: the errors' sum
+rounds too, the superaccumulator for every element; FLOAT16 as ``inexact``).
 Each round runs one fresh process per tree and data kind, alternating trees; each process times the
 3-input mean over (n/1024, 1024) tensors on device buffers (median of ``--repeat`` runs after a
 warm-up) and prints GB/s (inputs read once and the output written once, over time).
@@ -50,9 +52,10 @@ elif kind == "ties":       # every mean exactly a midpoint (tests/test_correct_r
     s = head.sum(axis=0)
     odd = np.floor(((s + 0.75) * 2.0 ** p / 3 - 1) / 2) * 2 + 1
     data = [head[0].astype(npdt), head[1].astype(npdt), (3 * odd / 2.0 ** p - s).astype(npdt)]
-elif kind == "inexact":    # exponents 40 apart whose FLOAT64 sum rounds: the superaccumulator
+elif kind in ("inexact", "superacc"):   # exponents far apart: a FLOAT64 sum that rounds
     u = [rng.uniform(1.0, 2.0, n) for _ in range(3)]
-    sc = (1.0, 2.0 ** -40, -(2.0 ** -80)) if dtname == "FLOAT32" else (1.0, 2.0 ** -12, -(2.0 ** -23))
+    far = -(2.0 ** -80) if kind == "inexact" else -(2.0 ** -100)
+    sc = (1.0, 2.0 ** -40, far) if dtname == "FLOAT32" else (1.0, 2.0 ** -12, -(2.0 ** -23))
     data = [(a * s).astype(npdt) for a, s in zip(u, sc)]
 else:                      # adversarial: +-largest and a tiny value in every element
     sign = np.where(rng.random(n) < 0.5, -1.0, 1.0)
@@ -95,7 +98,7 @@ def main() -> int:
     ap.add_argument("--mb", type=int, default=32, help="MiB of float32 input per input tensor (float16: half)")
     ap.add_argument("--repeat", type=int, default=11)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--kinds", default="ones,normal,ties,adversarial,inexact")
+    ap.add_argument("--kinds", default="ones,normal,ties,adversarial,inexact,superacc")
     ap.add_argument("--dtypes", default="FLOAT32,FLOAT16")
     a = ap.parse_args()
     trees = {"before": a.before.resolve(), "after": Path(__file__).resolve().parent.parent}
