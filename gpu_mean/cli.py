@@ -92,8 +92,9 @@ def _axes(text: str) -> tuple:
     return v
 
 
-PEERS = ("numpy", "onnxruntime", "cupy", "torch")
-PEER_MODULES = {"numpy": ("numpy",), "onnxruntime": ("onnxruntime", "onnx"), "cupy": ("cupy",), "torch": ("torch",)}
+PEERS = ("numpy", "onnxruntime", "openvino", "cupy", "torch")
+PEER_MODULES = {"numpy": ("numpy",), "onnxruntime": ("onnxruntime", "onnx"), "openvino": ("openvino",),
+                "cupy": ("cupy",), "torch": ("torch",)}
 PROFILE_OPS = ("mean", "nary", "reduce")   # what profile times; the copy kernel and IDENTITY are not a choice
 
 
@@ -222,8 +223,8 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("--repeat", type=_positive(int), default=10, help="timed samples per case and contender, "
                     "in interleaved rounds; median and spread reported (default %(default)s)")
     pr.add_argument("--peers", nargs="?", const=True, default=False, type=_peers, metavar="LIST",
-                    help="also time the peers present (numpy, onnxruntime, cupy, torch), or only those listed, "
-                    "e.g. --peers cupy,torch")
+                    help="also time the peers present (numpy, onnxruntime, openvino, cupy, torch), or only those "
+                    "listed, e.g. --peers cupy,torch")
     pr.add_argument("--json", metavar="FILE", help="write every number as JSON")
     pr.add_argument("--plot", metavar="FILE.png", help="plot bandwidth against size (needs matplotlib)")
     return p

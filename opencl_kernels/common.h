@@ -70,6 +70,20 @@ GM_INLINE ushort gm_float_to_bf16(float x) {
     return isnan(x) ? (ushort)((b >> 16) | 0x40u) : (ushort)((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
 }
 
+#if GM_CPU_SHAPE
+// The CPU shapes' BFLOAT16 vectors (elementwise.cl rounds its 16 lanes itself: GM_BF16_VEC): eight
+// lanes rounded as gm_float_to_bf16 (the reductions' eight results), and stores through a vector
+// type with the element's alignment (PoCL scalarizes a vstore8 / vstore16 of ushorts into eight or
+// sixteen 2-byte stores: the element-wise mean at 0.73x FLOAT16's bytes per second)
+GM_INLINE ushort8 gm_float8_to_bf16(float8 v) {
+    const uint8 b = as_uint8(v);
+    return convert_ushort8(select((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16, (b >> 16) | 0x40u, isnan(v)));
+}
+typedef ushort8 __attribute__((aligned(2))) gm_ushort8_a2;
+typedef ushort16 __attribute__((aligned(2))) gm_ushort16_a2;
+#define GM_VSTORE_BF16(N, v, p) (*(__global gm_ushort##N##_a2*)(p) = (v))
+#endif
+
 #if USE_FP64
 // double -> float rounded to odd (rounded toward zero, the last bit set where inexact): a float that
 // keeps at least two more bits than the narrow type, so that the narrow type's rounding to nearest
@@ -178,8 +192,8 @@ GM_INLINE double gm_dd4_mean(gm_dd4 a, ulong n) {
 // for 2^32 elements (two bfloat16 maxima overflow a float sum); inf and NaN land in bs, which keeps
 // IEEE's sum of them. The mean is rounded to odd at float's 24 bits through integer arithmetic, so
 // that the rounding to bfloat16 is the only one (a float quotient would round twice: the mean
-// 1 + 2^-8 + 2^-26 is 1 + 2^-7 rounded once, 1.0 rounded twice). Means below 2^-126 (float
-// subnormals) round twice.
+// 1 + 2^-8 + 2^-26 is 1 + 2^-7 rounded once, 1.0 rounded twice); below 2^-126 (float subnormals)
+// at float's subnormal grid, still 16 bits finer than bfloat16's.
 typedef struct { float s, c, bs, bc; } gm_ff4;
 #define GM_FF4_ZERO(a) { (a).s = 0.0f; (a).c = 0.0f; (a).bs = 0.0f; (a).bc = 0.0f; }
 #define GM_FF_ADD(s, c, x) { const float x6_ = (x), t6_ = (s) + x6_; \
@@ -210,7 +224,18 @@ GM_INLINE float gm_ff_div_odd(float S, float C, ulong n) {
     const int sh = 40 - (int)clz(q);        // q >= 2^29: keep its top 24 bits (sh >= 6)
     ulong mant = q >> sh;
     sticky |= (q & ((1UL << sh) - 1)) != 0;
-    const float r = ldexp((float)(mant | (ulong)sticky), sh - k);
+    int e = sh - k;                         // the weight of mant's last bit
+    if (e < -149) {
+        // below float's normal range the last bit would be finer than float's subnormal grid, and
+        // ldexp would round to nearest there (a second rounding: a mean just above a bfloat16
+        // midpoint lands on it and ties to even): round to odd at 2^-149 instead, which keeps 16
+        // bits below bfloat16's subnormal grid 2^-133
+        const int d = min(-149 - e, 25);    // 25: every bit of the 24-bit mant goes to the sticky bit
+        sticky |= (mant & ((1UL << d) - 1)) != 0;
+        mant >>= d;
+        e = -149;
+    }
+    const float r = ldexp((float)(mant | (ulong)sticky), e);     // exact: a multiple of 2^-149
     return neg ? -r : r;
 }
 // the mean of the accumulated values, rounded to odd at float's precision (gm_float_to_bf16 rounds it)

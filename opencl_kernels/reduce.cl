@@ -28,7 +28,8 @@
 //              ROW_MULTI (interleaved axes with a dense innermost run), COL_Y (col kernel's local
 //              size in y; x is 32), FIN_WG (finalize work-group size); all multiples of 32
 //   CPU shape: ACC8, X8 (a loaded vector's type), LOAD8(p), COLS, HALF_BLOCKS, TO_ACC8(v), PREFETCH,
-//              SHORT_LEN and, where ACC
+//              SHORT_LEN, LOAD16(p), STORE8_FLOAT(t, p), EXACT_BF16 (rows of 8 in float where exact)
+//              and, where ACC
 //              is not the compensated pair, STORE8_RESULT(t, n, p) (8 results at once, each t / n
 //              rounded once; see those kernels)
 // Every global access goes through GM_AT (opencl_kernels/common.h) as (argument, element index), so
@@ -370,7 +371,8 @@ __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong par
 // ACC8_ADD adds loaded vectors (X8) to a vector accumulator, ACC8_JOIN one vector accumulator to
 // another; HAS_C8: the accumulator has a second vector (compensation terms, or the low halves' sums).
 // FLOAT64 (WIDE_FLOAT) and BFLOAT16 without fp64 (GM_BF16_NOFP64) have no vector form here: their
-// kernels below add element by element (GM_SCALAR_ACC).
+// kernels below add element by element (GM_SCALAR_ACC), except FLOAT64's rows and columns, which
+// keep the double-doubles of the values below 2^960 in vectors (GM_DD8_ADD).
 #define GM_SCALAR_ACC (WIDE_FLOAT || GM_BF16_NOFP64)
 #if COMPENSATED
 #define ACC8_ADD(s8, c8, x8) { ACC8 t_ = s8 + (x8); \
@@ -433,13 +435,14 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
     if (any(isgreaterequal(fabs(x), (double8)(0x1p960)) | isnan(x))) { \
         for (int j_ = 0; j_ < 8; ++j_) GM_ACC_ADD(a, GM_IN1((at) + j_)); \
     } else GM_DD8_ADD(h, l, x)
+    const long i0 = i;
     for (; i + 16 <= end; i += 16) {
         GM_PREFETCH(in, b + i, PREFETCH); GM_PREFETCH(in, b + i + 8, PREFETCH);
         const double8 x0 = GM_IN8(b + i), x1 = GM_IN8(b + i + 8);
         GM_DD8_TAKE(h8, l8, x0, b + i)
         GM_DD8_TAKE(h8b, l8b, x1, b + i + 8)
     }
-    {
+    if (i != i0) {      // lanes still (-0.0, 0.0) would leave a as it is: short rows skip 16 merges
         double hh[8], ll[8], hb[8], lb[8];
         vstore8(h8, 0, hh); vstore8(l8, 0, ll); vstore8(h8b, 0, hb); vstore8(l8b, 0, lb);
         for (int j = 0; j < 8; ++j) { GM_DD_ADD2(a.hi, a.lo, hh[j], ll[j]); GM_DD_ADD2(a.hi, a.lo, hb[j], lb[j]); }
@@ -519,7 +522,41 @@ GM_INLINE ACC8 gm_rows2(__global const T* in, long b GM_CHK_P) {
     return GM_PAIRS(TO_ACC8(h.lo), TO_ACC8(h.hi));
 }
 #define GM_ROWS2(b) gm_rows2(in, (b) GM_CHK_A)
+#endif
+#ifdef STORE8_FLOAT
+// FLOAT16 rows of 8 summed in float, exactly: a float sum of eight halves is exact when the nonzero
+// values' exponents span at most 10 binades (every partial sum is a multiple of the smallest value's
+// half ulp, 2^(emin - 10), and below 2^(emax + 4): 24 bits). Checked per block of eight rows on the
+// float exponent fields, zeros left out (an infinity or NaN never passes beside a finite value).
+// Blocks that pass take a float tree (twice double's lanes per instruction), the others the double
+// path: either way each row's total is exact, so the result is the same rounded mean.
+// BFLOAT16 (EXACT_BF16): 13 binades (8-bit significands: multiples of 2^(emin - 7)); its subnormals
+// stay float subnormals (exponent field 0) and count as 2^-126, whose ulp 2^-133 they are multiples
+// of; a block with a value from 2^125 on (eight could pass FLT_MAX; inf and NaN) takes the double path.
+#if EXACT_BF16
+#define GM_EXP16(x) select(max(as_uint16(x) & 0x7f800000u, (uint16)(1u << 23)), (uint16)(0u), \
+                           (as_uint16(x) & 0x7fffffffu) == (uint16)(0u))
+#define GM_EXACT_SPAN 13u
+#define GM_EXACT_TOP (251u << 23)
 #else
+#define GM_EXP16(x) (as_uint16(x) & 0x7f800000u)
+#define GM_EXACT_SPAN 10u
+#define GM_EXACT_TOP 0xFFFFFFFFu
+#endif
+#define GM_PAIRS16(a, b) ((float16)((a).even + (a).odd, (b).even + (b).odd))
+GM_INLINE int gm_exact_in_float(float16 a, float16 b, float16 c, float16 d) {
+    const uint16 ea = GM_EXP16(a), eb = GM_EXP16(b);
+    const uint16 ec = GM_EXP16(c), ed = GM_EXP16(d);
+    const uint16 hi = max(max(ea, eb), max(ec, ed));
+    const uint16 lo = min(min(ea - 1u, eb - 1u), min(ec - 1u, ed - 1u));   // a zero wraps to the top
+    const uint8 h8 = max(hi.lo, hi.hi), l8 = min(lo.lo, lo.hi);
+    const uint4 h4 = max(h8.lo, h8.hi), l4 = min(l8.lo, l8.hi);
+    const uint2 h2 = max(h4.lo, h4.hi), l2 = min(l4.lo, l4.hi);
+    const uint h = max(h2.x, h2.y), l = min(l2.x, l2.y);
+    return (l == 0xFFFFFFFFu || h <= l + 1u + (GM_EXACT_SPAN << 23)) && h <= GM_EXACT_TOP;
+}
+#endif
+#ifndef LOAD16
 #define GM_ROWS2(b) GM_PAIRS(gm_row8(in, (b) GM_CHK_A), gm_row8(in, (b) + SHORT_LEN GM_CHK_A))
 #endif
 __kernel void gm_reduce_short_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
@@ -531,6 +568,17 @@ __kernel void gm_reduce_short_serial(__global const T* in, ulong in_off, __globa
     long b = (long)in_off + r * SHORT_LEN;
     for (; r + 8 <= end; r += 8, b += 8 * SHORT_LEN) {
         GM_PREFETCH(in, b, PREFETCH);
+#ifdef STORE8_FLOAT
+        const float16 h0 = LOAD16(GM_AT(GM_A_IN, const T, in, b, 16));
+        const float16 h1 = LOAD16(GM_AT(GM_A_IN, const T, in, b + 16, 16));
+        const float16 h2 = LOAD16(GM_AT(GM_A_IN, const T, in, b + 32, 16));
+        const float16 h3 = LOAD16(GM_AT(GM_A_IN, const T, in, b + 48, 16));
+        if (gm_exact_in_float(h0, h1, h2, h3)) {
+            const float16 d = GM_PAIRS16(GM_PAIRS16(h0, h1), GM_PAIRS16(h2, h3));
+            STORE8_FLOAT(d.even + d.odd + (float8)(0), GM_AT(GM_A_OUT, OUT_T, out, (long)out_off + r, 8));
+            continue;
+        }
+#endif
         ACC8 w01 = GM_ROWS2(b), w23 = GM_ROWS2(b + 2 * SHORT_LEN);
         ACC8 w45 = GM_ROWS2(b + 4 * SHORT_LEN), w67 = GM_ROWS2(b + 6 * SHORT_LEN);
         ACC8 t = GM_PAIRS(GM_PAIRS(w01, w23), GM_PAIRS(w45, w67)) + (ACC8)(0);
@@ -563,7 +611,42 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
     long ob = (long)out_off + gm_keep_offset(m, k0, 2);
     long pb = (long)part_off + chunk * n_out + k0;
     long r = chunk * clen, rend = min(len, r + clen);
-#if GM_SCALAR_ACC
+#if WIDE_FLOAT
+    if (c0 + COLS <= inner) {
+        // FLOAT64: each column's double-double of the values below 2^960 (gm_dd4's hi, lo) in the
+        // lanes of h[v], l[v], added eight columns at a time with GM_DD_ADD1's operations
+        // (GM_DD8_ADD, above: the same bits as the element-by-element adds); eight values with a
+        // larger, infinite or NaN one among them go lane by lane, the others' parts to acc[].bhi, blo
+        gm_acc acc[COLS];
+        double8 h[COLS / 8], l[COLS / 8];
+        for (int v = 0; v < COLS; ++v) GM_ACC_ZERO(acc[v]);
+        for (int v = 0; v < COLS / 8; ++v) { h[v] = (double8)(-0.0); l[v] = (double8)(0.0); }
+        for (; r < rend; ++r) {
+            long q = b + r * rs;
+            for (int v = 0; v < COLS / 8; ++v) {
+#if PREFETCH
+                if ((v & 1) == 0) GM_PREFETCH(in, q + PREFETCH * rs + 8 * v, 0);
+#endif
+                const double8 x = GM_IN8(q + 8 * v);
+                if (any(isgreaterequal(fabs(x), (double8)(0x1p960)) | isnan(x))) {
+                    double hh[8], ll[8];
+                    vstore8(h[v], 0, hh); vstore8(l[v], 0, ll);
+                    for (int j = 0; j < 8; ++j) {
+                        const double xj = GM_IN1(q + 8 * v + j);
+                        if (fabs(xj) < 0x1p960) GM_DD_ADD1(hh[j], ll[j], xj)
+                        else gm_dd4_big(&acc[8 * v + j], xj);
+                    }
+                    h[v] = vload8(0, hh); l[v] = vload8(0, ll);
+                } else GM_DD8_ADD(h[v], l[v], x)
+            }
+        }
+        for (int v = 0; v < COLS / 8; ++v) {
+            double hh[8], ll[8];
+            vstore8(h[v], 0, hh); vstore8(l[v], 0, ll);
+            for (int j = 0; j < 8; ++j) { acc[8 * v + j].hi = hh[j]; acc[8 * v + j].lo = ll[j]; }
+        }
+        for (int v = 0; v < COLS; ++v) gm_emit_at(acc[v], n, out, ob + v, part, pb + v, use_part GM_CHK_A);
+#elif GM_SCALAR_ACC
     if (c0 + COLS <= inner) {
         // element by element: a row's COLS adjacent elements into COLS accumulators
         gm_acc acc[COLS];

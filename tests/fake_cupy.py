@@ -191,6 +191,11 @@ class FakeCupyArray:
     def __dlpack__(self, stream=None):
         return self
 
+    def view(self, dtype):
+        """The same memory as another dtype of the same size."""
+        assert np.dtype(dtype).itemsize == self.dtype.itemsize
+        return FakeCupyArray(self.data, self.shape, dtype, self.strides, self.device.id)
+
 
 class CaiProducer:
     """A CUDA array of another library, seen only through ``__cuda_array_interface__``."""
@@ -256,17 +261,24 @@ def fake_cupy(log, index=1):
         def __exit__(self, *exc):
             log.append(("exit", self.i))
 
+    def dtype(d):
+        """numpy's dtype; ml_dtypes.bfloat16 only where this CuPy has it (``mod.bfloat16_arrays``)."""
+        d = np.dtype(d)
+        if d.kind == "V" and d.name == "bfloat16" and not mod.bfloat16_arrays:
+            raise TypeError(f"Unsupported type {d}")
+        return d
+
     def asarray(x):
-        return FakeCupyArray(x.data, x.shape, x.dtype, device=index)
+        return FakeCupyArray(x.data, x.shape, dtype(x.dtype), device=index)
 
     def from_dlpack(x):
         x.__dlpack__(stream=(current[-1] if current else user).ptr)
-        return FakeCupyArray(x.data, x.shape, x.dtype, device=index)
+        return FakeCupyArray(x.data, x.shape, dtype(x.dtype), device=index)
 
-    def empty(shape, dtype):
+    def empty(shape, d):
+        d = dtype(d)
         shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
-        return FakeCupyArray(alloc(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize), shape, dtype,
-                             device=index)
+        return FakeCupyArray(alloc(int(np.prod(shape, dtype=np.int64)) * d.itemsize), shape, d, device=index)
 
     cuda_ns = types.SimpleNamespace(
         alloc=alloc, alloc_pinned_memory=alloc_pinned_memory, Event=lambda **kw: FakeEvent(log, **kw),
@@ -275,7 +287,7 @@ def fake_cupy(log, index=1):
         memory=types.SimpleNamespace(OutOfMemoryError=PoolOutOfMemory),
         runtime=types.SimpleNamespace(pointerGetAttributes=pointer_attributes))
     mod = types.SimpleNamespace(cuda=cuda_ns, ndarray=FakeCupyArray, asarray=asarray, from_dlpack=from_dlpack,
-                                empty=empty, __version__="14.0.0-fake")
+                                empty=empty, __version__="14.0.0-fake", bfloat16_arrays=True)
     return mod, types.SimpleNamespace(user=user, current=current, counts=counts, pinned=pinned)
 
 

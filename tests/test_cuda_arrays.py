@@ -111,3 +111,94 @@ def test_a_cupy_dask_chunk_is_summed_in_place_on_its_gpu(fake):
     work = [e for e in log if e[0] in ("launch", "graph", "wait", "h2d", "d2h") + WAITS]
     assert not [e for e in work if e[0] in WAITS + ("h2d", "d2h")]
     assert work[0] == ("wait", be.stream, state.user) and work[-1] == ("wait", state.user, be.stream)
+
+
+# -- bfloat16 on the CUDA device -----------------------------------------------------------------------
+
+class FakeTorchTensor:
+    """A PyTorch-style CUDA tensor: a bfloat16 one exports a DLPack capsule that a CuPy without
+    bfloat16 refuses (the fake CuPy cannot make a dtype of it), and ``view(int16)`` reinterprets the
+    same memory; ``faketorch.from_dlpack`` makes one from a CuPy array."""
+
+    def __init__(self, data, shape, name, index=1):
+        self.data, self.shape, self.name, self.index = data, tuple(shape), name, index
+
+    @property
+    def dtype(self):
+        return np.dtype(np.int16) if self.name == "int16" else f"faketorch.{self.name}"
+
+    def __dlpack_device__(self):
+        return (2, self.index)
+
+    def __dlpack__(self, stream=None):
+        return self
+
+    def view(self, name):
+        return FakeTorchTensor(self.data, self.shape, name, self.index)
+
+
+@pytest.fixture
+def faketorch(monkeypatch):
+    import sys
+    import types
+    mod = types.ModuleType("faketorch")
+    mod.int16, mod.bfloat16 = "int16", "bfloat16"
+
+    def from_dlpack(a):
+        assert np.dtype(a.dtype) == np.int16          # the bits, as every CuPy exports them
+        return FakeTorchTensor(a.data, a.shape, "int16", a.device.id)
+    mod.from_dlpack = from_dlpack
+    monkeypatch.setattr(FakeTorchTensor, "__module__", "faketorch")
+    monkeypatch.setitem(sys.modules, "faketorch", mod)
+    return mod
+
+
+@pytest.mark.parametrize("cupy_bf16", [True, False], ids=["cupy with bfloat16", "cupy without bfloat16"])
+def test_torch_bfloat16_cuda_tensors_in_place(fake, faketorch, cupy_bf16):
+    """A PyTorch bfloat16 CUDA tensor is read in place as its int16 bits (the type stays BFLOAT16:
+    INT16 would be refused), the result is allocated by CuPy (as int16 bits where this CuPy has no
+    bfloat16) and handed back as a PyTorch bfloat16 tensor; no copy, no host wait."""
+    import sys
+    dev, be, state, log = fake
+    sys.modules["cupy"].bfloat16_arrays = cupy_bf16
+    x = FakeTorchTensor(DevPtr(bytearray(64 * 1000 * 2), 0, log), (64, 1000), "bfloat16")
+    for call in (lambda: gm.reduce_mean(x, [1], device=dev), lambda: gm.mean(x, x, x, device=dev),
+                 lambda: gm.mean(x, x, device=dev)):
+        log.clear()
+        r = call()
+        assert isinstance(r, FakeTorchTensor) and r.name == "bfloat16" and r.index == 1
+        work = [e for e in log if e[0] in ("launch", "graph", "h2d", "d2h") + WAITS]
+        assert work and not [e for e in work if e[0] in WAITS + ("h2d", "d2h")]
+    assert r.shape == (64, 1000)
+    with pytest.raises(gm.UnsupportedTypeError, match="data type int16 is not supported"):
+        gm.reduce_mean(x.view("int16"), [1], device=dev)
+    binding, desc = gm.Buffer.wrap_array(dev, x)         # the DirectML-shaped path: a BFLOAT16 tensor too
+    assert desc.data_type == gm.DataType.BFLOAT16 and desc.sizes == (64, 1000)
+    assert binding.buffer.size >= 64 * 1000 * 2
+
+
+def test_cupy_bfloat16_arrays_in_place(fake):
+    """A CuPy with ml_dtypes' bfloat16 (cupy/cupy#9494) has bfloat16 arrays: taken in place, the
+    result a CuPy bfloat16 array."""
+    import ml_dtypes
+    dev, be, state, log = fake
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    x = FakeCupyArray(DevPtr(bytearray(8 * 300 * 2), 0, log), (8, 300), bf16)
+    log.clear()
+    r = gm.reduce_mean(x, [1], device=dev)
+    assert isinstance(r, FakeCupyArray) and r.dtype == bf16 and r.shape == (8, 1)
+    m = gm.mean(x, x, device=dev)
+    assert isinstance(m, FakeCupyArray) and m.dtype == bf16 and m.shape == (8, 300)
+    assert not [e for e in log if e[0] in WAITS + ("h2d", "d2h")]
+
+
+def test_a_bfloat16_producer_without_an_int16_view_is_refused(fake, faketorch):
+    dev, be, state, log = fake
+
+    class NoView(FakeTorchTensor):
+        view = None
+    NoView.__module__ = "faketorch"
+    x = NoView(DevPtr(bytearray(64), 0, log), (4, 8), "bfloat16")
+    with pytest.raises(gm.UnsupportedTypeError, match=r"ReduceMean input 0: the bfloat16 faketorch\..*NoView "
+                                                      r"has no view as int16"):
+        gm.reduce_mean(x, [1], device=dev)

@@ -118,14 +118,53 @@ def fakebf(monkeypatch):
     return mod
 
 
-def test_bfloat16_dlpack_producer_in_and_out(fakebf):
-    x = np.arange(8, dtype=np.float32).reshape(2, 4).astype(BF16)
-    t = _FakeTensor(x.view(np.int16), "fakebf.bfloat16")
-    r = gm.reduce_mean(t, axes=[1], device="cpu")
-    assert isinstance(r, _FakeTensor) and r.dtype == "fakebf.bfloat16"       # the caller's library and type
-    assert r._bits.view(BF16).astype(np.float32).ravel().tolist() == [1.5, 5.5]
-    m = gm.mean(t, t, device="cpu")
-    assert m.dtype == "fakebf.bfloat16" and np.array_equal(m._bits.view(np.uint16), x.view(np.uint16))
+def test_bfloat16_dlpack_producer_in_and_out(fakebf, device):
+    """A CPU DLPack producer's bfloat16 tensor on every device (the CUDA device's own tensors:
+    tests/test_cuda_arrays.py), small and past the size bound in place."""
+    for shape in ((2, 4), (256, 512)):
+        x = (np.arange(np.prod(shape), dtype=np.float32).reshape(shape) % 251 - 100).astype(BF16)
+        t = _FakeTensor(x.view(np.int16), "fakebf.bfloat16")
+        r = gm.reduce_mean(t, axes=[1], device=device)
+        assert isinstance(r, _FakeTensor) and r.dtype == "fakebf.bfloat16"       # the caller's library and type
+        want = gm.reduce_mean(x, axes=[1], device="cpu")
+        assert np.array_equal(r._bits.view(np.uint16), want.view(np.uint16))
+        m = gm.mean(t, t, device=device)
+        assert m.dtype == "fakebf.bfloat16" and np.array_equal(m._bits.view(np.uint16), x.view(np.uint16))
+    assert r._bits.shape == (256, 1)
+    small = gm.reduce_mean(_FakeTensor(np.arange(8, dtype=np.float32).reshape(2, 4).astype(BF16).view(np.int16),
+                                       "fakebf.bfloat16"), axes=[1], device=device)
+    assert small._bits.view(BF16).astype(np.float32).ravel().tolist() == [1.5, 5.5]
+
+
+def test_pyopencl_bfloat16_arrays(device):
+    """pyopencl has no bfloat16 of its own, but its arrays carry any numpy dtype as storage: an
+    ml_dtypes.bfloat16 array (to_device of one, or a uint16 array of the bits viewed as bfloat16, no
+    copy) is taken in place and the result is a pyopencl bfloat16 array on the input's queue. A
+    uint16 array is refused naming that view."""
+    if device.info.backend != "opencl":
+        pytest.skip("pyopencl arrays run on an OpenCL device")
+    import pyopencl as cl
+    import pyopencl.array as cla
+    x = (np.random.default_rng(21).standard_normal((64, 300)) * 100).astype(BF16)
+    y = x[::-1].copy()
+    q2 = cl.CommandQueue(device.cl_context)
+    a = cla.to_device(q2, x)
+    bits = cla.to_device(device.cl_queue, y.view(np.uint16))
+    b = bits.view(BF16)
+    assert b.base_data is bits.base_data
+    r = gm.reduce_mean(a, axes=[1], device=device)
+    assert isinstance(r, cla.Array) and r.dtype == BF16 and r.queue == q2
+    assert np.array_equal(r.get().view(np.uint16), gm.reduce_mean(x, axes=[1], device="cpu").view(np.uint16))
+    m = gm.mean(b, b, b, device=device)
+    assert isinstance(m, cla.Array) and m.dtype == BF16
+    assert np.array_equal(m.get().view(np.uint16), y.view(np.uint16))
+    assert gm.Buffer.wrap_array(device, b)[1].data_type == D.BFLOAT16     # the DirectML-shaped path
+    m2 = gm.mean(cla.to_device(device.cl_queue, x), b, device=device)
+    assert np.array_equal(m2.get().view(np.uint16), gm.mean(x, y, device="cpu").view(np.uint16))
+    with pytest.raises(gm.UnsupportedTypeError, match=r"data type uint16 is not supported.*if it holds bfloat16 "
+                                                      r"bits, view it as bfloat16 without a copy: "
+                                                      r"x\.view\(ml_dtypes\.bfloat16\)"):
+        gm.reduce_mean(bits, axes=[1], device=device)
 
 
 def test_torch_bfloat16_tensors():

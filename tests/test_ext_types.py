@@ -436,3 +436,68 @@ def test_float64_special_values_inside_long_rows(device):
     if got is not None:
         assert_means(got, want, dt, 1)
         assert oracle.equal_bits(got[4], want[4])
+
+
+def test_float64_special_values_inside_long_columns(device):
+    """The column reduction over FLOAT64 (the CPU shape: eight columns per vector of double-doubles,
+    a vector holding a value past 2^960, inf or NaN lane by lane): each of the rows above as eight
+    adjacent columns, against the oracle, the special values bit for bit."""
+    x = np.ascontiguousarray(np.repeat(_long_float64_rows(), 8, axis=0).T)      # (1000, 48)
+    dt = D.FLOAT64
+    want = oracle.reduce_mean(x, (0,), np.float64)
+    got = run_or_refused(device, REDUCE, dt, lambda: run(device, gm.ext.ReduceMeanDesc(T(dt, x.shape),
+                                                                                         T(dt, (1, 48)), (0,)), [x]))
+    if got is not None:
+        assert oracle.equal_bits(got.ravel()[8:40], want.ravel()[8:40]), (got.ravel(), want.ravel())
+        assert np.array_equal(got.ravel().view(np.uint64), np.repeat(got.ravel()[::8], 8).view(np.uint64))
+        assert_means(got, want, dt, 1)
+
+
+def _tiny_bfloat16_rows(n: int = 65537) -> tuple[list, np.ndarray]:
+    """Rows of ``n`` (odd) bfloat16 values, multiples of the smallest subnormal 2^-133, whose means
+    lie below 2^-126. Mean (j + 1/2 + 1/(2n)) 2^-133 is just above a bfloat16 midpoint by less than
+    half of float's smallest subnormal 2^-149: a float quotient rounds it onto the midpoint, and ties
+    to even then goes the wrong way; rounded once it goes up."""
+    unit = 2.0**-133
+    rows, names = [], []
+
+    def row(name, total_units, sign=1.0):
+        q, r = divmod(total_units, n)        # r elements of q + 1 units, the others q (all bfloat16)
+        v = np.full(n, q, np.float64)
+        v[:r] += 1
+        names.append(name)
+        rows.append(sign * v * unit)
+    for j in (0, 1, 2, 64, 127):
+        row(f"just above midpoint {j}.5", j * n + (n + 1) // 2)
+        row(f"just below midpoint {j}.5", j * n + (n - 1) // 2)
+    row("negative, just above midpoint 0.5", (n + 1) // 2, -1.0)
+    row("negative, just above midpoint 3.5", 3 * n + (n + 1) // 2, -1.0)
+    row("below 2^-149 (to zero)", 1)
+    row("negative below 2^-149 (to -0.0)", 1, -1.0)
+    return names, np.array(rows).astype(BF16)
+
+
+@pytest.mark.parametrize("spec", ["opencl:0-nofp64", "opencl:0-gpupaths-nofp64"])
+def test_bfloat16_means_below_2_126_without_fp64_round_once(spec):
+    """BFLOAT16 reductions on a device without fp64 (two compensated float pairs, an integer
+    quotient rounded to odd): a mean below 2^-126 is rounded once, bit for bit the exact oracle's
+    and the CPU device's, in rows and in columns, in both kernel shapes."""
+    pytest.importorskip("pyopencl")
+    from conftest import make_device
+    try:
+        dev = make_device(spec)
+    except RuntimeError as e:
+        pytest.skip(f"no OpenCL device: {e}")
+    assert not dev.info.fp64
+    dt = D.BFLOAT16
+    names, x = _tiny_bfloat16_rows()
+    want = oracle.reduce_mean(x, (1,), dt.numpy_dtype)
+    assert want.view(np.uint16)[0, 0] == 1           # the first row rounds up to 2^-133, not to 0
+    cpu = gm.create_device("cpu")
+    for name, xs, axes in (("rows", x, (1,)), ("columns", np.ascontiguousarray(x.T), (0,))):
+        out = T(dt, tuple(1 if i in axes else s for i, s in enumerate(xs.shape)))
+        desc = gm.ext.ReduceMeanDesc(T(dt, xs.shape), out, axes)
+        got = run(dev, desc, [xs]).reshape(-1)
+        assert np.array_equal(run(cpu, desc, [xs]).reshape(-1).view(np.uint16), want.reshape(-1).view(np.uint16))
+        for row, g, w in zip(names, got, want.reshape(-1)):
+            assert oracle.equal_bits(np.array(g), np.array(w)), f"{name}, {row!r}: got {g!r}, want {w!r}"

@@ -214,3 +214,29 @@ def test_test_summary_prints_one_line_per_device(tmp_path):
     assert set(by_dev) == {"cpu", "opencl:0-nofp64", "cuda:0", "opencl:0", "no"}
     assert "1 passed" in by_dev["cpu"] and "1 skipped; why: 1 x cuda:0 absent: no CuPy" in by_dev["cuda:0"]
     assert "1 failed" in by_dev["no"]
+
+
+@pytest.mark.parametrize("dtype", [gm.DataType.FLOAT32, gm.DataType.FLOAT16], ids=["f32", "f16"])
+def test_cpu_peers_compute_the_case_they_are_timed_against(dtype):
+    """Every CPU peer (numpy, onnxruntime, OpenVINO) computes the class's own result (all-ones inputs:
+    a mean of ones, in the output's shape), and the n-ary peers get distinct arrays: one array passed k
+    times is read once by a fused loop, which would time less memory traffic than ours moves."""
+    from gpu_mean.tools import peers
+    ran = set()
+    for case in profiler.class_cases(4096, (dtype,)):
+        want = np.ones(case.shape, np.float32).mean(axis=case.axes) if case.family == "reduce" else \
+            np.ones(case.shape, np.float32)
+        for name in ("numpy_peer", "ort_peer", "openvino_peer"):
+            fn = getattr(peers, name)(case)
+            if fn is None:
+                continue
+            out = fn()
+            if isinstance(out, list) or hasattr(out, "values"):   # onnxruntime's list, OpenVINO's dict
+                out = out[0] if isinstance(out, list) else next(iter(out.values()))
+            got = np.asarray(out, np.float32)   # onnxruntime keeps the reduced axes (keepdims=1): same work
+            assert got.size == want.size and np.array_equal(got.reshape(want.shape), want), (name, case.name)
+            ran.add(name)
+        if case.op == "nary":
+            xs = peers._operands(np, case, lambda s: np.ones(s, dtype.numpy_dtype))
+            assert len({id(x) for x in xs}) == case.inputs
+    assert {"numpy_peer", "ort_peer", "openvino_peer"} <= ran

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import zlib
 
+import ml_dtypes
 import numpy as np
 import oracle
 import pytest
@@ -231,7 +232,7 @@ SHORT_CASES = {"len8_rows9": (9, 8), "len8_rows4099": (4099, 8), "len16_rows1001
 
 
 @pytest.mark.parametrize("case", sorted(SHORT_CASES))
-@pytest.mark.parametrize("dt", [D.FLOAT32, D.FLOAT16, D.INT32, D.UINT32], ids=lambda d: d.name)
+@pytest.mark.parametrize("dt", [D.FLOAT32, D.FLOAT16, D.BFLOAT16, D.INT32, D.UINT32], ids=lambda d: d.name)
 def test_short_rows(device, case, dt):
     from gpu_mean.backends import reduce_kernels
     from gpu_mean.runtime import planning
@@ -241,8 +242,11 @@ def test_short_rows(device, case, dt):
         x = (rng.standard_normal(shape) * 1000).astype(dt.numpy_dtype)
         x[0] = -0.0             # a row of negative zeros: +0.0, as every other kernel gives
         if device.info.fp64:    # without fp64 a sum past FLT_MAX still overflows: issue 22
-            x[-1, ::2] = np.finfo(dt.numpy_dtype).max     # a row whose sum passes the type's maximum
-        desc = gm.ReduceDesc(AVG, T(dt, shape), out_desc(dt, shape, axes), axes)
+            x[-1, ::2] = (ml_dtypes.finfo if dt == D.BFLOAT16 else np.finfo)(dt.numpy_dtype).max   # sum past the max
+        if dt == D.BFLOAT16:
+            desc = gm.ext.ReduceMeanDesc(T(dt, shape), out_desc(dt, shape, axes), axes)
+        else:
+            desc = gm.ReduceDesc(AVG, T(dt, shape), out_desc(dt, shape, axes), axes)
     else:
         info = np.iinfo(dt.numpy_dtype)
         x = rng.integers(info.min, info.max, shape, dtype=dt.numpy_dtype, endpoint=True)
@@ -259,3 +263,109 @@ def test_short_rows(device, case, dt):
     if device.info.fp64 or not dt.is_float:    # the same bits as the CPU device (without fp64: issue 22)
         cpu = run(gm.create_device("cpu"), desc, [x])
         assert np.array_equal(got.view(np.uint8), cpu.view(np.uint8))
+
+
+def _float16_rows_of_8(rng) -> np.ndarray:
+    """FLOAT16 rows of 8 (R3's class) whose exact means sit just above a midpoint of two halves, so a
+    float sum that drops a small value rounds the other way: [64] * 6 + [64.125] sums to 8 times the
+    midpoint 56.015625 of 56 and 56.03125; an eighth value 2^-e (e = 5..24, subnormals included)
+    lifts the mean above it (rounds up, to 56.03125); lost, the tie goes to even (56). Then rows
+    spanning 11 binades, one more than the float path takes, whose float sum loses its last bit
+    (the mean's tie rounds to 100.0 instead of 99.9375). Blocks of eight such rows leave the float
+    path; blocks of moderate values (spanning at most 10 binades) take it; zero, -0.0, infinity and
+    NaN blocks, and rows past the half maximum, between them."""
+    tie = np.array([64, 64, 64, 64, 64, 64, 64.125, 0], np.float16)
+    blocks = []
+    for e in range(5, 25):                 # eight rows of each small value, in its own block
+        rows = np.tile(tie, (8, 1))
+        rows[:, 7] = np.float16(2.0 ** -e)
+        rng.shuffle(rows, axis=1)
+        blocks.append(rows)
+    edge = np.array([114.25] * 6 + [114.1875, 2.0 ** -4 - 2.0 ** -15], np.float16)
+    for _ in range(2):     # 11 binades: a float sum drops 2^-15 and ties (99.96875 -> 100.0, not 99.9375)
+        rows = np.tile(edge, (8, 1))
+        rng.shuffle(rows, axis=1)
+        blocks.append(rows)
+    for lo, hi in ((-4, 6), (-9, 1), (5, 15), (-24, -14)):    # at most 10 binades apart: the float path
+        mag = 2.0 ** rng.integers(lo, hi + 1, (8, 8)) * rng.uniform(1, 2, (8, 8))
+        blocks.append((mag * rng.choice([-1, 1], (8, 8))).astype(np.float16))
+    wide = (rng.standard_normal((64, 8)) * 2.0 ** rng.integers(-24, 16, (64, 8))).astype(np.float16)
+    blocks += [wide, np.zeros((8, 8), np.float16), np.full((8, 8), -0.0, np.float16),
+               np.full((8, 8), 65504, np.float16), np.full((8, 8), -65504, np.float16)]
+    special = np.ones((8, 8), np.float16)
+    special[0, 3], special[1] = np.inf, np.inf       # inf beside finite values; a row of inf
+    special[2, :2] = [np.inf, -np.inf]               # +inf with -inf: NaN
+    special[3, 5] = np.nan
+    blocks += [special, np.full((8, 8), np.inf, np.float16), np.tile(tie, (3, 1))]   # rows after the last eight
+    return np.concatenate(blocks)
+
+
+def test_float16_rows_of_8_exact_on_both_paths(device):
+    """R3's FLOAT16 kernel on CPU devices sums a block of eight rows in float when that is exact
+    (reduce.cl: gm_exact_in_float) and in double otherwise: every mean is the exact one rounded
+    once, bit for bit. Without the span check (every block in float) the tie rows round to 56.0;
+    with a check one binade too lax (11), the 11-binade rows to 100.0."""
+    x = _float16_rows_of_8(np.random.default_rng(8))
+    desc = gm.ReduceDesc(AVG, T(D.FLOAT16, x.shape), out_desc(D.FLOAT16, x.shape, (1,)), (1,))
+    got = run(device, desc, [x]).reshape(-1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = (x.astype(np.float64).sum(1) / 8).astype(np.float16)   # the sum is exact in double
+    want[np.all(x == 0, axis=1)] = 0.0          # a zero total: +0.0 (tests/test_short_rows' rule)
+    if not device.info.fp64:    # the compensated float pair keeps a tolerance until issue 22's stage 2
+        finite = np.isfinite(want)
+        return check_float(got[finite, None], x[finite], (1,), D.FLOAT16)
+    assert np.array_equal(got.view(np.uint16)[~np.isnan(want)], want.view(np.uint16)[~np.isnan(want)])
+    assert np.isnan(got[np.isnan(want)]).all()
+    assert (got[:20 * 8] == np.float16(56.03125)).all() and (got[20 * 8:22 * 8] == np.float16(99.9375)).all()
+
+
+def _bfloat16_rows_of_8(rng) -> np.ndarray:
+    """BFLOAT16 rows of 8 for the same kernel (13 binades: 8-bit significands): [64] * 6 + [65] sums
+    to 8 times the midpoint 56.125 of 56 and 56.25; an eighth value 2^-e (e = 1..44, where the double
+    sum is still exact) lifts the mean above it (56.25); lost, the tie goes to even (56). The same
+    rows times 2^-106 with eighth values 2^-127..2^-133: bfloat16 subnormals, which stay float
+    subnormals and must not pass for zeros. Then blocks of moderate values (at most 13 binades apart:
+    the float path; subnormals among them), rows of 2^126 and of the bfloat16 maximum (their float
+    sums overflow), zero, -0.0, infinity and NaN blocks."""
+    bf = np.dtype(ml_dtypes.bfloat16)
+    tie = np.array([64, 64, 64, 64, 64, 64, 65, 0], np.float64)
+    blocks = []
+    for scale, es in ((0, range(1, 45)), (-106, range(21, 28))):
+        for e in es:
+            rows = np.tile(tie, (8, 1)) * 2.0 ** scale
+            rows[:, 7] = 2.0 ** (scale - e)
+            rng.shuffle(rows, axis=1)
+            blocks.append(rows.astype(bf))
+    for lo, hi in ((-4, 9), (-126, -113), (100, 113), (-60, -47), (-133, -120)):    # at most 13 binades apart
+        mag = 2.0 ** rng.integers(lo, hi + 1, (8, 8)) * rng.uniform(1, 2, (8, 8))
+        blocks.append((mag * rng.choice([-1, 1], (8, 8))).astype(bf))
+    big = float(ml_dtypes.finfo(bf).max)
+    blocks += [np.full((8, 8), 2.0 ** 126).astype(bf), np.full((8, 8), big).astype(bf),
+               np.full((8, 8), -big).astype(bf), np.zeros((8, 8), bf), np.full((8, 8), -0.0).astype(bf)]
+    special = np.ones((8, 8))
+    special[0, 3], special[1] = np.inf, np.inf
+    special[2, :2] = [np.inf, -np.inf]
+    special[3, 5] = np.nan
+    blocks += [special.astype(bf), np.full((8, 8), np.inf).astype(bf), np.tile(tie, (3, 1)).astype(bf)]
+    return np.concatenate(blocks)
+
+
+def test_bfloat16_rows_of_8_exact_on_both_paths(device):
+    """R3's BFLOAT16 kernel on CPU devices with fp64 sums a block of eight rows in float when that
+    is exact and in double otherwise: every mean the exact one rounded once, bit for bit. Without
+    the span check the tie rows round to 56.0; counting bfloat16 subnormals as zeros, those with
+    subnormal eighth values; without the top bound, the rows of 2^126 and of the maximum overflow."""
+    x = _bfloat16_rows_of_8(np.random.default_rng(9))
+    desc = gm.ext.ReduceMeanDesc(T(D.BFLOAT16, x.shape), out_desc(D.BFLOAT16, x.shape, (1,)), (1,))
+    got = run(device, desc, [x]).reshape(-1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = oracle.reduce_mean(x, (1,), x.dtype).reshape(-1)
+    want[np.all(x.astype(np.float32) == 0, axis=1)] = 0.0      # a zero total: +0.0
+    nan = np.isnan(want.astype(np.float32))
+    if not device.info.fp64:
+        finite = np.isfinite(want.astype(np.float32))
+        return check_float(got[finite, None], x[finite], (1,), D.BFLOAT16)
+    assert np.array_equal(got.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
+    assert np.isnan(got.astype(np.float32)[nan]).all()
+    assert (got[:44 * 8].astype(np.float32) == 56.25).all()
+    assert (got[44 * 8:51 * 8].astype(np.float32) == np.float32(56.25 * 2.0 ** -106)).all()

@@ -108,6 +108,26 @@ def test_reduce_3d_with_a_middle_axis_cut(device, pieces, axes):
     assert len(pieces) > 8
 
 
+@pytest.mark.parametrize("axes", [(0,), (1,)])
+def test_a_device_without_fp64_says_the_cpu_sums_its_cut_pieces(device, axes):
+    """Pieces whose reduced axis is cut give FLOAT64 partial sums, which a device without fp64 cannot
+    write: the CPU device sums them, and the call says so (as gpu_mean.dask does); an fp64 device
+    sums them itself, silently. A reduction that cuts no reduced axis never warns."""
+    import warnings
+    x = data("grid", (300, 1000), np.float32, 3)
+    small = lowered(device, SMALL)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        got = gm.reduce_mean(x, axes=list(axes), device=small)
+    said = [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)]
+    cuts = axes == (0,)          # (300, 1000) is cut along dimension 0 only
+    if cuts and not device.info.fp64:
+        assert len(said) == 1 and "has no fp64" in said[0] and "CPU device" in said[0], said
+    else:
+        assert not [m for m in said if "has no fp64" in m], said
+    np.testing.assert_array_equal(got, gm.reduce_mean(x, axes=list(axes), device=device))
+
+
 @pytest.mark.parametrize("axes", [[0], [1], None])
 def test_reduce_in_place_pieces(device, pieces, axes):
     """Pieces of 128 KiB or more: bound in place on devices that work in host memory."""

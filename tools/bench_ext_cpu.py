@@ -40,10 +40,11 @@ def data(dt, shape, rng):
 
 
 def cases(n: int):
-    """(name, {contender: descriptor builder}) per operation; rows of 1024."""
+    """(name, {contender: descriptor builder}) per operation; rows of 1024 (the column reduction sums
+    the rows: 1024 outputs)."""
     shape, red = (n // 1024, 1024), (n // 1024, 1)
     out = []
-    for op in ("mean", "nary3", "reduce rows"):
+    for op in ("mean", "nary3", "reduce rows", "reduce columns"):
         row = {}
         for dt in (D.FLOAT32, D.BFLOAT16, D.FLOAT64, D.INT64, D.UINT64):
             t = T(dt, shape)
@@ -53,11 +54,12 @@ def cases(n: int):
             elif op == "nary3":
                 row[dt.name] = lambda t=t: gm.ext.NaryMeanDesc([t, t, t], t)
             else:
-                r = T(dt, red)
+                ax = (1,) if op == "reduce rows" else (0,)
+                r = T(dt, red if op == "reduce rows" else (1, 1024))
                 if dt == D.FLOAT32:
-                    row[dt.name] = lambda t=t, r=r: gm.ReduceDesc(gm.ReduceFunction.AVERAGE, t, r, (1,))
+                    row[dt.name] = lambda t=t, r=r, ax=ax: gm.ReduceDesc(gm.ReduceFunction.AVERAGE, t, r, ax)
                 else:
-                    row[dt.name] = lambda t=t, r=r: gm.ext.ReduceMeanDesc(t, r, (1,))
+                    row[dt.name] = lambda t=t, r=r, ax=ax: gm.ext.ReduceMeanDesc(t, r, ax)
         out.append((op, row))
     return out
 
@@ -81,9 +83,10 @@ def main() -> None:
             fns[name] = compiled(dev, desc, xs)
         x64 = rng.standard_normal((n // 1024, 1024))
         i64 = data(D.INT64, (n // 1024, 1024), rng)
-        if op == "reduce rows":
-            fns["numpy f64 mean (plain sum)"] = lambda x=x64: x.mean(axis=1)
-            fns["numpy int64 sum // n (wraps)"] = lambda x=i64: x.sum(axis=1) // 1024
+        if op.startswith("reduce"):
+            ax = 1 if op == "reduce rows" else 0
+            fns["numpy f64 mean (plain sum)"] = lambda x=x64, ax=ax: x.mean(axis=ax)
+            fns["numpy int64 sum // n (wraps)"] = lambda x=i64, ax=ax: x.sum(axis=ax) // x.shape[ax]
         elif op == "mean":
             fns["numpy f64 (a+b)*0.5"] = lambda x=x64: (x + x) * 0.5
         else:

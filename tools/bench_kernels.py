@@ -25,15 +25,15 @@ import json, sys, gpu_mean as gm
 from gpu_mean.tools import profiler
 dev = gm.create_device(sys.argv[1])
 n, repeat, which = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-case = profiler.class_cases(n)[which]
+case = profiler.class_cases(n, tuple(gm.DataType[t] for t in sys.argv[5].split(",")))[which]
 go = profiler.prepare_device(dev, case)
 print(json.dumps({f"{case.klass} {case.dtype.name}": case.traffic / profiler.median_time(go, repeat) / 1e9}))
 """
 
 
-def measure(tree: Path, device: str, n: int, repeat: int, which: int) -> dict:
+def measure(tree: Path, device: str, n: int, repeat: int, which: int, dtypes: str) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree))
-    out = subprocess.run([sys.executable, "-c", PROBE, device, str(n), str(repeat), str(which)], env=env,
+    out = subprocess.run([sys.executable, "-c", PROBE, device, str(n), str(repeat), str(which), dtypes], env=env,
                          capture_output=True, text=True, check=True, cwd=tree)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -46,11 +46,14 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="", help="run only the classes whose name contains this text (e.g. n-ary)")
+    ap.add_argument("--dtypes", default="FLOAT32,FLOAT16", help="DataType names, comma-separated (default "
+                    "FLOAT32,FLOAT16; e.g. BFLOAT16,FLOAT16)")
     a = ap.parse_args()
     trees = {"before": a.before.resolve(), "after": Path(__file__).resolve().parent.parent}
     n = a.mb * (1 << 20) // 4
+    from gpu_mean import DataType
     from gpu_mean.tools import profiler
-    cases = profiler.class_cases(n)
+    cases = profiler.class_cases(n, tuple(DataType[t] for t in a.dtypes.split(",")))
     chosen = [i for i, c in enumerate(cases) if a.only in f"{c.klass} {c.dtype.name}"]
     print(f"{a.device}, {a.mb} MiB float32 inputs, GB/s, median of {a.rounds} alternating rounds "
           f"(each the median of {a.repeat} runs)")
@@ -59,7 +62,7 @@ def main() -> int:
         runs: dict = {label: {} for label in trees}
         for _ in range(a.rounds):
             for label, tree in trees.items():
-                for key, v in measure(tree, a.device, n, a.repeat, which).items():
+                for key, v in measure(tree, a.device, n, a.repeat, which, a.dtypes).items():
                     runs[label].setdefault(key, []).append(v)
         for key, f in runs["after"].items():
             b = runs["before"][key]

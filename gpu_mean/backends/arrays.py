@@ -89,22 +89,33 @@ def result_rule(x) -> tuple:
     return ("cupy", None) if hasattr(x, "__cuda_array_interface__") else ("numpy", None)
 
 
-def hand_back(result, rule: tuple):
-    """A numpy, CuPy or pyopencl result as the caller's type."""
+def hand_back(result, rule: tuple, dtype=None):
+    """A numpy, CuPy or pyopencl result as the caller's type; ``dtype``: the result's data type where
+    the array's own dtype does not say it (BFLOAT16 held as int16 bits by a CuPy without bfloat16)."""
     lib, conv = rule
     if conv == "from_dlpack":
         mod = importlib.import_module(lib)
-        if isinstance(result, np.ndarray) and is_bfloat16(result.dtype):
-            # DLPack has bfloat16 but numpy exports no such capsule: the bits go as int16 and the
-            # caller's library views them as its own bfloat16 (PyTorch, JAX: same-size dtype views)
+        if is_bfloat16(result.dtype if dtype is None else dtype):
+            # DLPack has bfloat16 but numpy exports no such capsule (nor does every CuPy): the bits
+            # go as int16 and the caller's library views them as its own bfloat16 (PyTorch, JAX:
+            # same-size dtype views)
             return mod.from_dlpack(result.view(np.int16)).view(mod.bfloat16)
         return mod.from_dlpack(result)
     return result
 
 
-def _is_bfloat16_array(x) -> bool:
+def is_bfloat16_array(x) -> bool:
     """A DLPack producer's bfloat16 array (torch.bfloat16, jax's bfloat16, ...), by its dtype's name."""
     return str(getattr(x, "dtype", "")).rsplit(".", 1)[-1] == "bfloat16"
+
+
+def int16_view(x):
+    """A producer's bfloat16 array as its int16 bits, through the library's own same-size view (no
+    copy), or None where the library has no such view."""
+    lib = sys.modules.get(type(x).__module__.split(".")[0])
+    if lib is not None and hasattr(lib, "int16") and callable(getattr(x, "view", None)):
+        return x.view(lib.int16)
+    return None
 
 
 def host_array(x) -> np.ndarray:
@@ -115,10 +126,10 @@ def host_array(x) -> np.ndarray:
         return x
     if isinstance(x, np.generic):
         return np.asarray(x)
-    if _is_bfloat16_array(x):
-        lib = sys.modules.get(type(x).__module__.split(".")[0])
-        if lib is not None and hasattr(lib, "int16") and hasattr(x, "view"):
-            return np.from_dlpack(x.view(lib.int16)).view(bfloat16_dtype())
+    if is_bfloat16_array(x):
+        bits = int16_view(x)
+        if bits is not None:
+            return np.from_dlpack(bits).view(bfloat16_dtype())
     return np.from_dlpack(x)
 
 
@@ -144,6 +155,11 @@ class ArrayBridge:
         if not isinstance(x, np.ndarray):
             raise InvalidArgumentError(f"{what}: the CPU device wraps numpy arrays, got {type_name(x)}")
         return x
+
+    def dtype_of(self, x, arr) -> np.dtype:
+        """The data type of ``arr``, the view of the caller's ``x``: its own dtype, except where a
+        backend holds a bfloat16 array as int16 bits (CUDA, with a CuPy that has no bfloat16)."""
+        return np.dtype(arr.dtype)
 
     def memory(self, arr, nbytes: int):
         """(native handle, byte offset of the first element, real bytes) of a native array."""

@@ -11,11 +11,14 @@ one host wait is the read of its result.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from ..errors import InvalidArgumentError
+from ..descriptors.types import bfloat16_dtype, is_bfloat16
+from ..errors import InvalidArgumentError, UnsupportedTypeError
 from ..runtime.interop import span_elements, type_name
-from .arrays import DL_CUDA, ArrayBridge, cuda_device_of
+from .arrays import DL_CUDA, ArrayBridge, cuda_device_of, int16_view, is_bfloat16_array
 
 
 class CudaArrays(ArrayBridge):
@@ -50,20 +53,49 @@ class CudaArrays(ArrayBridge):
             return x
         with cp.cuda.Device(self.index):
             if hasattr(x, "__dlpack__"):
+                if is_bfloat16_array(x):
+                    # a bfloat16 tensor (PyTorch, JAX) crosses as its int16 bits, which every CuPy
+                    # reads (a CuPy without ml_dtypes' bfloat16 refuses the bfloat16 capsule itself)
+                    bits = int16_view(x)
+                    if bits is None:
+                        raise UnsupportedTypeError(
+                            f"{what}: the bfloat16 {type_name(x)} has no view as int16 (x.view(int16)) through "
+                            "which CuPy can read its bits; pass a PyTorch or JAX bfloat16 tensor, or a CuPy "
+                            "array of ml_dtypes.bfloat16")
+                    x = bits
                 with self.backend.stream:     # cupy.from_dlpack passes the current stream to __dlpack__
                     return cp.from_dlpack(x)
             return cp.asarray(x)
+
+    def dtype_of(self, x, arr) -> np.dtype:
+        if is_bfloat16_array(x) and np.dtype(arr.dtype) == np.int16:
+            return bfloat16_dtype()      # the int16 bits ``view`` read a bfloat16 tensor as
+        return np.dtype(arr.dtype)
+
+    @functools.cached_property
+    def native_bfloat16(self) -> bool:
+        """Whether this CuPy makes arrays of ml_dtypes.bfloat16 (cupy/cupy#9494; it needs ml_dtypes);
+        without, a bfloat16 result is made as int16 bits and handed back through a bfloat16 view."""
+        try:
+            with self.cp.cuda.Device(self.index):
+                self.cp.empty((0,), bfloat16_dtype())
+        except (TypeError, ValueError, NotImplementedError):
+            return False
+        return True
+
+    def _storage(self, dtype) -> np.dtype:
+        return np.dtype(np.int16) if is_bfloat16(dtype) and not self.native_bfloat16 else np.dtype(dtype)
 
     def memory(self, arr, nbytes: int):
         return arr.data, 0, nbytes
 
     def empty(self, like, shape, dtype):
         with self.cp.cuda.Device(self.index):
-            return self.cp.empty(shape, dtype)
+            return self.cp.empty(shape, self._storage(dtype))
 
     def from_host(self, like, a: np.ndarray):
         with self.cp.cuda.Device(self.index):
-            return self.cp.asarray(a)
+            return self.cp.asarray(a.view(self._storage(a.dtype)))
 
     def packed(self, arr):
         with self.cp.cuda.Device(self.index):

@@ -271,7 +271,7 @@ def cpu_macros(plan: planning.ElementwisePlan, fp64: bool, offsets_in_buffer: bo
         t = "ushort"
         wide = m["ACC_DOUBLE"] and plan.op == KernelOp.NARY_MEAN and not m.get("NARY_CR")
         m.update({"LOADV(p)": f"as_float{vw}(convert_uint{vw}(vload{vw}(0, p)) << 16)",
-                  "STOREV(v, p)": f"vstore{vw}(gm_float{vw}_to_bf16(v), 0, p)",     # doubles: below
+                  "STOREV(v, p)": f"GM_VSTORE_BF16({vw}, gm_float{vw}_to_bf16(v), p)",     # doubles: below
                   "LOAD1(p)": "gm_bf16_to_float(*(p))",
                   "STORE1(s, p)": f"(*(p) = gm_{'double' if wide else 'float'}_to_bf16(s))"})
     elif dt.is_float:
@@ -307,7 +307,7 @@ def cpu_macros(plan: planning.ElementwisePlan, fp64: bool, offsets_in_buffer: bo
             m["STOREV(v, p)"] = f"vstore_half{vw}_rte({half_through_odd('v', vw)}, 0, p)"
         elif dt == D.BFLOAT16 and acc == "double":
             # the same: float keeps 16 more bits than bfloat16
-            m["STOREV(v, p)"] = f"vstore{vw}(gm_float{vw}_to_bf16({half_through_odd('v', vw)}), 0, p)"
+            m["STOREV(v, p)"] = f"GM_VSTORE_BF16({vw}, gm_float{vw}_to_bf16({half_through_odd('v', vw)}), p)"
     else:
         m.update({"ACCV": f"{c}{vw}", "TO_ACCV(v)": "(v)"})
     m["VLOADV(o, p)"] = f"vload{vw}(o, p)"

@@ -90,7 +90,7 @@ def type_macros(plan: planning.ReducePlan, fp64: bool, checked: bool = False) ->
     return m
 
 
-SHORT_TYPES = (D.FLOAT32, D.FLOAT16, D.INT32, D.UINT32)
+SHORT_TYPES = (D.FLOAT32, D.FLOAT16, D.INT32, D.UINT32, D.BFLOAT16)
 
 
 def short_rows(plan: planning.ReducePlan, fp64: bool) -> int:
@@ -129,6 +129,8 @@ def store8_result(plan: planning.ReducePlan, acc: str) -> str:
         q = f"((t) / ({acc}8)(({acc})(n)))"
     if plan.dtype == D.FLOAT16:
         return f"vstore_half8_rte({half_through_odd(q, 8)}, 0, (p))"
+    if plan.dtype == D.BFLOAT16:    # through float rounded to odd, as gm_double_to_bf16
+        return f"GM_VSTORE_BF16(8, gm_float8_to_bf16({half_through_odd(q, 8)}), (p))"
     return f"vstore8(convert_{spell(plan.dtype)}8({q}), 0, (p))"
 
 
@@ -208,12 +210,22 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
         g = opencl_geometry.reduce_geometry(plan, compute_units=compute_units, tuning=tuning)
     m = type_macros(plan, fp64, checked)
     dt, acc = plan.dtype, m["ACC"]
-    if dt in SHORT_TYPES and not m["COMPENSATED"]:     # a vector accumulator of one word per output
+    if dt in SHORT_TYPES and not m["COMPENSATED"] and not m["GM_BF16_NOFP64"]:     # one vector word per output
         m["STORE8_RESULT(t, n, p)"] = store8_result(plan, acc)
     if short:
         m["SHORT_LEN"] = short
         if dt == D.FLOAT16 and short == 8:
             m["LOAD16(p)"] = "vload_half16(0, (p))"     # two rows of 8 per load
+            # blocks whose float sums are exact (reduce.cl: gm_exact_in_float): the total times 1/8
+            # is exact too, so one rounding to half (or the exact double, for the wide sum)
+            m["STORE8_FLOAT(t, p)"] = ("vstore8(convert_double8(t), 0, (p))" if plan.op == KernelOp.REDUCE_SUM
+                                       else "vstore_half8_rte((t) * 0.125f, 0, (p))")
+        elif dt == D.BFLOAT16 and short == 8:
+            m["LOAD16(p)"] = "as_float16(convert_uint16(vload16(0, (p))) << 16)"
+            # as FLOAT16's, within 13 binades (reduce.cl: gm_exact_in_float); one rounding to bfloat16
+            m["EXACT_BF16"] = 1
+            m["STORE8_FLOAT(t, p)"] = ("vstore8(convert_double8(t), 0, (p))" if plan.op == KernelOp.REDUCE_SUM
+                                       else "GM_VSTORE_BF16(8, gm_float8_to_bf16((t) * 0.125f), (p))")
     m.update({"GM_CPU_SHAPE": 1, "COLS": g.cols, "ROW_MULTI": int(g.row_multi), "PREFETCH": g.prefetch,
               "HALF_BLOCKS": int(dt == D.FLOAT16), "ACC8": acc + "8", "TO_ACC8(v)": f"convert_{acc}8(v)",
               "X8": acc + "8"})
@@ -225,7 +237,7 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
         # the values as they are: the accumulator takes their high halves with the type's own shift
         m.update({"LOAD8(p)": "vload8(0, (p))", "X8": spell(dt) + "8"})
     elif dt == D.FLOAT64:
-        m["LOAD8(p)"] = "vload8(0, (p))"      # unused: FLOAT64 adds element by element
+        m["LOAD8(p)"] = "vload8(0, (p))"      # the double-doubles' vectors split nothing
     else:
         m["LOAD8(p)"] = f"convert_{acc}8(vload8(0, (p)))"
     i64 = np.int64

@@ -15,6 +15,10 @@ only (Numba, older libraries)
 pyopencl array                 OpenCL, in place            pyopencl, on the input's queue
 =============================  ==========================  ====================================
 
+bfloat16: numpy and pyopencl arrays of ``ml_dtypes.bfloat16`` (pyopencl stores any numpy dtype),
+CuPy's where CuPy has that dtype, and DLPack producers' bfloat16 tensors, read as their int16 bits
+through the library's own view (backends/arrays*.py); results go back as the caller's bfloat16.
+
 Python lists, scalars and other array-likes are taken as ``numpy.asarray`` takes them, with a
 numpy result; where numpy infers float64 or int64 (which the mean operators do not take) the error
 says so, since narrowing silently would change values. A numpy masked array is refused: its mask
@@ -125,6 +129,10 @@ def data_type_of(dtype, what: str, allowed=None, type_list: str = "") -> DataTyp
         if np.dtype(dtype).kind in "iub" and np.dtype(dtype).itemsize < 4:
             # narrow integers widen exactly (bool as 0 and 1)
             hint = f"; convert with x.astype(np.{'uint32' if np.dtype(dtype).kind in 'ub' else 'int32'})"
+            if np.dtype(dtype).itemsize == 2 and np.dtype(dtype).kind in "iu":
+                # how bfloat16 data often travels where a library has no bfloat16 (pyopencl, older CuPy)
+                hint += ("; or, if it holds bfloat16 bits, view it as bfloat16 without a copy: "
+                         "x.view(ml_dtypes.bfloat16) (numpy, pyopencl; CuPy with ml_dtypes support)")
         raise UnsupportedTypeError(f"{what}: data type {np.dtype(dtype)} is not supported; the mean operators take "
                                    f"{_SUPPORTED_NAMES}{hint}")
     if allowed is not None and dt not in allowed:
@@ -225,7 +233,7 @@ class Call:
             raise wrong_device(x, kind, where, self.dev.name, f"{what} input {index}")
         else:
             arr = bridge.view(x, f"{what} input {index}", where)
-        dtype = arr.dtype if kind == "host" else np.dtype(arr.dtype)
+        dtype = arr.dtype if kind == "host" else bridge.dtype_of(x, arr)
         data_type_of(dtype, what)
         shape = arr.shape if kind == "host" else tuple(int(n) for n in arr.shape)
         strides = interop.element_strides(shape, arr.strides, dtype.itemsize)
@@ -279,7 +287,7 @@ class Call:
                 continue
             if ln.pool.held > ln.pool.limit:
                 ln.cache.trim()
-            return res if dest is not None or to_host else hand_back(res, self.rule)
+            return res if dest is not None or to_host else hand_back(res, self.rule, self.ops[0].dtype)
 
     def _run(self, ln, dest, to_host):
         mode = self.mode
@@ -366,7 +374,7 @@ class Call:
             res[...] = fill
         if self.kind != "host":
             res = self.bridge.from_host(self.ops[0].array, res)
-        return hand_back(res, self.rule)
+        return hand_back(res, self.rule, self.ops[0].dtype)
 
 
 def _element_strides(arr) -> tuple:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import numpy as np
 
@@ -151,7 +152,7 @@ def run_mean(call: Call, out_shape, make_descs):
         layout = _layout(pc, dest)
         pc.run(("mean piece", pc.signature, shape, layout),
                lambda pc=pc, shape=shape, layout=layout: make_descs(pc, pc.ops, shape, layout), dest=dest)
-    return hand_back(res, call.rule)
+    return hand_back(res, call.rule, dtype)
 
 
 # -- ReduceMean -------------------------------------------------------------------------------------
@@ -174,14 +175,14 @@ def run_reduce(call: Call, axes: tuple, out_shape, make_desc):
             layout = _layout(pc, dest)
             pc.run(("reduce piece", pc.signature, axes, layout),
                    lambda pc=pc, layout=layout: make_desc(pc, pc.ops[0], axes, layout, False), dest=dest)
-        return hand_back(res.reshape(out_shape), call.rule)
+        return hand_back(res.reshape(out_shape), call.rule, dtype)
 
     totals = sum_pieces(call, axes, make_desc)
     n = math.prod(shape[d] for d in axes)
     res = totals.mean(n, dtype, call.dev.info.fp64).reshape(out_shape)
     if call.kind != "host":
         res = call.bridge.from_host(op.array, np.ascontiguousarray(res))
-    return hand_back(res, call.rule)
+    return hand_back(res, call.rule, dtype)
 
 
 def sum_pieces(call: Call, axes: tuple, make_desc, exact_ok: bool = True) -> Totals:
@@ -213,6 +214,11 @@ def sum_pieces(call: Call, axes: tuple, make_desc, exact_ok: bool = True) -> Tot
     chunks = plan_chunks(shape, [(op.strides, dtype.itemsize), (out_strides, int(wide.element_size))], call.limit)
     # a device without fp64 cannot write FLOAT64 partials: the CPU device sums its pieces
     sum_dev = get_device("cpu") if dt.is_float and not call.dev.info.fp64 else None
+    if sum_dev is not None:
+        warnings.warn(f"{call.what}: {call.dev.name} has no fp64, so the pieces of this {dt.name} tensor (past one "
+                      f"launch: a buffer of at most {call.limit} bytes) whose reduced axes are cut are summed on the "
+                      "CPU device, which writes the FLOAT64 partial sums the combine needs", RuntimeWarning,
+                      stacklevel=4)
     totals = Totals(out_keep, np.dtype(wide.numpy_dtype))
     for box in boxes(shape, chunks):
         piece = op.piece(box)

@@ -145,7 +145,7 @@ def wrap_array(device, x, what: str = "Buffer.wrap_array"):
     """A caller's array on ``device`` as ``(BufferBinding, TensorDesc)``, its strides kept, no copy."""
     bridge = device.backend.arrays
     arr = bridge.view(x, what)
-    dt = interop.data_type(arr.dtype, what)
+    dt = interop.data_type(bridge.dtype_of(x, arr), what)     # a bfloat16 tensor viewed as its int16 bits
     shape = tuple(int(n) for n in arr.shape)
     strides = interop.element_strides(shape, arr.strides, arr.dtype.itemsize)
     if strides is None:

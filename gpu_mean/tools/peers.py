@@ -1,5 +1,5 @@
-"""The peers doing the same work as a profile case: numpy and onnxruntime (CPU), CuPy and PyTorch
-(CUDA). Each builder takes a ``Case`` value and returns a callable that runs the work once and
+"""The peers doing the same work as a profile case: numpy, onnxruntime and OpenVINO (CPU), CuPy and
+PyTorch (CUDA). Each builder takes a ``Case`` value and returns a callable that runs the work once and
 waits, or None when the peer is absent or has no equivalent."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 def _operands(xp, case, make):
     """The case's inputs as logical arrays of library ``xp`` (broadcast inputs keep their size-1 dim)."""
     x = make(case.shape)
-    if case.op == "nary":
-        return [x] * case.inputs
+    if case.op == "nary":   # distinct arrays: one array passed k times is read once from memory by a
+        return [x] + [make(case.shape) for _ in range(case.inputs - 1)]   # fused loop, k times by ours
     if case.family in ("mean", "add") and case.layout == "broadcast":
         return [make((1,) + case.shape[1:]), x]
     if case.family in ("mean", "add"):
@@ -76,6 +76,40 @@ def ort_peer(case, shape=None):
         return None
     feeds = dict(zip(names, xs))
     return lambda: sess.run(None, feeds)
+
+
+def openvino_peer(case, shape=None):
+    """OpenVINO's CPU plugin (ReduceMean-1; the means as Add and Multiply by 1/k, the graph OpenVINO's
+    own ONNX frontend makes of Mean), or None. The inference precision is pinned to f32: on a CPU with
+    AVX-512 BF16 OpenVINO's default hint runs float32 models in bfloat16, a cheaper and less exact
+    computation than the one timed beside it. Inputs and outputs are shared with numpy, not copied."""
+    try:
+        import openvino as ov
+        import openvino.opset13 as ops
+    except ImportError:
+        return None
+    if case.family not in ("mean", "nary", "reduce") or case.layout not in ("packed", "broadcast"):
+        return None
+    if not case.dtype.is_float or case.dtype.name == "BFLOAT16":
+        return None
+    dt = case.dtype.numpy_dtype
+    xs = _operands(np, case, lambda s: np.ones(s, dt))
+    et = ov.Type(dt)
+    params = [ops.parameter(list(x.shape), et, name=f"x{i}") for i, x in enumerate(xs)]
+    if case.family == "reduce":
+        y = ops.reduce_mean(params[0], ops.constant(np.asarray(case.axes, np.int64)), keep_dims=False)
+    else:
+        total = params[0]
+        for p in params[1:]:
+            total = ops.add(total, p)
+        y = ops.multiply(total, ops.constant(np.asarray(1.0 / len(params), dt)))
+    try:
+        compiled = ov.Core().compile_model(ov.Model([y], params), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    except Exception:   # no CPU plugin kernel for the type: no peer
+        return None
+    req = compiled.create_infer_request()
+    feeds = dict(enumerate(xs))
+    return lambda: req.infer(feeds, share_inputs=True, share_outputs=True)
 
 
 def gpu_peers(case, shape=None) -> dict:

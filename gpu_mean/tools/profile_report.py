@@ -82,6 +82,7 @@ def plural(n: int, word: str) -> str:
 
 # one colour and marker per contender, the same in every panel and in the legend
 STYLES = {"gpu_mean": ("tab:blue", "o"), "numpy": ("tab:orange", "s"), "onnxruntime": ("tab:green", "^"),
+          "openvino": ("tab:brown", "P"),
           "cupy": ("tab:red", "D"), "torch": ("tab:purple", "v")}
 LIMIT_STYLE = {"color": "black", "linestyle": "--", "linewidth": 1.5}
 BANDWIDTH_LABEL = "effective bandwidth, GB/s\n(bytes read once + written once, over time)"

@@ -1,5 +1,5 @@
 """Kernel profiler: time, effective bandwidth and fraction of the device's measured read bandwidth,
-side by side with the peers present (numpy, onnxruntime, CuPy, PyTorch).
+side by side with the peers present (numpy, onnxruntime, OpenVINO, CuPy, PyTorch).
 
 The limit of every row is the device's read bandwidth (``readbw.py``): a read-only streaming kernel
 over as many bytes as the case moves, run through the device's own queue and allocator and timed in
@@ -31,7 +31,7 @@ from ..errors import DmlError
 from ..runtime.objects import BufferBinding
 from . import readbw
 from .cases import Case, op_for
-from .peers import gpu_peers, numpy_peer, ort_peer  # noqa: F401  (ort_peer: tools/bench_prefetch.py)
+from .peers import gpu_peers, numpy_peer, openvino_peer, ort_peer  # noqa: F401  (ort_peer: tools/bench_prefetch.py)
 
 F32, F16 = DataType.FLOAT32, DataType.FLOAT16
 DEFINITIONS = [
@@ -255,11 +255,12 @@ def profile(dev, case_list: list[Case], repeat: int, peers: bool, log=print) -> 
         if peers:
             fns["numpy"] = numpy_peer(case)
             fns["onnxruntime"] = ort_peer(case)
+            fns["openvino"] = openvino_peer(case)
             fns.update(gpu_peers(case))
             if peers is not True:   # a chosen set of peers
                 fns = {k: f for k, f in fns.items() if k in ("ours", "read") or k in peers}
         fns = {k: f for k, f in fns.items() if f is not None}
-        timings = measure(fns, repeat, pause=PAUSE_S if "onnxruntime" in fns else 0.0)
+        timings = measure(fns, repeat, pause=PAUSE_S if {"onnxruntime", "openvino"} & set(fns) else 0.0)
         ours, read = timings.pop("ours"), timings.pop("read")
         t = ours.median
         bw, limit = traffic / t / 1e9, read_bytes / read.median / 1e9
