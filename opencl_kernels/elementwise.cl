@@ -95,8 +95,83 @@
 #define GM_ACC_ADD(acc, c, x, V) { (acc) += (x); (void)(c); }
 #define GM_ACC_RESULT(acc, c, V) ((acc) / (V)(NIN))
 #endif
-#ifndef GM_ACC_INIT
-#define GM_ACC_INIT(acc, c) { (acc) = 0; (c) = 0; }
+#ifndef GM_ACC_INIT     // from -0.0: a zero total is -0.0 only when every input is (IEEE's sum)
+#define GM_ACC_INIT(acc, c) { (acc) = IS_FLOAT ? -0.0 : 0; (c) = 0; }
+#endif
+#ifndef NARY_CR
+#define NARY_CR 0
+#endif
+
+// The float n-ary mean, correctly rounded (issue 22; docs/design.md, "Correct rounding (issue 22)"):
+//   FLOAT16 with fp64 (NARY_CR 0): the FLOAT64 sum of 64 halves is exact, its quotient is correctly
+//     rounded, and rounding that once more to half is innocuous (a half midpoint and the quotient's
+//     grid of 2^-25 / n are too far apart for a double rounding to land on one): nothing to add.
+//   FLOAT32 and BFLOAT16 with fp64 (NARY_CR 1): the FLOAT64 sum S' of the k inputs, and the largest
+//     and smallest nonzero magnitudes' bits (M, m0; exponents E_M, E_m0). All inputs are multiples of
+//     g = ulp(m0) = 2^(E_m0 - p + 1) and every partial sum, in any order, is below k M <= 2^(E_M + 1 + c),
+//     c = ceil(log2 k); so when E_M - E_m0 <= J = 53 - p - c (NARY_EXP_OK: (J + 1) << 23, compared with
+//     the bits) every partial sum is representable and S' is the exact total S. Then q = S / k rounded
+//     once (IEEE) and rounded again to the format is the correctly rounded mean, ties included: a
+//     double rounding errs only where q is a midpoint mid of the format and S / k is not, so that
+//     |S / k - mid| <= 2^-53 |mid| < 2^(E_mid - 52); but S - k mid is a multiple of
+//     min(g, 2^(E_mid - p)), and a nonzero one puts S / k at least 2^(E_mid - 52) from mid
+//     (E_mid <= E_M, and p + c <= 52). Elements whose exponents lie further apart take the exact path
+//     (gm_nary_exact: exact.h's superaccumulator, every input read again). An inf or NaN total is IEEE's.
+//   Devices without fp64 (NARY_CR 2: FLOAT32, BFLOAT16; 3: FLOAT16): the exact path for every element.
+// NARY_FMT: 1 FLOAT32, 2 BFLOAT16, 3 FLOAT16 (the exact path's accumulator and rounding).
+#if OP == 4 && NARY_CR
+#if NARY_FMT == 3
+#define GM_XACC gm_xacc_h
+#define GM_XACC_INIT(a) gm_xacc_h_init(a)
+#define GM_XACC_ADD_P(a, p) gm_xacc_h_add(a, *(__global const ushort*)(p))
+#define GM_XACC_MEAN_TS(a) gm_xacc_h_mean(a, NIN)          // the half's bits
+#define GM_TS_TO_FLOAT(b) gm_half_to_float(b)
+#elif NARY_FMT == 2
+#define GM_XACC gm_xacc_f
+#define GM_XACC_INIT(a) gm_xacc_f_init(a)
+#define GM_XACC_ADD_P(a, p) gm_xacc_f_add_bf16(a, *(p))
+#define GM_XACC_MEAN_TS(a) gm_xacc_f_mean_bf16(a, NIN)     // the bfloat16's bits
+#define GM_TS_TO_FLOAT(b) gm_bf16_to_float(b)
+#define GM_X_FLOAT_P(p) gm_bf16_to_float(*(p))
+#define GM_NARROW1(q) gm_bf16_to_float(gm_double_to_bf16(q))
+#define GM_ODD1(f) ((gm_as_uint(f) >> 16) & 1u)
+#else
+#define GM_XACC gm_xacc_f
+#define GM_XACC_INIT(a) gm_xacc_f_init(a)
+#define GM_XACC_ADD_P(a, p) gm_xacc_f_add(a, *(p))
+#define GM_XACC_MEAN_TS(a) gm_as_float(gm_xacc_f_mean(a, NIN))
+#define GM_TS_TO_FLOAT(b) (b)
+#define GM_X_FLOAT_P(p) (*(p))
+#define GM_NARROW1(q) ((float)(q))
+#define GM_ODD1(f) (gm_as_uint(f) & 1u)
+#endif
+#if NARY_CR == 1
+// whether the FLOAT64 sum proves the rounding (above), or is inf or NaN (IEEE's answer already)
+GM_INLINE int gm_nary_certain(double acc, uint mx, uint mn) {
+    return !isfinite(acc) || mx < ((mn + 1u) & 0x7F800000u) + (uint)NARY_EXP_OK;
+}
+// The exact path's first step: the FLOAT64 sum h again, and c the sum of every addition's error
+// (TwoSum), itself by TwoSum; where no addition of an error rounded (+-largest values that cancel
+// beside small ones; exponents far apart but few bits), S = h + c exactly. Then the rounding of
+// S / k is decided exactly: (H, L) = h + c normalized, q = H / k rounded, its ends q -+ |q| 2^-50
+// rounded to the format (lo, hi: equal, or the neighbours around the one midpoint m between them),
+// and the sign of S - k m (k m exact: at most 33 bits) as (H - k m) + L: H - k m is exact where H
+// and k m lie within a factor 2 (Sterbenz), and elsewhere outweighs |L| <= 2^-53 |H|; so lo, hi, or
+// on a tie the even one. Only where an error's addition rounded does the superaccumulator (tens of
+// 64-bit divisions) run. A zero c leaves h as it is (the sign of a zero total).
+GM_INLINE float gm_nary_round_exact(double h, double c) {
+    const double H = c == 0.0 ? h : h + c, bb = H - h, L = c == 0.0 ? 0.0 : (h - (H - bb)) + (c - bb);
+    const double q = H / (double)NIN;
+    const double pad = fabs(q) * 0x1p-50;
+    const float lo = GM_NARROW1(q - pad), hi = GM_NARROW1(q + pad);
+    const double km = ((double)lo + (double)hi) * (0.5 * NIN);
+    const double d = (H - km) + L;
+    return (d > 0.0 || (d == 0.0 && GM_ODD1(lo))) ? hi : lo;
+}
+#define GM_DD_STEP(h_, c_, bad_, x) { const double x_ = (x), t_ = (h_) + x_, bb_ = t_ - (h_); \
+    const double e_ = ((h_) - (t_ - bb_)) + (x_ - bb_), u_ = (c_) + e_, cc_ = u_ - (c_); \
+    bad_ |= (((c_) - (u_ - cc_)) + (e_ - cc_)) != 0.0; h_ = t_; c_ = u_; }
+#endif
 #endif
 // an input element as the accumulator takes it (the wide accumulators split the value themselves)
 #if NARY_WIDE
@@ -158,7 +233,53 @@ GM_INLINE IDX gm_offset(__constant const gm_dims* s, int k, const IDX* idx, int 
 // W elements of every input from operand offset(k) + e, combined and stored to the output's. The
 // n-ary mean walks the inputs in the outer loop with W accumulators, so that one input's vector is
 // live at a time whatever NIN is (loading all inputs first spilled at NIN = 64 on CUDA).
-#if OP == 4
+#if OP == 4 && NARY_CR
+// the exact path of one element: every input read again into the superaccumulator
+GM_INLINE TS gm_nary_exact(GM_INPUTS_PARAM ins, __constant const gm_dims* s, const IDX* idx, int last,
+                           ulong e GM_CHK_P) {
+#if NARY_CR == 1
+    double sum = -0.0, err = -0.0;
+    int inexact = 0;
+    for (int k = 0; k < NIN; ++k)
+        GM_DD_STEP(sum, err, inexact, (double)GM_X_FLOAT_P(GM_INPUT_AT(const TS, k, gm_offset(s, k, idx, last) + e, 1)))
+    if (!inexact) return FROM_CT(gm_nary_round_exact(sum, err));
+#endif
+    GM_XACC a;
+    GM_XACC_INIT(&a);
+    for (int k = 0; k < NIN; ++k) GM_XACC_ADD_P(&a, GM_INPUT_AT(const TS, k, gm_offset(s, k, idx, last) + e, 1));
+    return GM_XACC_MEAN_TS(&a);
+}
+#endif
+#if OP == 4 && NARY_CR == 1
+#define GM_APPLY_BODY(VT, W) \
+    double acc[W]; uint mx[W], mn[W]; \
+    for (int j = 0; j < W; ++j) { acc[j] = -0.0; mx[j] = 0u; mn[j] = 0xFFFFFFFFu; } \
+    _Pragma("unroll 4") \
+    for (int k = 0; k < NIN; ++k) { \
+        VT x = *(__global const VT*)GM_INPUT_AT(const TS, k, gm_offset(s, k, idx, last) + e, W); \
+        for (int j = 0; j < W; ++j) { \
+            const float xf = TO_CT(x.v[j]); \
+            const uint b = gm_as_uint(xf) & 0x7FFFFFFFu; \
+            acc[j] += (double)xf; mx[j] = max(mx[j], b); mn[j] = min(mn[j], b - 1u); \
+        } \
+    } \
+    VT r; uint need = 0u; \
+    _Pragma("unroll") \
+    for (int j = 0; j < W; ++j) { \
+        r.v[j] = FROM_ACC(acc[j] / (double)NIN); \
+        need |= gm_nary_certain(acc[j], mx[j], mn[j]) ? 0u : 1u << j; \
+    } \
+    *(__global VT*)GM_AT(NIN, TS, out, o, W) = r; \
+    /* the lanes whose sum may be inexact, stored again from the exact path (arrays indexed by a */ \
+    /* loop counter stay out of it: they would go to the stack on CUDA) */ \
+    for (int j = 0; need; ++j, need >>= 1) \
+        if (need & 1u) *GM_AT(NIN, TS, out, o + j, 1) = gm_nary_exact(ins, s, idx, last, e + j GM_CHK_A);
+#elif OP == 4 && NARY_CR
+#define GM_APPLY_BODY(VT, W) \
+    VT r; \
+    for (int j = 0; j < W; ++j) r.v[j] = gm_nary_exact(ins, s, idx, last, e + j GM_CHK_A); \
+    *(__global VT*)GM_AT(NIN, TS, out, o, W) = r;
+#elif OP == 4
 #define GM_APPLY_BODY(VT, W) \
     ACC_T acc[W], cmp[W]; \
     for (int j = 0; j < W; ++j) GM_ACC_INIT(acc[j], cmp[j]); \
@@ -329,9 +450,100 @@ GM_BF16_VEC(16)
 #define GM_COMPUTE(res) GM_LANES(res)
 #endif
 #define RESV CTV
+#elif OP == 4 && NARY_CR
+// the exact path of lane l_ (GM_NL lanes: VW, or 1 in the scalar loops): its inputs read again
+#define GM_XLOAD(k) xv_[k] = ELEM_AT(k, l_);
+#define GM_EXACT_LANE(out_) { __global const T* xv_[NIN]; FOREACH_INPUT(GM_XLOAD) \
+    GM_XACC xa_; GM_XACC_INIT(&xa_); for (int k_ = 0; k_ < NIN; ++k_) GM_XACC_ADD_P(&xa_, xv_[k_]); \
+    out_ = GM_TS_TO_FLOAT(GM_XACC_MEAN_TS(&xa_)); }
+#define GM_INTV GM_XCAT(int, VW)
+#define GM_UINTV GM_XCAT(uint, VW)
+#define GM_CVT_INT(v) GM_XCAT(convert_int, VW)(v)
+#if NARY_CR == 1
+// the FLOAT64 sum and the magnitudes' bits (gm_nary_certain, lane for lane), the quotient rounded
+// once to the format; the lanes whose sum may be inexact take the exact path. A data-dependent branch
+// in the hot loop costs PoCL about a third of the kernel's speed even when it is never taken, so the
+// vector loops (GM_FIXING 0) only note a lane to redo (redo_), and a second loop over the same
+// elements (GM_FIXING 1, run only when one was noted) redoes those lanes; the scalar loops fix
+// theirs at once
+#define GM_ADD_INPUT(k) { const CTV xf_ = LOADV_AT(k); acc += TO_ACCV(xf_); \
+    const GM_UINTV b_ = GM_XCAT(as_uint, VW)(xf_) & 0x7FFFFFFFu; mx_ = max(mx_, b_); mn_ = min(mn_, b_ - 1u); }
+#define GM_COMPUTE(res) { ACCV acc = (ACCV)(-0.0); GM_UINTV mx_ = (GM_UINTV)(0u), mn_ = (GM_UINTV)(0xFFFFFFFFu); \
+    FOREACH_INPUT(GM_ADD_INPUT) \
+    res = GM_NARROWV(acc / (ACCV)((double)NIN)); \
+    const GM_UINTV thr_ = ((mn_ + 1u) & 0x7F800000u) + (GM_UINTV)((uint)NARY_EXP_OK); \
+    const GM_INTV need_ = GM_CVT_INT(isfinite(acc)) & (mx_ >= thr_); \
+    if (GM_FIXING) { \
+        if (any(need_)) { \
+            ACCV s2_ = (ACCV)(-0.0), c2_ = (ACCV)(-0.0); GM_INTV bad_ = (GM_INTV)(0); \
+            FOREACH_INPUT(GM_TS_INPUT) \
+            const GM_LONGV cz_ = isequal(c2_, (ACCV)(0.0)); \
+            const ACCV h_ = select(s2_ + c2_, s2_, cz_), hb_ = h_ - s2_; \
+            const ACCV l_ = select((s2_ - (h_ - hb_)) + (c2_ - hb_), (ACCV)(0.0), cz_); \
+            const ACCV q_ = h_ / (ACCV)((double)NIN), pad_ = fabs(q_) * (ACCV)(0x1p-50); \
+            const CTV lo_ = GM_NARROWV(q_ - pad_), hi_ = GM_NARROWV(q_ + pad_); \
+            const ACCV km_ = (TO_ACCV(lo_) + TO_ACCV(hi_)) * (ACCV)(0.5 * NIN), d_ = (h_ - km_) + l_; \
+            const GM_INTV up_ = GM_CVT_INT(isgreater(d_, (ACCV)(0.0))) | \
+                                (GM_CVT_INT(isequal(d_, (ACCV)(0.0))) & -GM_ODDV(lo_)); \
+            res = select(res, select(lo_, hi_, up_), need_); \
+            bad_ &= need_; \
+            if (any(bad_)) { CT rl_[VW]; int nd_[VW]; \
+                GM_XCAT(vstore, VW)(res, 0, rl_); GM_XCAT(vstore, VW)(bad_, 0, nd_); \
+                for (int l_ = 0; l_ < GM_NL; ++l_) if (nd_[l_]) GM_EXACT_LANE(rl_[l_]) \
+                res = VLOADV(0, rl_); } } \
+    } else { \
+        redo_ |= need_; \
+    } }
+// the fix-up's TwoSum pass, lane for lane as gm_nary_round_exact's (above)
+#define GM_LONGV GM_XCAT(long, VW)
+#define GM_TS_INPUT(k) { const ACCV x_ = TO_ACCV(LOADV_AT(k)), t_ = s2_ + x_, bb_ = t_ - s2_; \
+    const ACCV e_ = (s2_ - (t_ - bb_)) + (x_ - bb_), u_ = c2_ + e_, cc_ = u_ - c2_; \
+    bad_ |= GM_CVT_INT(isnotequal((c2_ - (u_ - cc_)) + (e_ - cc_), (ACCV)(0.0))); s2_ = t_; c2_ = u_; }
+#define GM_REDO_DECL GM_INTV redo_ = (GM_INTV)(0);
+#elif NARY_CR == 4
+// FLOAT16 in the CPU shape: the same in float (NARY_EXP_OK from 24 bits instead of 53: a FLOAT32 sum
+// of halves whose exponents lie within 13 - ceil(log2 k) is exact, and its quotient rounded to float
+// and then to half is the correctly rounded mean). The quotient without trusting OpenCL's float
+// division (2.5 ulp allowed): q = S y with y = 1/k rounded to nearest (GM_RCP), then twice
+// q += (S - k q) y through fma (the remainder exact once q is faithful; Markstein: the second step
+// rounds correctly). A zero S is its own mean (its sign kept); inf and NaN take the fix-up (below).
+#define GM_ADD_INPUT(k) { const CTV xf_ = LOADV_AT(k); acc += xf_; \
+    const GM_UINTV b_ = GM_XCAT(as_uint, VW)(xf_) & 0x7FFFFFFFu; mx_ = max(mx_, b_); mn_ = min(mn_, b_ - 1u); }
+#define GM_COMPUTE(res) { CTV acc = (CTV)(-0.0f); GM_UINTV mx_ = (GM_UINTV)(0u), mn_ = (GM_UINTV)(0xFFFFFFFFu); \
+    FOREACH_INPUT(GM_ADD_INPUT) \
+    const CTV y_ = (CTV)(GM_RCP), n_ = (CTV)((float)NIN); \
+    CTV q_ = acc * y_; \
+    q_ = fma(fma(-q_, n_, acc), y_, q_); \
+    q_ = fma(fma(-q_, n_, acc), y_, q_); \
+    res = select(q_, acc, acc == (CTV)(0.0f)); \
+    const GM_UINTV thr_ = ((mn_ + 1u) & 0x7F800000u) + (GM_UINTV)((uint)NARY_EXP_OK); \
+    const GM_INTV need_ = as_int16((mx_ >= thr_) | (mx_ >= (GM_UINTV)(0x7F800000u))); \
+    if (GM_FIXING) { \
+        if (any(need_)) GM_F16_FIX(res, need_) \
+    } else { \
+        redo_ |= need_; \
+    } }
+#if USE_FP64
+// with fp64 the fix-up is the FLOAT64 sum (exact for 64 halves), divided once and rounded to float
+// to odd (GM_ODD_FLOAT), which the half store rounds once more: the one rounding to half
+#define GM_D_INPUT(k) d_ += convert_double16(LOADV_AT(k));
+#define GM_F16_FIX(res, need_) { double16 d_ = (double16)(-0.0); FOREACH_INPUT(GM_D_INPUT) \
+    res = select(res, GM_ODD_FLOAT(d_ / (double16)((double)NIN)), need_); }
+#else
+#define GM_F16_FIX(res, need_) { CT rl_[VW]; int nd_[VW]; \
+    GM_XCAT(vstore, VW)(res, 0, rl_); GM_XCAT(vstore, VW)(need_, 0, nd_); \
+    for (int l_ = 0; l_ < GM_NL; ++l_) if (nd_[l_]) GM_EXACT_LANE(rl_[l_]) \
+    res = VLOADV(0, rl_); }
+#endif
+#define GM_REDO_DECL GM_INTV redo_ = (GM_INTV)(0);
+#else
+#define GM_COMPUTE(res) { CT rl_[VW]; for (int l_ = 0; l_ < GM_NL; ++l_) GM_EXACT_LANE(rl_[l_]) \
+    for (int l_ = GM_NL; l_ < VW; ++l_) rl_[l_] = rl_[0]; res = VLOADV(0, rl_); }
+#endif
+#define RESV CTV
 #elif OP == 4
 #define GM_ADD_INPUT(k) { ACCV x_ = TO_ACCV(LOADV_AT(k)); GM_ACC_ADD(acc, comp, x_, ACCV) }
-#define GM_COMPUTE(res) { ACCV acc = (ACCV)(0); ACCV comp = (ACCV)(0); FOREACH_INPUT(GM_ADD_INPUT) \
+#define GM_COMPUTE(res) { ACCV acc = (ACCV)(-0.0); ACCV comp = (ACCV)(0); FOREACH_INPUT(GM_ADD_INPUT) \
     res = GM_ACC_RESULT(acc, comp, ACCV); }
 #define RESV ACCV
 #else
@@ -339,6 +551,11 @@ GM_BF16_VEC(16)
     res = GM_COMBINE(a_, b_, CTV); }
 #define RESV CTV
 #endif
+
+#ifndef GM_REDO_DECL
+#define GM_REDO_DECL
+#endif
+#define GM_REDO (OP == 4 && (NARY_CR == 1 || NARY_CR == 4))     // the vector loops' second pass (above)
 
 #if PREFETCH
 // every input PREFETCH bytes ahead of element ``at``, once per 64-byte line of elements (PF_LINE
@@ -353,23 +570,42 @@ GM_BF16_VEC(16)
 __kernel void gm_ew_contig_serial(__global T* out, ulong out_off, ulong n, float scale,
                                   float bias GM_INPUT_PARAMS GM_CHK_P) {
     GM_INPUTS_BIND
+    GM_REDO_DECL
     ulong first = (ulong)get_global_id(0) * VW * UNROLL;
     if (first + VW * UNROLL <= n) {
+#define GM_NL VW
+#define LOADV_AT(k) LOADV(GM_INPUT_AT(const T, k, base, VW))
+#define ELEM_AT(k, l) GM_INPUT_AT(const T, k, base + (l), 1)
         for (int u = 0; u < UNROLL; ++u) {
             ulong base = first + VW * u;
 #define GM_PF_POS(k) base
             GM_PREFETCH_INPUTS(base)
 #undef GM_PF_POS
-#define LOADV_AT(k) LOADV(GM_INPUT_AT(const T, k, base, VW))
-#define ELEM_AT(k, l) GM_INPUT_AT(const T, k, base + (l), 1)
+#define GM_FIXING 0
             RESV r;
             GM_COMPUTE(r)
             STOREV(r, GM_AT(NIN, T, out, out_off + base, VW));
+#undef GM_FIXING
+        }
+#if GM_REDO
+        if (any(redo_)) {
+            for (int u = 0; u < UNROLL; ++u) {
+                ulong base = first + VW * u;
+#define GM_FIXING 1
+                RESV r;
+                GM_COMPUTE(r)
+                STOREV(r, GM_AT(NIN, T, out, out_off + base, VW));
+#undef GM_FIXING
+            }
+        }
+#endif
 #undef LOADV_AT
 #undef ELEM_AT
-        }
+#undef GM_NL
     } else {
+#define GM_FIXING 1
         for (ulong i = first; i < n; ++i) {
+#define GM_NL 1
 #define LOADV_AT(k) ((CTV)(LOAD1(GM_INPUT_AT(const T, k, i, 1))))
 #define ELEM_AT(k, l) GM_INPUT_AT(const T, k, i, 1)
             RESV r;
@@ -377,7 +613,9 @@ __kernel void gm_ew_contig_serial(__global T* out, ulong out_off, ulong n, float
             STORE1(r.s0, GM_AT(NIN, T, out, out_off + i, 1));
 #undef LOADV_AT
 #undef ELEM_AT
+#undef GM_NL
         }
+#undef GM_FIXING
     }
 }
 
@@ -411,7 +649,10 @@ __kernel void gm_ew_strided_serial(__global T* out, ulong out_off, ulong n_runs,
     if (g >= n_runs) return;
     long pos[NIN + 1], i0;
     long iend = gm_run_start(m, (long)g, RUN, pos, &i0);
+    GM_REDO_DECL
     for (long i = i0; i < iend; ++i) {
+#define GM_FIXING 1
+#define GM_NL 1
 #define LOADV_AT(k) ((CTV)(LOAD1(GM_INPUT_AT(const T, k, pos[k] + i * (long)m->stride[k][NDIM - 1], 1))))
 #define ELEM_AT(k, l) GM_INPUT_AT(const T, k, pos[k] + i * (long)m->stride[k][NDIM - 1], 1)
         RESV r;
@@ -419,6 +660,8 @@ __kernel void gm_ew_strided_serial(__global T* out, ulong out_off, ulong n_runs,
         STORE1(r.s0, GM_AT(NIN, T, out, (long)out_off + pos[NIN] + i * (long)m->stride[NIN][NDIM - 1], 1));
 #undef LOADV_AT
 #undef ELEM_AT
+#undef GM_NL
+#undef GM_FIXING
     }
 }
 
@@ -431,20 +674,38 @@ __kernel void gm_ew_rows_serial(__global T* out, ulong out_off, ulong n_runs, __
     if (g >= n_runs) return;
     long pos[NIN + 1], i0;
     long iend = gm_run_start(m, (long)g, RUN_ROWS, pos, &i0);
+    GM_REDO_DECL
     long i = i0;
+#define GM_NL VW
+#define LOADV_AT(k) LOADV(GM_INPUT_AT(const T, k, pos[k] + i, VW))
+#define ELEM_AT(k, l) GM_INPUT_AT(const T, k, pos[k] + i + (l), 1)
     for (; i + VW <= iend; i += VW) {
 #define GM_PF_POS(k) (pos[k] + i)
         GM_PREFETCH_INPUTS(i)
 #undef GM_PF_POS
-#define LOADV_AT(k) LOADV(GM_INPUT_AT(const T, k, pos[k] + i, VW))
-#define ELEM_AT(k, l) GM_INPUT_AT(const T, k, pos[k] + i + (l), 1)
+#define GM_FIXING 0
         RESV r;
         GM_COMPUTE(r)
         STOREV(r, GM_AT(NIN, T, out, (long)out_off + pos[NIN] + i, VW));
+#undef GM_FIXING
+    }
+#if GM_REDO
+    if (any(redo_)) {
+        for (long i = i0; i + VW <= iend; i += VW) {
+#define GM_FIXING 1
+            RESV r;
+            GM_COMPUTE(r)
+            STOREV(r, GM_AT(NIN, T, out, (long)out_off + pos[NIN] + i, VW));
+#undef GM_FIXING
+        }
+    }
+#endif
 #undef LOADV_AT
 #undef ELEM_AT
-    }
+#undef GM_NL
+#define GM_FIXING 1
     for (; i < iend; ++i) {
+#define GM_NL 1
 #define LOADV_AT(k) ((CTV)(LOAD1(GM_INPUT_AT(const T, k, pos[k] + i, 1))))
 #define ELEM_AT(k, l) GM_INPUT_AT(const T, k, pos[k] + i, 1)
         RESV r;
@@ -452,6 +713,8 @@ __kernel void gm_ew_rows_serial(__global T* out, ulong out_off, ulong n_runs, __
         STORE1(r.s0, GM_AT(NIN, T, out, (long)out_off + pos[NIN] + i, 1));
 #undef LOADV_AT
 #undef ELEM_AT
+#undef GM_NL
     }
+#undef GM_FIXING
 }
 #endif  // GM_CPU_SHAPE

@@ -190,7 +190,7 @@ def test_nary_mean(device, dt, n):
         vals = [x[idx] for x in xs]
         if dt.is_float:
             want = oracle.round_fraction(sum(oracle.exact(v) for v in vals) / n, NP[dt])
-            assert oracle.ulp_distance(got[idx], want, NP[dt]) <= 1, (idx, got[idx], want)
+            assert oracle.equal_bits(got[idx], NP[dt](want)), (idx, got[idx], want)   # correctly rounded
         else:
             s = sum(int(v) for v in vals)
             assert got[idx] == abs(s) // n * (1 if s >= 0 else -1)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -157,14 +158,13 @@ def common_macros(plan: planning.ElementwisePlan, fp64: bool) -> dict:
     nary_wide = 0
     if nary and dt in WIDE_64:
         nary_wide = 2 if dt == D.FLOAT64 else 1
-    elif nary and dt == D.BFLOAT16 and not fp64:
-        nary_wide = 3
     acc_t = ("double" if fp64 else "float") if nary_float else spell(ct)
     if nary_wide:
         acc_t = {1: "ulong", 2: "gm_dd4", 3: "gm_ff4"}[nary_wide]
     idx32 = index_is_32bit(plan)
     arith = not plan.bit_copy
-    return {"OP": OP_CODE[plan.op], "NIN": plan.n_inputs, "NDIM": plan.ndim,
+    cr = nary_rounding(plan, fp64)
+    return {**cr, "OP": OP_CODE[plan.op], "NIN": plan.n_inputs, "NDIM": plan.ndim,
             "IS_FLOAT": int(dt.is_float and arith), "HAS_SCALE_BIAS": int(plan.has_scale_bias),
             "WIDE_COMPUTE": int(dt == D.FLOAT16 and arith), "ACC_DOUBLE": int(nary_float and fp64),
             "IS_BF16": int(dt == D.BFLOAT16 and arith), "NARY_WIDE": nary_wide, "GM_BF16_NOFP64": int(nary_wide == 3),
@@ -174,6 +174,32 @@ def common_macros(plan: planning.ElementwisePlan, fp64: bool) -> dict:
             "CT": spell(ct), "ACC_T": acc_t,
             "IDX32": int(idx32), "IDX": "uint" if idx32 else "ulong", "ST": "ulong" if _wide_strides(plan) else "uint",
             "DIMS_BYTES": dims_struct(plan).itemsize}
+
+
+NARY_FMT = {D.FLOAT32: (1, 24), D.BFLOAT16: (2, 8), D.FLOAT16: (3, 11)}
+
+
+def nary_rounding(plan: planning.ElementwisePlan, fp64: bool) -> dict:
+    """How the float n-ary mean is rounded correctly (elementwise.cl, above GM_XACC): NARY_CR 0 for
+    FLOAT16 with fp64 (its FLOAT64 sum is exact), 1 for FLOAT32 and BFLOAT16 with fp64 (the FLOAT64
+    sum where the inputs' exponents prove it exact, decided exactly; the superaccumulator otherwise),
+    2 (FLOAT32, BFLOAT16) and 3 (FLOAT16) without fp64: the superaccumulator for every element.
+    NARY_EXP_OK: exponents at most 53 - p - ceil(log2 k) apart make any FLOAT64 sum of the k inputs
+    exact; that plus one, shifted into the exponent field."""
+    if plan.op != KernelOp.NARY_MEAN or plan.dtype not in NARY_FMT:
+        return {}
+    code, p = NARY_FMT[plan.dtype]
+    if plan.dtype == D.FLOAT16:
+        return {} if fp64 else {"NARY_CR": 3, "NARY_FMT": code}
+    c = (plan.n_inputs - 1).bit_length()
+    return {"NARY_CR": 1 if fp64 else 2, "NARY_FMT": code, "NARY_EXP_OK": (54 - p - c) << 23}
+
+
+def reciprocal_f32(k: int) -> float:
+    """1/k rounded to nearest float32 (numpy's float32(1/k) rounds twice, through float64)."""
+    f = np.float32(1.0 / k)
+    cands = [f, np.nextafter(f, np.float32(0)), np.nextafter(f, np.float32(1))]
+    return float(min(cands, key=lambda c: abs(Fraction(float(c)) - Fraction(1, k))))
 
 
 def gpu_macros(plan: planning.ElementwisePlan, api: str, fp64: bool, offsets_in_buffer: bool = False,
@@ -213,9 +239,13 @@ def gpu_macros(plan: planning.ElementwisePlan, api: str, fp64: bool, offsets_in_
 def cpu_vector_width(plan: planning.ElementwisePlan) -> int:
     """Lanes of the CPU shape's compute vector: 16 for FLOAT16 arithmetic (PoCL converts a
     vload_half16 at the copy kernel's speed, a vload_half4 at 0.75-0.95x of it) and BFLOAT16 (its
-    rounding on 16 lanes: about 1.3x of 4 lanes' mean on PoCL, 3x for the n-ary mean), otherwise 4."""
+    rounding on 16 lanes: about 1.3x of 4 lanes' mean on PoCL, 3x for the n-ary mean) and the FLOAT32
+    n-ary mean (its exactness test in 16 lanes: PoCL then uses 512-bit registers, and the correctly
+    rounded mean runs at the speed of 4 lanes' plain one; on 4 lanes, about 0.5x), otherwise 4."""
     converts = plan.op in (KernelOp.MEAN, KernelOp.ADD, KernelOp.NARY_MEAN) or \
         (plan.op == KernelOp.IDENTITY and plan.has_scale_bias)
+    if plan.op == KernelOp.NARY_MEAN and plan.dtype == D.FLOAT32:
+        return 16
     return 16 if plan.dtype in (D.FLOAT16, D.BFLOAT16) and converts else 4
 
 
@@ -239,13 +269,13 @@ def cpu_macros(plan: planning.ElementwisePlan, fp64: bool, offsets_in_buffer: bo
                   "LOAD1(p)": "vload_half(0, p)", "STORE1(s, p)": "vstore_half_rte(s, 0, p)"})
     elif dt == D.BFLOAT16:
         t = "ushort"
-        wide = m["ACC_DOUBLE"] and plan.op == KernelOp.NARY_MEAN
+        wide = m["ACC_DOUBLE"] and plan.op == KernelOp.NARY_MEAN and not m.get("NARY_CR")
         m.update({"LOADV(p)": f"as_float{vw}(convert_uint{vw}(vload{vw}(0, p)) << 16)",
                   "STOREV(v, p)": f"GM_VSTORE_BF16({vw}, gm_float{vw}_to_bf16(v), p)",     # doubles: below
                   "LOAD1(p)": "gm_bf16_to_float(*(p))",
                   "STORE1(s, p)": f"(*(p) = gm_{'double' if wide else 'float'}_to_bf16(s))"})
     elif dt.is_float:
-        m.update({"LOADV(p)": "vload4(0, p)", "STOREV(v, p)": f"vstore4(convert_{t}4(v), 0, p)",
+        m.update({"LOADV(p)": f"vload{vw}(0, p)", "STOREV(v, p)": f"vstore{vw}(convert_{t}{vw}(v), 0, p)",
                   "LOAD1(p)": "(*(p))", "STORE1(s, p)": f"(*(p) = ({t})(s))"})
     elif plan.op in (KernelOp.MEAN, KernelOp.NARY_MEAN):
         m.update({"LOADV(p)": f"convert_{c}4(vload4(0, p))", "STOREV(v, p)": f"vstore4(convert_{t}4(v), 0, p)",
@@ -256,7 +286,21 @@ def cpu_macros(plan: planning.ElementwisePlan, fp64: bool, offsets_in_buffer: bo
                   "STOREV(v, p)": f"vstore4(as_{t}4(convert_{u}4(v)), 0, p)",
                   "LOAD1(p)": f"(({c})(*(p)))", "STORE1(s, p)": f"(*(p) = as_{t}(convert_{u}(s)))"})
     acc = m["ACC_T"]
-    if plan.op == KernelOp.NARY_MEAN and dt.is_float and not m["NARY_WIDE"]:
+    if plan.op == KernelOp.NARY_MEAN and dt == D.FLOAT16:
+        # the FLOAT32 sum proved exact by the exponents, with or without fp64 (elementwise.cl: NARY_CR 4)
+        log_k = (plan.n_inputs - 1).bit_length()
+        m.update({"NARY_CR": 4, "NARY_FMT": 3, "NARY_EXP_OK": (25 - 11 - log_k) << 23,
+                  "GM_RCP": f"{reciprocal_f32(plan.n_inputs).hex()}f", "ACC_T": "float", "ACC_DOUBLE": 0,
+                  "ACCV": f"float{vw}", "TO_ACCV(v)": "(v)", "GM_ODD_FLOAT(v)": half_through_odd("(v)", vw)})
+    elif m.get("NARY_CR") == 1:
+        # results come out as floats holding the rounded values: the stores above are exact
+        m.update({"ACCV": f"double{vw}", "TO_ACCV(v)": f"convert_double{vw}(v)"})
+        # GM_NARROWV: the quotients rounded once to the format (BFLOAT16 through float rounded to odd)
+        m["GM_NARROWV(v)"] = (f"as_float{vw}(convert_uint{vw}(gm_float{vw}_to_bf16({half_through_odd('(v)', vw)}))"
+                              " << 16)") if dt == D.BFLOAT16 else f"convert_float{vw}(v)"
+        # GM_ODDV: 1 in the lanes whose value (in the format) has an odd last bit
+        m["GM_ODDV(v)"] = f"((as_int{vw}(v) >> 16) & 1)" if dt == D.BFLOAT16 else f"(as_int{vw}(v) & 1)"
+    elif plan.op == KernelOp.NARY_MEAN and dt.is_float and not m["NARY_WIDE"]:
         m.update({"ACCV": f"{acc}{vw}", "TO_ACCV(v)": f"convert_{acc}{vw}(v)"})
         if dt == D.FLOAT16 and acc == "double":
             # through float rounded to odd: one rounding to half, at PoCL's float speed

@@ -34,8 +34,9 @@ DIALECT = {"opencl": ("opencl_kernels", "dialect.h"), "cuda": ("cuda_kernels", "
 COMMON = "common.h"
 
 
-# headers a kernel file needs after common.h (the reductions: exact.h's superaccumulator, issue 22)
-HEADERS = {"reduce.cl": ("exact.h",)}
+# headers a kernel file needs after common.h: exact.h's superaccumulator, the correctly rounded
+# means' exact path (issue 22), for both families
+HEADERS = {"reduce.cl": ("exact.h",), "elementwise.cl": ("exact.h",)}
 
 
 def kernel_text(api: str, filename: str, macros: dict) -> str:
