@@ -287,6 +287,10 @@ def test_reduce_sum_validation():
         cpu.create_operator(gm.ext.ReduceSumDesc(i64, T(D.INT64, o), (1,), T(D.UINT64, (1, 2))))
     with pytest.raises(gm.InvalidArgumentError, match="the sum of a BFLOAT16 InputTensor is FLOAT64"):
         cpu.create_operator(gm.ext.ReduceSumDesc(T(D.BFLOAT16, (2, 3)), T(D.INT64, o), (1,)))
+    # an input type the operator does not take, with a low word given: the type table's error, not a
+    # KeyError from the wide-sum tables (found by the fuzzer)
+    with pytest.raises(gm.InvalidArgumentError, match="InputTensor has data type UINT16"):
+        cpu.create_operator(gm.ext.ReduceSumDesc(T(D.UINT16, (2, 3)), T(D.UINT64, o), (1,), T(D.UINT64, o)))
 
 
 # --- descriptors and refusals -------------------------------------------------------------------------

@@ -145,7 +145,7 @@ class ReduceSumDesc(ReduceLike):
                 fail(self.name, f"OutputLowTensor is missing; the sum of a {inp.data_type.name} InputTensor takes "
                                 f"128 bits: a high word (OutputTensor, {tables.WIDE_SUM_TYPE[inp.data_type].name}) "
                                 f"and a low word (OutputLowTensor, {low.name})")
-            if low is None and self.output_low is not None:
+            if low is None and self.output_low is not None and inp.data_type in tables.WIDE_SUM_TYPE:
                 fail(self.name, f"OutputLowTensor is given, but the sum of a {inp.data_type.name} InputTensor is one "
                                 f"{tables.WIDE_SUM_TYPE[inp.data_type].name} tensor; leave output_low None")
         super().validate(level)
