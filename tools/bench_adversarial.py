@@ -20,7 +20,6 @@ from statistics import median
 import numpy as np
 
 import gpu_mean as gm
-from gpu_mean.runtime.objects import BufferBinding
 from gpu_mean.tools import profiler
 
 
@@ -38,31 +37,7 @@ def data(kind: str, shape, npdt, rng) -> np.ndarray:
 
 
 def prepare(dev, case, x: np.ndarray):
-    desc = case.desc()
-    cop = dev.compile_operator(dev.create_operator(desc))
-    init = dev.create_operator_initializer([cop])
-    rec = dev.create_command_recorder()
-    cl0 = dev.create_command_list()
-    rec.record_dispatch(cl0, init, dev.create_binding_table(init))
-    dev.execute_command_lists([cl0])
-    t = desc.input_tensors()[0]
-    b = dev.create_buffer(t.total_size_in_bytes)
-    b.write(np.ascontiguousarray(x).reshape(-1))
-    o = desc.output_tensors()[0]
-    ob = dev.create_buffer(o.total_size_in_bytes)
-    table = dev.create_binding_table(cop)
-    table.bind_inputs([BufferBinding(b, 0, t.total_size_in_bytes)])
-    table.bind_outputs([BufferBinding(ob, 0, o.total_size_in_bytes)])
-    if cop.binding_properties.temporary_resource_size:
-        size = cop.binding_properties.temporary_resource_size
-        table.bind_temporary_resource(BufferBinding(dev.create_buffer(size), 0, size))
-    cl = dev.create_command_list()
-    rec.record_dispatch(cl, cop, table)
-
-    def go():
-        dev.execute_command_lists([cl])
-        dev.synchronize()
-    return go
+    return profiler.prepare_device(dev, case, [x])
 
 
 def main() -> int:

@@ -30,9 +30,8 @@ import platform
 import numpy as np
 
 import gpu_mean as gm
-from gpu_mean.runtime.objects import BufferBinding
 from gpu_mean.tools.cases import Case, op_for
-from gpu_mean.tools.profiler import PAUSE_S, measure
+from gpu_mean.tools.profiler import PAUSE_S, measure, prepare_device
 
 D = gm.DataType
 TYPES = (D.BFLOAT16, D.FLOAT16, D.FLOAT64)
@@ -56,32 +55,7 @@ def make_case(family, dt, shape, axes, inputs) -> Case:
 
 def ours(dev, case: Case, xs):
     """gpu_mean on ``dev``: descriptors, buffers and one recorded command list, run and waited for."""
-    desc = case.desc()
-    cop = dev.compile_operator(dev.create_operator(desc))
-    init = dev.create_operator_initializer([cop])
-    rec = dev.create_command_recorder()
-    cl0 = dev.create_command_list()
-    rec.record_dispatch(cl0, init, dev.create_binding_table(init))
-    dev.execute_command_lists([cl0])
-    ins = []
-    for t, x in zip(desc.input_tensors(), xs):
-        b = dev.create_buffer(t.total_size_in_bytes)
-        b.write(np.ascontiguousarray(x).reshape(-1).view(np.uint8))
-        ins.append(BufferBinding(b, 0, t.total_size_in_bytes))
-    o = desc.output_tensors()[0]
-    table = dev.create_binding_table(cop)
-    table.bind_inputs(ins)
-    table.bind_outputs([BufferBinding(dev.create_buffer(o.total_size_in_bytes), 0, o.total_size_in_bytes)])
-    tmp = cop.binding_properties.temporary_resource_size
-    if tmp:
-        table.bind_temporary_resource(BufferBinding(dev.create_buffer(tmp)))
-    cl = dev.create_command_list()
-    rec.record_dispatch(cl, cop, table)
-
-    def go():
-        dev.execute_command_lists([cl])
-        dev.synchronize()
-    return go
+    return prepare_device(dev, case, xs)
 
 
 def ort(family, dt, xs, axes):

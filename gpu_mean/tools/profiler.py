@@ -86,8 +86,9 @@ def cases(shape, ops=None, dtypes=(F32, F16), axes=None) -> list[Case]:
     return [c for c in out if not ops or c.family in ops or c.op == "identity"]
 
 
-def prepare_device(dev, case: Case):
-    """A callable that runs ``case`` once on ``dev`` and waits: descriptors, buffers, list recorded once."""
+def prepare_device(dev, case: Case, data=None):
+    """A callable that runs ``case`` once on ``dev`` and waits: descriptors, buffers, list recorded once.
+    ``data``: one array per input (any shape, the input's element count and type), else all ones."""
     desc = case.desc()
     cop = dev.compile_operator(dev.create_operator(desc))
     init = dev.create_operator_initializer([cop])
@@ -96,9 +97,10 @@ def prepare_device(dev, case: Case):
     rec.record_dispatch(cl0, init, dev.create_binding_table(init))
     dev.execute_command_lists([cl0])
     ins = []
-    for t in desc.input_tensors():
+    for k, t in enumerate(desc.input_tensors()):
         b = dev.create_buffer(t.total_size_in_bytes)
-        b.write(np.ones(t.total_size_in_bytes // t.numpy_dtype.itemsize, t.numpy_dtype))
+        x = np.ones(t.total_size_in_bytes // t.numpy_dtype.itemsize, t.numpy_dtype) if data is None else data[k]
+        b.write(np.ascontiguousarray(x).reshape(-1).view(np.uint8))
         ins.append(BufferBinding(b, 0, t.total_size_in_bytes))
     o = desc.output_tensors()[0]
     ob = dev.create_buffer(o.total_size_in_bytes)
