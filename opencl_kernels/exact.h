@@ -54,6 +54,7 @@
 
 #define GM_XK_F 10      // limbs of a FLOAT32 / BFLOAT16 accumulator
 #define GM_XK_H 3       // limbs of a FLOAT16 accumulator
+#define GM_XK_D 68      // limbs of a FLOAT64 accumulator (stage 3: 2046 + 53 bits for the range, the rest for the count)
 
 // flags beside the limbs
 #define GM_XF_NAN 1u
@@ -69,6 +70,7 @@
 
 typedef struct { long d[GM_XK_F]; uint flags; } gm_xacc_f;     // FLOAT32 and BFLOAT16 values
 typedef struct { long d[GM_XK_H]; uint flags; } gm_xacc_h;     // FLOAT16 values
+typedef struct { long d[GM_XK_D]; uint flags; } gm_xacc_d;     // FLOAT64 values (stage 3; bits: no double)
 
 // -- limbs, any count K (a compile-time constant at every call: the loops unroll) ----------------
 
@@ -106,8 +108,8 @@ GM_INLINE void gm_xlimbs_merge(long* d, const long* e, const int K) {
 
 // The magnitude bits of (total * 2^unit / n) rounded to nearest even in the format (p, ebits, shift0):
 // normalizes and may negate the limbs; *negative receives the total's sign. Infinity past the range.
-GM_INLINE uint gm_xlimbs_round(long* d, const int K, uint n, const int p, const int ebits, const int shift0,
-                               int* negative) {
+GM_INLINE ulong gm_xlimbs_round64(long* d, const int K, uint n, const int p, const int ebits, const int shift0,
+                                  int* negative) {
     gm_xlimbs_normalize(d, K);
     const int neg = d[K - 1] < 0;
     *negative = neg;
@@ -170,7 +172,13 @@ GM_INLINE uint gm_xlimbs_round(long* d, const int K, uint n, const int p, const 
     // carries the hidden bit: the sum is the bits, a rounding carry moving into the exponent
     const ulong bits = ((ulong)(L - shift0) << (p - 1)) + m + up;
     const ulong inf_bits = (((ulong)1 << ebits) - 1) << (p - 1);
-    return (uint)(bits >= inf_bits ? inf_bits : bits);
+    return bits >= inf_bits ? inf_bits : bits;
+}
+
+// the narrow formats' magnitude bits (at most 31 bits)
+GM_INLINE uint gm_xlimbs_round(long* d, const int K, uint n, const int p, const int ebits, const int shift0,
+                               int* negative) {
+    return (uint)gm_xlimbs_round64(d, K, n, p, ebits, shift0, negative);
 }
 
 // the result's bits from the rounded magnitude and the flags (NaN: the format's quiet NaN)
@@ -253,6 +261,60 @@ GM_INLINE ushort gm_xacc_h_mean(gm_xacc_h* a, uint n) {
     return (ushort)gm_xresult(mag, neg, a->flags, 11, 5);
 }
 
+// -- FLOAT64 values (stage 3; their bits in a ulong) -----------------------------------------------
+// 68 limbs are too many for registers: a value's three 32-bit digits go to limbs s / 32 .. s / 32 + 2 by
+// a dynamic index (on CUDA the array lives in local memory, "stack": only the exact pass uses it);
+// normalizing, merging and the division loop over the limbs with compile-time indices as above.
+// The unit is FLOAT64's smallest subnormal 2^-1074: a value is its 53-bit significand m shifted left
+// by s = max(biased exponent, 1) - 1 (at most 2045), cut as (m mod 2^32) << (s mod 32) (at most 63
+// bits) and (m >> 32) << (s mod 32) (at most 52 bits), whose sum has three 32-bit digits.
+
+GM_INLINE void gm_xacc_d_init(gm_xacc_d* a) { gm_xlimbs_clear(a->d, GM_XK_D); a->flags = 0; }
+
+GM_INLINE void gm_xacc_d_add_bits(gm_xacc_d* a, ulong u) {
+    const uint e = (uint)(u >> 52) & 0x7FFu;
+    const ulong f = u & 0xFFFFFFFFFFFFFul;
+    if (e == 0x7FFu) {
+        a->flags |= f ? GM_XF_NAN : ((u >> 63) ? GM_XF_NINF : GM_XF_PINF);
+        return;
+    }
+    a->flags |= (u != 0x8000000000000000ul) ? GM_XF_NOT_NEG0 : 0u;
+    const ulong mant = e ? (f | 0x10000000000000ul) : f;
+    const int s = (int)max(e, 1u) - 1, sh = s & 31, k = s >> 5;
+    const ulong lo = (mant & 0xFFFFFFFFul) << sh, hi = (mant >> 32) << sh;
+    const ulong d1 = (lo >> 32) + (hi & 0xFFFFFFFFul);      // below 2^33
+    long v0 = (long)(lo & 0xFFFFFFFFul), v1 = (long)d1, v2 = (long)(hi >> 32);
+    if (u >> 63) { v0 = -v0; v1 = -v1; v2 = -v2; }
+    a->d[k] += v0;
+    a->d[k + 1] += v1;
+    a->d[k + 2] += v2;
+}
+
+#if GM_CUDA || USE_FP64
+GM_INLINE void gm_xacc_d_add(gm_xacc_d* a, double x) { gm_xacc_d_add_bits(a, as_ulong(x)); }
+#endif
+
+GM_INLINE void gm_xacc_d_merge(gm_xacc_d* a, const gm_xacc_d* b) {
+    gm_xlimbs_merge(a->d, b->d, GM_XK_D);
+    a->flags |= b->flags;
+}
+
+// every 2^24 deposits at least (a limb takes a digit below 2^33 per value)
+GM_INLINE void gm_xacc_d_normalize(gm_xacc_d* a) { gm_xlimbs_normalize(a->d, GM_XK_D); }
+
+// the correctly rounded mean of the n values added, as FLOAT64 bits (the accumulator is consumed)
+GM_INLINE ulong gm_xacc_d_mean(gm_xacc_d* a, uint n) {
+    int neg;
+    const ulong mag = gm_xlimbs_round64(a->d, GM_XK_D, n, 53, 11, 0, &neg);
+    const ulong sign = 0x8000000000000000ul, inf_bits = 0x7FF0000000000000ul;
+    const uint flags = a->flags;
+    if ((flags & GM_XF_NAN) || ((flags & GM_XF_PINF) && (flags & GM_XF_NINF))) return 0x7FF8000000000000ul;
+    if (flags & GM_XF_PINF) return inf_bits;
+    if (flags & GM_XF_NINF) return sign | inf_bits;
+    if (mag == 0) return (neg || !(flags & GM_XF_NOT_NEG0)) ? sign : 0ul;
+    return neg ? (sign | mag) : mag;
+}
+
 // -- the bound test (devices with fp64) -------------------------------------------------------------
 
 #if GM_CUDA || USE_FP64
@@ -286,6 +348,33 @@ GM_INLINE int gm_settle_double_bf16(double s, double err, uint n, ushort* bits) 
     const ushort lo = gm_double_to_bf16(q - pad), hi = gm_double_to_bf16(q + pad);
     *bits = lo;
     return lo == hi && q != 0.0;
+}
+
+// Stage 3: a FLOAT64 total S within err of the double-double hi + lo (|hi| < 2^992, so nothing below
+// overflows): 1 and the FLOAT64 bits of the correctly rounded S / n in *bits when settled, else 0
+// (runtime/exact.py: settle_dd). The candidate r = (hi + lo) / n (gm_dd_div), then
+// D = S - n r: n r = p + pe exactly (fma), hi - p by TwoSum, the small rest (e1 + lo - pe) rounded
+// twice; S / n lies strictly inside r's rounding interval when D + n dn / 2 and n up / 2 - D (up,
+// dn the gaps to r's neighbours, powers of two: n times half of one is exact) both exceed err plus
+// the rounding of these few additions. A zero, subnormal or tiny r (below 2^-1000) is not
+// settled here: the exact pass decides (the zero rule, the subnormal grid).
+GM_INLINE int gm_settle_dd_f64(double hi, double lo, double err, uint n, ulong* bits) {
+    const int neg = hi < 0.0;
+    if (neg) { hi = -hi; lo = -lo; }
+    const double r = gm_dd_div(hi, lo, n);
+    *bits = as_ulong(neg ? -r : r);
+    if (!(r >= 0x1p-1000 && r < 0x1p1000) || !(err < 0x1p1000)) return 0;
+    const double nd = (double)n;
+    const ulong ur = as_ulong(r);
+    const double hup = (as_double(ur + 1) - r) * 0.5 * nd, hdn = (r - as_double(ur - 1)) * 0.5 * nd;
+    const double p = r * nd, pe = fma(r, nd, -p);
+    const double s1 = hi - p, bb = s1 - hi;
+    const double e1 = (hi - (s1 - bb)) + (-p - bb);         // TwoSum: s1 + e1 = hi - p exactly
+    const double t = (e1 + lo) - pe;
+    const double tol = err * (1.0 + 0x1p-40)
+                       + (fabs(e1) + fabs(lo) + fabs(pe) + fabs(s1) + hup + hdn + fabs(t)) * 0x1p-50;
+    const double below = (s1 + hdn) + t, above = (hup - s1) - t;
+    return below > tol && above > tol;
 }
 #endif
 

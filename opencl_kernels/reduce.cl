@@ -84,6 +84,20 @@ typedef gm_ff4 gm_acc;
 #define GM_ACC_MERGE(a, b) { gm_ff4_merge(&(a), (b)); }
 #define GM_ACC_TOTAL(a) (a)
 #define GM_ACC_FIELDS(X) X(s) X(c) X(bs) X(bc)
+#elif WIDE_FLOAT && GM_EXACT
+// FLOAT64 REDUCE AVERAGE correctly rounded (issue 22 stage 3, GM_X_D): gm_dd4's fields, hi + lo the
+// double-double of the values (GM_DD_ADD1, from -0.0: zeros alone keep IEEE's sign), bhi the largest
+// magnitude m for gm_settle's bound; a value from 2^960 on, an infinity or a NaN makes m +inf (the
+// exact pass then decides: IEEE's inf and NaN, totals past DBL_MAX), so hi + lo never overflows
+typedef gm_dd4 gm_acc;
+#define GM_ACC_ZERO(a) { (a).hi = -0.0; (a).lo = 0.0; (a).bhi = 0.0; (a).blo = 0.0; }
+#define GM_ACC_ADD(a, x) { const double x4_ = (x), ax4_ = fabs(x4_); \
+    if (ax4_ < 0x1p960) { GM_DD_ADD1((a).hi, (a).lo, x4_) (a).bhi = ax4_ > (a).bhi ? ax4_ : (a).bhi; } \
+    else (a).bhi = as_double(0x7FF0000000000000UL); }
+#define GM_ACC_MERGE(a, b) { const gm_acc b_ = (b); GM_DD_ADD2((a).hi, (a).lo, b_.hi, b_.lo) \
+    (a).bhi = b_.bhi > (a).bhi ? b_.bhi : (a).bhi; }
+#define GM_ACC_TOTAL(a) (a)
+#define GM_ACC_FIELDS(X) X(hi) X(lo) X(bhi) X(blo)
 #elif WIDE_FLOAT
 // FLOAT64: two double-doubles (common.h: gm_dd4); STORE_RESULT takes the accumulator
 typedef gm_dd4 gm_acc;
@@ -186,6 +200,22 @@ GM_INLINE int gm_settle(gm_acc a, ulong n, long depth, uint* bits) {
 #else
 #define GM_STORE_BITS(p, b) (*(p) = gm_as_float(b))
 #endif
+#elif GM_EXACT && GM_X_D
+// FLOAT64 (stage 3): the double-double's bound for any summation tree in which no value passes
+// through more than ``depth`` additions (GM_DD_ADD1 and GM_DD_ADD2 err by at most 5 u^2 of the
+// magnitudes they add; padded to 8 u^2): |s - S| <= depth 8 u^2 n m; then exact.h's
+// gm_settle_dd_f64. Zeros alone (m = 0) give the sum's own sign; m = +inf (a value from 2^960 on,
+// inf, NaN) goes to the exact pass.
+#define GM_BITS_T ulong
+GM_INLINE int gm_settle(gm_acc a, ulong n, long depth, ulong* bits) {
+    if (a.bhi == 0.0) {
+        *bits = as_ulong(a.hi / (double)n);
+        return 1;
+    }
+    const double err = (double)depth * 0x1p-103 * (double)n * a.bhi;
+    return a.bhi < 0x1p960 && gm_settle_dd_f64(a.hi, a.lo, err, (uint)n, bits);
+}
+#define GM_STORE_BITS(p, b) (*(p) = as_double(b))
 #elif GM_EXACT
 // the output type's bits of a double rounded once (infinities, NaN, zeros)
 #if GM_X_H
@@ -233,10 +263,13 @@ GM_INLINE int gm_settle(gm_acc a, ulong n, long depth, uint* bits) {
 #endif
 
 #if GM_EXACT
+#ifndef GM_BITS_T
+#define GM_BITS_T uint
+#endif
 // Store output element i (an element index into out) and its flag fi: 1 when the bound left it open.
 GM_INLINE void gm_store(gm_acc a, ulong n, __global OUT_T* out, long i, __global uchar* flag, long fi,
                         __constant const gm_rmeta* m GM_CHK_P) {
-    uint bits;
+    GM_BITS_T bits;
     const int ok = gm_settle(a, n, m->depth, &bits);
     GM_STORE_BITS(GM_AT(GM_A_OUT, OUT_T, out, i, 1), bits);
     GM_FLAG(fi) = (uchar)(ok ? 0 : 1);
@@ -296,7 +329,15 @@ GM_INLINE gm_acc gm_general_sum(__global const T* in, long base, __constant cons
 // superaccumulator (integer limbs: every finite value exactly, in any order and grouping), then
 // divided and rounded with exact.h's integer division: the correctly rounded mean, IEEE's inf and
 // NaN, -0.0 for a negative mean that rounds to zero and for an exact zero total of -0.0s alone.
-#if GM_X_H
+#if GM_X_D
+typedef gm_xacc_d gm_xacc;
+#define GM_XK GM_XK_D
+#define GM_XINIT(a) gm_xacc_d_init(a)
+#define GM_XADD(a, p) gm_xacc_d_add(a, *(p))
+#define GM_XMERGE(a, b) gm_xacc_d_merge(a, b)
+#define GM_XNORM(a) gm_xacc_d_normalize(a)
+#define GM_XMEAN(a, n) gm_xacc_d_mean(a, n)
+#elif GM_X_H
 typedef gm_xacc_h gm_xacc;
 #define GM_XK GM_XK_H
 #define GM_XINIT(a) gm_xacc_h_init(a)
@@ -353,7 +394,7 @@ GM_INLINE void gm_exact_range(gm_xacc* x, __global const T* in, long base, __con
 }
 
 GM_INLINE void gm_exact_store(gm_xacc* x, ulong n, __global OUT_T* out, long i GM_CHK_P) {
-    const uint bits = GM_XMEAN(x, (uint)n);
+    const GM_BITS_T bits = GM_XMEAN(x, (uint)n);
     GM_STORE_BITS(GM_AT(GM_A_OUT, OUT_T, out, i, 1), bits);
 }
 #endif  // GM_EXACT
@@ -651,7 +692,7 @@ GM_INLINE void gm_emit_at(gm_acc a, ulong n, __global OUT_T* out, long o, __glob
 #else
 #define GM_Z8 ((ACC8)(GM_ACC0))
 #endif
-#if GM_EXACT
+#if GM_EXACT && !GM_X_D     // (FLOAT64 keeps its largest magnitude in its own loops)
 #define GM_MAG8(r) (as_int8(r) & (int8)(0x7FFFFFFF))
 GM_INLINE ACC8 gm_in8m(__global const T* in, long i, int8* m GM_CHK_P) {
     const float8 r = RAW8(GM_AT(GM_A_IN, const T, in, i, 8));
@@ -698,10 +739,18 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
 #define GM_DD8_ADD(h, l, x) { const double8 s_ = h + (x), bb_ = s_ - h; \
     const double8 e_ = ((h - (s_ - bb_)) + ((x) - bb_)) + l; \
     h = select(s_ + e_, s_, e_ == (double8)(0.0)); l = e_ - (h - s_); }
+#if GM_EXACT
+    // stage 3: the largest magnitude of the vectors' values as an integer max of their bits without
+    // the sign (the values below 2^960 only: the others make a.bhi +inf through GM_ACC_ADD)
+    long8 mb8 = (long8)(0);
+#define GM_DD8_MAX(x) { mb8 = max(mb8, as_long8(x) & (long8)(0x7FFFFFFFFFFFFFFFL)); }
+#else
+#define GM_DD8_MAX(x)
+#endif
 #define GM_DD8_TAKE(h, l, x, at) \
     if (any(isgreaterequal(fabs(x), (double8)(0x1p960)) | isnan(x))) { \
         for (int j_ = 0; j_ < 8; ++j_) GM_ACC_ADD(a, GM_IN1((at) + j_)); \
-    } else GM_DD8_ADD(h, l, x)
+    } else { GM_DD8_ADD(h, l, x) GM_DD8_MAX(x) }
     const long i0 = i;
     for (; i + 16 <= end; i += 16) {
         GM_PREFETCH(in, b + i, PREFETCH); GM_PREFETCH(in, b + i + 8, PREFETCH);
@@ -714,6 +763,11 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
         vstore8(h8, 0, hh); vstore8(l8, 0, ll); vstore8(h8b, 0, hb); vstore8(l8b, 0, lb);
         for (int j = 0; j < 8; ++j) { GM_DD_ADD2(a.hi, a.lo, hh[j], ll[j]); GM_DD_ADD2(a.hi, a.lo, hb[j], lb[j]); }
     }
+#if GM_EXACT
+    mb8.lo = max(mb8.lo, mb8.hi);
+    mb8.s01 = max(mb8.s01, mb8.s23);
+    a.bhi = max(a.bhi, as_double(max(mb8.s0, mb8.s1)));    // +inf stays
+#endif
 #elif GM_SCALAR_ACC
     // element by element, four accumulators (the double-double adds are a dependent chain)
     gm_acc a, a1, a2, a3;
@@ -1023,6 +1077,9 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
         double8 h[COLS / 8], l[COLS / 8];
         for (int v = 0; v < COLS; ++v) GM_ACC_ZERO(acc[v]);
         for (int v = 0; v < COLS / 8; ++v) { h[v] = (double8)(-0.0); l[v] = (double8)(0.0); }
+#if GM_EXACT
+        long8 mcol = (long8)(0);
+#endif
         for (; r < rend; ++r) {
             long q = b + r * rs;
             for (int v = 0; v < COLS / 8; ++v) {
@@ -1035,13 +1092,29 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
                     vstore8(h[v], 0, hh); vstore8(l[v], 0, ll);
                     for (int j = 0; j < 8; ++j) {
                         const double xj = GM_IN1(q + 8 * v + j);
-                        if (fabs(xj) < 0x1p960) GM_DD_ADD1(hh[j], ll[j], xj)
-                        else gm_dd4_big(&acc[8 * v + j], xj);
+                        if (fabs(xj) < 0x1p960) {
+                            GM_DD_ADD1(hh[j], ll[j], xj)
+#if GM_EXACT
+                            acc[8 * v + j].bhi = max(acc[8 * v + j].bhi, fabs(xj));
+#endif
+                        } else GM_ACC_ADD(acc[8 * v + j], xj);     // gm_dd4_big (GM_EXACT: m = +inf)
                     }
                     h[v] = vload8(0, hh); l[v] = vload8(0, ll);
-                } else GM_DD8_ADD(h[v], l[v], x)
+                } else {
+                    GM_DD8_ADD(h[v], l[v], x)
+#if GM_EXACT
+                    mcol = max(mcol, as_long8(x) & (long8)(0x7FFFFFFFFFFFFFFFL));
+#endif
+                }
             }
         }
+#if GM_EXACT
+        // one largest magnitude for the COLS columns (a valid bound, looser for the smaller ones)
+        mcol.lo = max(mcol.lo, mcol.hi);
+        mcol.s01 = max(mcol.s01, mcol.s23);
+        const double mc = as_double(max(mcol.s0, mcol.s1));
+        for (int v = 0; v < COLS; ++v) acc[v].bhi = max(acc[v].bhi, mc);
+#endif
         for (int v = 0; v < COLS / 8; ++v) {
             double hh[8], ll[8];
             vstore8(h[v], 0, hh); vstore8(l[v], 0, ll);

@@ -40,6 +40,8 @@ def exact_mean(plan: planning.ReducePlan, fp64: bool) -> bool:
     float-float sum and its bound)."""
     if plan.dtype == D.FLOAT16 and fp64 and plan.n_reduce <= F16_DIRECT:
         return False
+    if plan.dtype == D.FLOAT64:     # stage 3: the double-double's bound test, gm_xacc_d (fp64 only)
+        return plan.op == KernelOp.REDUCE_MEAN and fp64 and plan.n_reduce < 1 << 32
     return plan.op == KernelOp.REDUCE_MEAN and plan.dtype in EXACT_TYPES and plan.n_reduce < 1 << 32
 
 
@@ -97,7 +99,7 @@ def type_macros(plan: planning.ReducePlan, fp64: bool, checked: bool = False) ->
         m["GM_CHECKED"] = 1
     if exact:
         m.update({"GM_EXACT": 1, "GM_FF": int(not fp64), "GM_X_H": int(dt == D.FLOAT16),
-                  "GM_X_BF16": int(dt == D.BFLOAT16)})
+                  "GM_X_BF16": int(dt == D.BFLOAT16), "GM_X_D": int(wide_float)})
     if dt == D.FLOAT16:
         m["LOAD1(p)"] = f"(({acc})vload_half(0, (p)))"
     elif dt == D.BFLOAT16:
@@ -189,6 +191,8 @@ def acc_bytes(plan: planning.ReducePlan, fp64: bool) -> int:
     """Bytes of one partial of the kernels' accumulator: the plan's, except BFLOAT16 on a device
     without fp64 (two compensated float pairs, 16 bytes, for a double's 8) and the correctly rounded
     means (the FLOAT64 sum and the largest magnitude, 16 bytes)."""
+    if plan.dtype == D.FLOAT64:
+        return plan.acc_bytes       # gm_dd4's fields in both forms (GM_EXACT: bhi holds the largest magnitude)
     return 16 if (plan.dtype == D.BFLOAT16 and not fp64) or exact_mean(plan, fp64) else plan.acc_bytes
 
 
@@ -326,7 +330,7 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
     if not exact_mean(plan, fp64):
         return ReduceVariant(m, main, tail, fin, g.n_chunks, _temporary(plan, g.n_chunks, ab), ab)
     # the stored values as floats (GM_IN8M keeps their largest magnitude before the conversion)
-    for w in (8, 16):
+    for w in (8, 16) if dt != D.FLOAT64 else ():
         m[f"RAW{w}(p)"] = {D.FLOAT32: f"vload{w}(0, (p))", D.FLOAT16: f"vload_half{w}(0, (p))",
                            D.BFLOAT16: f"as_float{w}(convert_uint{w}(vload{w}(0, (p))) << 16)"}[dt]
     if dt == D.FLOAT32 and fp64:     # eight results through one vector bound test (gm_settle8)
@@ -358,6 +362,8 @@ def _exact_variant(plan, m, main, tail, fin, n_chunks, ab, ex, per, bits, depth)
     """A GM_EXACT variant: the flags after the partials, the exact pass, the depth of the bound
     (never more than n - 1, which holds for every summation tree; 0 for a FLOAT16 sum that is exact)."""
     depth = max(0, min(plan.n_reduce - 1, depth))
+    if plan.dtype == D.FLOAT64:
+        depth = plan.n_reduce - 1   # the double-double's bound is tiny even so (8 u^2 per addition)
     if plan.dtype == D.FLOAT16 and plan.n_reduce <= F16_EXACT_SUM:
         depth = 0
     flag_bytes = _cdiv(plan.n_out, 8) if bits else plan.n_out
