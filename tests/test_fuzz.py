@@ -10,8 +10,8 @@ Property: each generated case is either
 * created, compiled and executed (in place, output bound over an identical input, where the
   operator allows it and the case asks for it), with a result equal to the CPU device's (bit-exact for
   element-wise and integer operators); a float REDUCE AVERAGE on a device held to correct rounding
-  (``correctly_rounded``: the CPU device, the OpenCL devices for FLOAT16, FLOAT32 and BFLOAT16;
-  issue 22), on data of mixed signs with zeros, infinities, NaN, +-max and subnormals, the
+  (``correctly_rounded``: the CPU device, the OpenCL devices for FLOAT16, FLOAT32, BFLOAT16 and
+  FLOAT64; issue 22), on data of mixed signs with zeros, infinities, NaN, +-max and subnormals, the
   exact oracle's bits (tests/oracle.py); the float n-ary mean the exact mean rounded once, bit for
   bit (every float type on the CPU device, FLOAT16, FLOAT32 and BFLOAT16 on the kernels); other float
   reductions (and the kernels' FLOAT64 n-ary mean) on positive data, within 1 ulp of the exact mean;
@@ -186,13 +186,13 @@ def exact_means(desc, xs, dt: D):
 def correctly_rounded(dev, desc, dt: D) -> bool:
     """Whether ``dev`` is held to the exact mean rounded once for this reduction (issue 22: the CPU
     device for every float type, the OpenCL kernels, with and without fp64, for FLOAT16, FLOAT32 and
-    BFLOAT16)."""
+    BFLOAT16, and with fp64 for FLOAT64, stage 3)."""
     if not isinstance(desc, (gm.ReduceDesc, gm.ext.ReduceMeanDesc)) or not dt.is_float:
         return False
     info = dev.info
     if info.backend == "cpu":
         return True
-    return info.backend == "opencl" and dt in (D.FLOAT16, D.FLOAT32, D.BFLOAT16)
+    return info.backend == "opencl" and dt in (D.FLOAT16, D.FLOAT32, D.BFLOAT16, D.FLOAT64)
 
 
 def exact_bits(desc, xs, dt: D) -> np.ndarray:
