@@ -17,7 +17,7 @@ from test_correct_rounding import BF16, nonfinite_rows, rows_of
 from gpu_mean.backends.kernels import kernel_source
 from gpu_mean.backends.typespell import header
 
-F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
+F32, F16, F64 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.float64)
 FLT_MAX = float(np.finfo(np.float32).max)
 
 # Each row of x: the first `cut` values go to one accumulator, the rest to another, merged in reverse
@@ -119,6 +119,45 @@ __kernel void gm_test_settle_f16(__global const ushort* x, const uint ncols, __g
         gm_xacc_h_init(&a);
         for (uint i = 0; i < ncols; i++) gm_xacc_h_add(&a, x[row * ncols + i]);
         bits = gm_xacc_h_mean(&a, ncols);
+    }
+    out[row] = bits;
+    settled[row] = ok;
+}
+
+// stage 3: FLOAT64 values in gm_xacc_d (68 limbs), two accumulators merged as in the f32 kernel
+__kernel void gm_test_exact_f64(__global const ulong* x, const uint ncols, const uint cut,
+                                __global const uint* ns, __global ulong* out) {
+    const size_t row = get_global_id(0);
+    gm_xacc_d a, b;
+    gm_xacc_d_init(&a);
+    gm_xacc_d_init(&b);
+    for (uint i = 0; i < ncols; i++) {
+        if (i < cut) gm_xacc_d_add_bits(&a, x[row * ncols + i]);
+        else gm_xacc_d_add_bits(&b, x[row * ncols + i]);
+    }
+    gm_xacc_d_merge(&b, &a);
+    out[row] = gm_xacc_d_mean(&b, ns[row]);
+}
+
+// stage 3: the FLOAT64 fast path as reduce.cl's (a double-double sum by GM_DD_ADD1, max|x|, the bound
+// of n - 1 additions at 8 u^2 each, gm_settle_dd_f64); else the exact path
+__kernel void gm_test_settle_f64(__global const ulong* x, const uint ncols, __global ulong* out,
+                                 __global uint* settled) {
+    const size_t row = get_global_id(0);
+    double h = -0.0, l = 0.0, m = 0.0;
+    for (uint i = 0; i < ncols; i++) {
+        const double v = as_double(x[row * ncols + i]);
+        GM_DD_ADD1(h, l, v)
+        m = fmax(m, fabs(v));
+    }
+    ulong bits = 0;
+    const double err = (double)(ncols - 1) * 0x1p-103 * (double)ncols * m;
+    const int ok = m < 0x1p960 && gm_settle_dd_f64(h, l, err, ncols, &bits);
+    if (!ok) {
+        gm_xacc_d a;
+        gm_xacc_d_init(&a);
+        for (uint i = 0; i < ncols; i++) gm_xacc_d_add_bits(&a, x[row * ncols + i]);
+        bits = gm_xacc_d_mean(&a, ncols);
     }
     out[row] = bits;
     settled[row] = ok;
@@ -268,6 +307,68 @@ def test_bound_settles_normal_data_and_defers_the_rest(pocl, dt):
         assert settled[200 + names.index(name)] == 0, name
 
 
+def _fp64(pocl):
+    if not pocl[1].fp64:
+        pytest.skip("FLOAT64 needs fp64")
+
+
+@pytest.mark.parametrize("ncols", [1, 6, 96, 1000])
+def test_float64_superaccumulator(pocl, ncols):
+    """Stage 3: gm_xacc_d (68 limbs) against the oracle: +-DBL_MAX cancelling rows, the whole exponent
+    range, subnormals, exact ties, zeros, inf and NaN, merged from two accumulators."""
+    _fp64(pocl)
+    rng = np.random.default_rng(300 + ncols)
+    x = matrix({**rows_of(F64, rng), **nonfinite_rows(F64)}, ncols, F64)
+    ns = np.full(x.shape[0], ncols)
+    for cut in {0, ncols // 3, ncols}:
+        (got,) = _run(pocl, "gm_test_exact_f64", x.view(np.uint64), ns, [np.uint64], (np.uint32(cut),))
+        check(got.view(F64), expected(x, ns, F64), x, f"float64, {ncols} values, cut {cut}")
+
+
+def test_float64_division_across_the_range(pocl):
+    """gm_xacc_d's division by any n < 2^32: quotients across the range, subnormal ones, ties, and
+    totals past DBL_MAX divided by a small n (inf)."""
+    _fp64(pocl)
+    rng = np.random.default_rng(19)
+    rows, ns = [], []
+    dmax = float(np.finfo(F64).max)
+    for _ in range(300):
+        e = rng.integers(-1074, 1024, 4)
+        rows.append(np.minimum(rng.uniform(1, 2, 4) * np.ldexp(1.0, e), dmax) * rng.choice([-1, 1], 4))
+        ns.append(int(rng.integers(1, 1 << int(rng.integers(1, 33)))))
+    for v, n in ((dmax, 1), (dmax, 3), (dmax, 4), (2.0 ** -1074, 2), (3 * 2.0 ** -1074, 8),
+                 (2.0 ** -1022, 2 ** 31), (1.0, 4294967295), (-dmax, 2)):
+        rows.append(np.array([v, v, v, v]))
+        ns.append(n)
+    x = np.stack(rows).astype(F64)
+    (got,) = _run(pocl, "gm_test_exact_f64", x.view(np.uint64), ns, [np.uint64], (np.uint32(2),))
+    check(got.view(F64), expected(x, ns, F64), x, "float64 division")
+    assert got.view(F64)[-8] == np.inf and got.view(F64)[-1] == -np.inf and got.view(F64)[-6] == dmax
+
+
+@pytest.mark.parametrize("n", [2, 7, 1000, 20000])
+def test_float64_bound_settles_normal_data(pocl, n):
+    """Stage 3's FLOAT64 fast path: the oracle's bits either way; normal and mixed-scale rows settle
+    from the double-double sum; exact ties, zeros and the +-DBL_MAX cancelling rows go exact."""
+    _fp64(pocl)
+    rng = np.random.default_rng(51 + n)
+    normal = np.stack([rng.standard_normal(n) * 10.0 ** rng.integers(-200, 200) for _ in range(150)])
+    rows = rows_of(F64, rng)
+    x = np.concatenate([normal, matrix(rows, n, F64)]).astype(F64)
+    got, settled = _run(pocl, "gm_test_settle_f64", x.view(np.uint64), None, [np.uint64, np.uint32])
+    check(got.view(F64), expected(x, np.full(x.shape[0], n), F64), x, f"float64, {n} values")
+    assert settled[:150].mean() > (0.5 if n == 2 else 0.97), settled[:150].mean()
+    if n == 2:      # the mean of two values is often a midpoint (a sum of 54 bits): those alone go exact
+        for r in np.flatnonzero(settled[:150] == 0):
+            mean = (Fraction(float(x[r, 0])) + Fraction(float(x[r, 1]))) / 2
+            near = float(mean)
+            gap = Fraction(float(np.nextafter(near, np.inf))) - Fraction(near)
+            assert abs(mean - Fraction(near)) * 2 == gap, f"row {r} is no tie: {x[r]!r}"
+    names = list(rows)
+    for name in ("max_cancelling", "all_negative_zero") + (("tie",) if n % 8 == 0 else ()):
+        assert settled[150 + names.index(name)] == 0, name
+
+
 @pytest.mark.parametrize("n", [7, 1000, 5000])
 def test_float_only_bound_settles_normal_data(pocl, n):
     """The no-fp64 fast path (float-float sum, no double, the float division only as a first guess):
@@ -308,9 +409,11 @@ def test_nvrtc_compiles_without_spills_or_ftz(capsys):
     out = rtc.compile(program_text("cuda", True), opts, "exact_test.cu")
     res = _nvrtc_resources(out.log)
     kernels = ["gm_test_exact_f32", "gm_test_exact_bf16", "gm_test_exact_f16", "gm_test_settle_f32",
-               "gm_test_settle_f16", "gm_test_settle_ff_f32"]
+               "gm_test_settle_f16", "gm_test_settle_ff_f32", "gm_test_exact_f64", "gm_test_settle_f64"]
     assert sorted(res) == sorted(kernels), out.log
     for k, (_, stack, spill) in res.items():
+        if k.endswith("_f64"):
+            continue    # stage 3: gm_xacc_d's 68 limbs, indexed at run time, live in local memory (stack)
         assert stack == 0 and spill == 0, f"{k}: {stack} B stack, {spill} B spilled"
         assert ".local" not in out.ptx.split(f".entry {k}(")[1].split(".entry ")[0], f"{k} uses local memory"
     assert not f32_ftz_lines(out.ptx)
