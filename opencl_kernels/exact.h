@@ -361,10 +361,22 @@ GM_INLINE int gm_settle_double_bf16(double s, double err, uint n, ushort* bits) 
 GM_INLINE int gm_settle_dd_f64(double hi, double lo, double err, uint n, ulong* bits) {
     const int neg = hi < 0.0;
     if (neg) { hi = -hi; lo = -lo; }
+    // the common case first, one division: q = hi / n and D = S - n q as gm_dd_div forms it (hi - p
+    // is exact by Sterbenz; the two other additions round, padded below); q is the result when |D|
+    // plus the error stays below n times half the smaller gap beside q
+    const double nd = (double)n, q = hi / nd;
+    const double p0 = q * nd, pe0 = fma(q, nd, -p0), hp = hi - p0;
+    const double d0 = (hp - pe0) + lo;
+    const double g0 = (q - as_double(as_ulong(q) - 1)) * 0.5 * nd;
+    if (q >= 0x1p-1000 && q < 0x1p1000 && err < 0x1p1000
+        && fabs(d0) + err * (1.0 + 0x1p-40) + (fabs(hp) + fabs(pe0) + fabs(lo)) * 0x1p-50 < g0) {
+        *bits = as_ulong(neg ? -q : q);
+        return 1;
+    }
+    // else the candidate corrected once, and both sides decided apart
     const double r = gm_dd_div(hi, lo, n);
     *bits = as_ulong(neg ? -r : r);
     if (!(r >= 0x1p-1000 && r < 0x1p1000) || !(err < 0x1p1000)) return 0;
-    const double nd = (double)n;
     const ulong ur = as_ulong(r);
     const double hup = (as_double(ur + 1) - r) * 0.5 * nd, hdn = (r - as_double(ur - 1)) * 0.5 * nd;
     const double p = r * nd, pe = fma(r, nd, -p);

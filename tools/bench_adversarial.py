@@ -1,7 +1,7 @@
 """The cost of correct rounding's exact pass: each reduction class of the profiler on three kinds of
 data, in one process, interleaved round by round (issue 22; docs/results/2026-11-24-correct-rounding-kernels-pocl.md).
 
-    python tools/bench_adversarial.py --device opencl --mb 32 --rounds 5 --repeat 5
+    python tools/bench_adversarial.py --device opencl --mb 32 --rounds 5 --repeat 5 [--dtypes FLOAT64]
 
 - ones: the profiler's data (every output settled by the bound test in the main pass);
 - normal: random normal values (nearly every output settled; FLOAT16 rows past 2^11 values leave
@@ -47,6 +47,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="R", help="the classes whose name contains this text")
+    ap.add_argument("--dtypes", default="FLOAT32,FLOAT16", help="DataType names, comma-separated (e.g. FLOAT64)")
     a = ap.parse_args()
     dev = gm.create_device(a.device)
     n = a.mb * (1 << 20) // 4
@@ -55,7 +56,7 @@ def main() -> int:
     print(f"{a.device}, {a.mb} MiB float32 inputs, GB/s, median of {a.rounds} interleaved rounds "
           f"(each the median of {a.repeat} runs)")
     print(f"{'class':34s} " + " ".join(f"{k:>10s}" for k in kinds) + "   normal/ones  cancelling/ones")
-    for case in profiler.class_cases(n):
+    for case in profiler.class_cases(n, tuple(gm.DataType[t] for t in a.dtypes.split(","))):
         name = f"{case.klass} {case.dtype.name}"
         if a.only not in name or not case.klass.startswith("R"):
             continue
