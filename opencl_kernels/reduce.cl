@@ -88,12 +88,13 @@ typedef gm_ff4 gm_acc;
 // FLOAT64 REDUCE AVERAGE correctly rounded (issue 22 stage 3, GM_X_D): gm_dd4's fields, hi + lo the
 // double-double of the values (GM_DD_ADD1, from -0.0: zeros alone keep IEEE's sign), bhi the largest
 // magnitude m for gm_settle's bound; a value from 2^960 on, an infinity or a NaN makes m +inf (the
-// exact pass then decides: IEEE's inf and NaN, totals past DBL_MAX), so hi + lo never overflows
+// exact pass then decides: IEEE's inf and NaN, totals past DBL_MAX) and adds -0.0 (no branch), so
+// hi + lo never overflows
 typedef gm_dd4 gm_acc;
 #define GM_ACC_ZERO(a) { (a).hi = -0.0; (a).lo = 0.0; (a).bhi = 0.0; (a).blo = 0.0; }
-#define GM_ACC_ADD(a, x) { const double x4_ = (x), ax4_ = fabs(x4_); \
-    if (ax4_ < 0x1p960) { GM_DD_ADD1((a).hi, (a).lo, x4_) (a).bhi = ax4_ > (a).bhi ? ax4_ : (a).bhi; } \
-    else (a).bhi = as_double(0x7FF0000000000000UL); }
+#define GM_ACC_ADD(a, x) { const double x4_ = (x), ax4_ = fabs(x4_); const int ok4_ = ax4_ < 0x1p960; \
+    GM_DD_ADD1((a).hi, (a).lo, ok4_ ? x4_ : -0.0) \
+    (a).bhi = ok4_ ? (ax4_ > (a).bhi ? ax4_ : (a).bhi) : as_double(0x7FF0000000000000UL); }
 #define GM_ACC_MERGE(a, b) { const gm_acc b_ = (b); GM_DD_ADD2((a).hi, (a).lo, b_.hi, b_.lo) \
     (a).bhi = b_.bhi > (a).bhi ? b_.bhi : (a).bhi; }
 #define GM_ACC_TOTAL(a) (a)
