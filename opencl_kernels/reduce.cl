@@ -744,14 +744,15 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
     // stage 3: the largest magnitude of the vectors' values as an integer max of their bits without
     // the sign (the values below 2^960 only: the others make a.bhi +inf through GM_ACC_ADD)
     long8 mb8 = (long8)(0);
-#define GM_DD8_MAX(x) { mb8 = max(mb8, as_long8(x) & (long8)(0x7FFFFFFFFFFFFFFFL)); }
+#define GM_DD8_MAX(mag) { mb8 = max(mb8, mag); }
 #else
-#define GM_DD8_MAX(x)
+#define GM_DD8_MAX(mag)
 #endif
-#define GM_DD8_TAKE(h, l, x, at) \
-    if (any(isgreaterequal(fabs(x), (double8)(0x1p960)) | isnan(x))) { \
+    // a value from 2^960 on, inf or NaN: its bits without the sign are at least 2^960's (one compare)
+#define GM_DD8_TAKE(h, l, x, at) { const long8 mag_ = as_long8(x) & (long8)(0x7FFFFFFFFFFFFFFFL); \
+    if (any(mag_ >= (long8)(0x7BF0000000000000L))) { \
         for (int j_ = 0; j_ < 8; ++j_) GM_ACC_ADD(a, GM_IN1((at) + j_)); \
-    } else { GM_DD8_ADD(h, l, x) GM_DD8_MAX(x) }
+    } else { GM_DD8_ADD(h, l, x) GM_DD8_MAX(mag_) } }
     const long i0 = i;
     for (; i + 16 <= end; i += 16) {
         GM_PREFETCH(in, b + i, PREFETCH); GM_PREFETCH(in, b + i + 8, PREFETCH);
@@ -1088,7 +1089,8 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
                 if ((v & 1) == 0) GM_PREFETCH(in, q + PREFETCH * rs + 8 * v, 0);
 #endif
                 const double8 x = GM_IN8(q + 8 * v);
-                if (any(isgreaterequal(fabs(x), (double8)(0x1p960)) | isnan(x))) {
+                const long8 mag = as_long8(x) & (long8)(0x7FFFFFFFFFFFFFFFL);    // as GM_DD8_TAKE
+                if (any(mag >= (long8)(0x7BF0000000000000L))) {
                     double hh[8], ll[8];
                     vstore8(h[v], 0, hh); vstore8(l[v], 0, ll);
                     for (int j = 0; j < 8; ++j) {
@@ -1104,7 +1106,7 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
                 } else {
                     GM_DD8_ADD(h[v], l[v], x)
 #if GM_EXACT
-                    mcol = max(mcol, as_long8(x) & (long8)(0x7FFFFFFFFFFFFFFFL));
+                    mcol = max(mcol, mag);
 #endif
                 }
             }
