@@ -352,41 +352,32 @@ GM_INLINE int gm_settle_double_bf16(double s, double err, uint n, ushort* bits) 
 
 // Stage 3: a FLOAT64 total S within err of the double-double hi + lo (|hi| < 2^992, so nothing below
 // overflows): 1 and the FLOAT64 bits of the correctly rounded S / n in *bits when settled, else 0
-// (runtime/exact.py: settle_dd). The candidate r = (hi + lo) / n (gm_dd_div), then
-// D = S - n r: n r = p + pe exactly (fma), hi - p by TwoSum, the small rest (e1 + lo - pe) rounded
-// twice; S / n lies strictly inside r's rounding interval when D + n dn / 2 and n up / 2 - D (up,
-// dn the gaps to r's neighbours, powers of two: n times half of one is exact) both exceed err plus
-// the rounding of these few additions. A zero, subnormal or tiny r (below 2^-1000) is not
-// settled here: the exact pass decides (the zero rule, the subnormal grid).
+// (runtime/exact.py: settle_dd's rule, one division): q = hi / n and D = S - n q as gm_dd_div forms
+// it (q n = p + pe by fma, hi - p exact by Sterbenz, the two other additions rounding, padded by
+// 2^-50 of the terms); the candidate c is q or the neighbour D points to, and it is the result
+// when its remainder plus err stays below n times half its gap (equal gaps both sides: a power of
+// two is left open). Else (S / n near a midpoint, an exact tie) the exact pass decides, as it does
+// for a zero, subnormal or tiny q (below 2^-1000). No branch (PoCL vectorizes the store across
+// work-items): *bits is hi / n's for a zero, its sign included.
 GM_INLINE int gm_settle_dd_f64(double hi, double lo, double err, uint n, ulong* bits) {
-    const int neg = hi < 0.0;
-    if (neg) { hi = -hi; lo = -lo; }
-    // the common case first, one division: q = hi / n and D = S - n q as gm_dd_div forms it (hi - p
-    // is exact by Sterbenz; the two other additions round, padded below); q is the result when |D|
-    // plus the error stays below n times half the smaller gap beside q
-    const double nd = (double)n, q = hi / nd;
-    const double p0 = q * nd, pe0 = fma(q, nd, -p0), hp = hi - p0;
-    const double d0 = (hp - pe0) + lo;
-    const double g0 = (q - as_double(as_ulong(q) - 1)) * 0.5 * nd;
-    if (q >= 0x1p-1000 && q < 0x1p1000 && err < 0x1p1000
-        && fabs(d0) + err * (1.0 + 0x1p-40) + (fabs(hp) + fabs(pe0) + fabs(lo)) * 0x1p-50 < g0) {
-        *bits = as_ulong(neg ? -q : q);
-        return 1;
-    }
-    // else the candidate corrected once, and both sides decided apart
-    const double r = gm_dd_div(hi, lo, n);
-    *bits = as_ulong(neg ? -r : r);
-    if (!(r >= 0x1p-1000 && r < 0x1p1000) || !(err < 0x1p1000)) return 0;
-    const ulong ur = as_ulong(r);
-    const double hup = (as_double(ur + 1) - r) * 0.5 * nd, hdn = (r - as_double(ur - 1)) * 0.5 * nd;
-    const double p = r * nd, pe = fma(r, nd, -p);
-    const double s1 = hi - p, bb = s1 - hi;
-    const double e1 = (hi - (s1 - bb)) + (-p - bb);         // TwoSum: s1 + e1 = hi - p exactly
-    const double t = (e1 + lo) - pe;
-    const double tol = err * (1.0 + 0x1p-40)
-                       + (fabs(e1) + fabs(lo) + fabs(pe) + fabs(s1) + hup + hdn + fabs(t)) * 0x1p-50;
-    const double below = (s1 + hdn) + t, above = (hup - s1) - t;
-    return below > tol && above > tol;
+    const double nd = (double)n, qs = hi / nd;
+    const double sg = hi < 0.0 ? -1.0 : 1.0;
+    const double h = hi * sg, l = lo * sg, q = qs * sg;
+    const double p0 = q * nd, pe0 = fma(q, nd, -p0), hp = h - p0;
+    const double d0 = (hp - pe0) + l;           // S - n q, within tol
+    const ulong uq = as_ulong(q);
+    const double gu = as_double(uq + 1) - q, gd = q - as_double(uq - 1);
+    // lo moves S / n up to about half an ulp of q: the candidate c is q or a neighbour, D - n (c - q)
+    // its remainder (n times a gap is exact; the subtraction rounds, padded below)
+    const int up = d0 > gu * 0.5 * nd, dn = d0 < -gd * 0.5 * nd;
+    const double c = up ? q + gu : (dn ? q - gd : q);
+    const double dc = d0 - (up ? gu * nd : (dn ? -gd * nd : 0.0));
+    const ulong uc = as_ulong(c);
+    const double cu = as_double(uc + 1) - c, cd = c - as_double(uc - 1);
+    *bits = as_ulong(up | dn ? c * sg : qs);    // hi / n's bits for a zero (its sign)
+    const double tol = err * (1.0 + 0x1p-40) + (fabs(hp) + fabs(pe0) + fabs(l) + fabs(d0) + gu * nd) * 0x1p-50;
+    return (q >= 0x1p-1000) & (q < 0x1p1000) & (err < 0x1p1000) & (cu == cd)
+           & (fabs(dc) + tol < cd * 0.5 * nd);
 }
 #endif
 

@@ -209,12 +209,9 @@ GM_INLINE int gm_settle(gm_acc a, ulong n, long depth, uint* bits) {
 // inf, NaN) goes to the exact pass.
 #define GM_BITS_T ulong
 GM_INLINE int gm_settle(gm_acc a, ulong n, long depth, ulong* bits) {
-    if (a.bhi == 0.0) {
-        *bits = as_ulong(a.hi / (double)n);
-        return 1;
-    }
-    const double err = (double)depth * 0x1p-103 * (double)n * a.bhi;
-    return a.bhi < 0x1p960 && gm_settle_dd_f64(a.hi, a.lo, err, (uint)n, bits);
+    const double err = (double)depth * 0x1p-103 * (double)n * a.bhi;      // +inf for m = +inf
+    const int ok = gm_settle_dd_f64(a.hi, a.lo, err, (uint)n, bits);      // *bits: hi / n
+    return (a.bhi == 0.0) | ok;     // no branch (PoCL vectorizes the store across work-items)
 }
 #define GM_STORE_BITS(p, b) (*(p) = as_double(b))
 #elif GM_EXACT
