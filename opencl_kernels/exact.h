@@ -355,8 +355,8 @@ GM_INLINE int gm_settle_double_bf16(double s, double err, uint n, ushort* bits) 
 // (runtime/exact.py: settle_dd's rule, one division): q = hi / n and D = S - n q as gm_dd_div forms
 // it (q n = p + pe by fma, hi - p exact by Sterbenz, the two other additions rounding, padded by
 // 2^-50 of the terms); the candidate c is q or the neighbour D points to, and it is the result
-// when its remainder plus err stays below n times half its gap (equal gaps both sides: a power of
-// two is left open). Else (S / n near a midpoint, an exact tie) the exact pass decides, as it does
+// when its remainder plus err stays below n times half the gap on its side (each side its own gap:
+// below a power of two it is half the one above). Else (S / n near a midpoint, an exact tie) the exact pass decides, as it does
 // for a zero, subnormal or tiny q (below 2^-1000). No branch (PoCL vectorizes the store across
 // work-items): *bits is hi / n's for a zero, its sign included.
 GM_INLINE int gm_settle_dd_f64(double hi, double lo, double err, uint n, ulong* bits) {
@@ -376,8 +376,8 @@ GM_INLINE int gm_settle_dd_f64(double hi, double lo, double err, uint n, ulong* 
     const double cu = as_double(uc + 1) - c, cd = c - as_double(uc - 1);
     *bits = as_ulong(up | dn ? c * sg : qs);    // hi / n's bits for a zero (its sign)
     const double tol = err * (1.0 + 0x1p-40) + (fabs(hp) + fabs(pe0) + fabs(l) + fabs(d0) + gu * nd) * 0x1p-50;
-    return (q >= 0x1p-1000) & (q < 0x1p1000) & (err < 0x1p1000) & (cu == cd)
-           & (fabs(dc) + tol < cd * 0.5 * nd);
+    return (q >= 0x1p-1000) & (q < 0x1p1000) & (err < 0x1p1000)
+           & (dc + tol < cu * 0.5 * nd) & (tol - dc < cd * 0.5 * nd);
 }
 #endif
 
