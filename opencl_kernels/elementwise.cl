@@ -184,8 +184,8 @@ GM_INLINE float gm_nary_round_exact(double h, double c) {
 // whether the FLOAT32 sum is exact and its quotient proven (above); m0 the smallest nonzero magnitude's
 // bits minus one (all ones when every input is zero)
 GM_INLINE int gm_nary_certain4(float acc, uint mx, uint mn) {
-    return mx < ((mn + 1u) & 0x7F800000u) + (uint)NARY_EXP_OK && mx < 0x7F800000u && !isinf(acc)
-           && mn >= (27u << 23) - 1u;
+    return mx < ((mn + 1u) & 0x7F800000u) + (uint)NARY_EXP_OK && mx < 0x7F800000u
+           && (NARY_FMT != 2 || (!isinf(acc) && mn >= (27u << 23) - 1u));
 }
 // S / k rounded correctly to FLOAT32 for an exact S (Markstein), a zero S as it is
 GM_INLINE float gm_nary_quotient4(float acc) {
@@ -274,6 +274,25 @@ GM_INLINE TS gm_nary_exact(GM_INPUTS_PARAM ins, __constant const gm_dims* s, con
     return GM_XACC_MEAN_TS(&a);
 }
 #endif
+#if OP == 4 && (NARY_CR == 1 || NARY_CR == 4)
+// Store the W results r, the lanes whose fast sum the test leaves open (need) from the exact path.
+// The output may be bound over an input (in place: the same element of both), and the exact path
+// reads a lane's inputs again, so no lane of the output is written before its inputs are read for
+// the last time: when a lane is open, the decided lanes are stored one by one (r is then dead and
+// the exact path has the registers r held), then each open lane is computed and stored. The first
+// loop unrolls, so r's lanes are indexed by constants (a lane array indexed by a loop counter would
+// go to the stack on CUDA); the second indexes no array and stays a loop (one copy of the exact path).
+#define GM_STORE_LANES(VT, r, need, W) \
+    if (!need) { \
+        *(__global VT*)GM_AT(NIN, TS, out, o, W) = r; \
+    } else { \
+        _Pragma("unroll") \
+        for (int j = 0; j < W; ++j) \
+            if (!((need >> j) & 1u)) *GM_AT(NIN, TS, out, o + j, 1) = r.v[j]; \
+        for (uint j = 0, m = need; m; ++j, m >>= 1) \
+            if (m & 1u) *GM_AT(NIN, TS, out, o + j, 1) = gm_nary_exact(ins, s, idx, last, e + j GM_CHK_A); \
+    }
+#endif
 #if OP == 4 && NARY_CR == 1
 #define GM_APPLY_BODY(VT, W) \
     double acc[W]; uint mx[W], mn[W]; \
@@ -293,11 +312,7 @@ GM_INLINE TS gm_nary_exact(GM_INPUTS_PARAM ins, __constant const gm_dims* s, con
         r.v[j] = FROM_ACC(acc[j] / (double)NIN); \
         need |= gm_nary_certain(acc[j], mx[j], mn[j]) ? 0u : 1u << j; \
     } \
-    *(__global VT*)GM_AT(NIN, TS, out, o, W) = r; \
-    /* the lanes whose sum may be inexact, stored again from the exact path (arrays indexed by a */ \
-    /* loop counter stay out of it: they would go to the stack on CUDA) */ \
-    for (int j = 0; need; ++j, need >>= 1) \
-        if (need & 1u) *GM_AT(NIN, TS, out, o + j, 1) = gm_nary_exact(ins, s, idx, last, e + j GM_CHK_A);
+    GM_STORE_LANES(VT, r, need, W)
 #elif OP == 4 && NARY_CR == 4
 #define GM_APPLY_BODY(VT, W) \
     float acc[W]; uint mx[W], mn[W]; \
@@ -317,9 +332,7 @@ GM_INLINE TS gm_nary_exact(GM_INPUTS_PARAM ins, __constant const gm_dims* s, con
         r.v[j] = FROM_CT(gm_nary_quotient4(acc[j])); \
         need |= gm_nary_certain4(acc[j], mx[j], mn[j]) ? 0u : 1u << j; \
     } \
-    *(__global VT*)GM_AT(NIN, TS, out, o, W) = r; \
-    for (int j = 0; need; ++j, need >>= 1) \
-        if (need & 1u) *GM_AT(NIN, TS, out, o + j, 1) = gm_nary_exact(ins, s, idx, last, e + j GM_CHK_A);
+    GM_STORE_LANES(VT, r, need, W)
 #elif OP == 4 && NARY_CR
 #define GM_APPLY_BODY(VT, W) \
     VT r; \
@@ -560,13 +573,17 @@ GM_BF16_VEC(16)
     q_ = fma(fma(-q_, n_, acc), y_, q_); \
     res = select(q_, acc, acc == (CTV)(0.0f)); \
     const GM_UINTV thr_ = ((mn_ + 1u) & 0x7F800000u) + (GM_UINTV)((uint)NARY_EXP_OK); \
-    const GM_INTV need_ = (mx_ >= thr_) | (mx_ >= (GM_UINTV)(0x7F800000u)) | isinf(acc) | \
-                          (mn_ < (GM_UINTV)((27u << 23) - 1u)); \
+    const GM_INTV need_ = (mx_ >= thr_) | (mx_ >= (GM_UINTV)(0x7F800000u)) GM_NEED_BF16; \
     if (GM_FIXING) { \
         if (any(need_)) GM_F16_FIX(res, need_) \
     } else { \
         redo_ |= need_; \
     } }
+#if NARY_FMT == 2     // BFLOAT16's range is FLOAT32's (halves can neither overflow nor be so small)
+#define GM_NEED_BF16 | isinf(acc) | (mn_ < (GM_UINTV)((27u << 23) - 1u))
+#else
+#define GM_NEED_BF16
+#endif
 #if USE_FP64
 // with fp64 the fix-up is the FLOAT64 sum (exact for 64 halves), divided once and rounded to float
 // to odd (GM_ODD_FLOAT), which the half store rounds once more: the one rounding to half
@@ -610,9 +627,16 @@ GM_BF16_VEC(16)
 #define GM_PREFETCH_INPUTS(at)
 #endif
 
+// In place: the vector loops' second pass (GM_REDO) reads the inputs again after the first pass
+// stored its results, which is wrong when the output is bound over an input. The host launches the
+// *_inplace_serial kernels then (programs.ElementwiseProgram: an output range over an input's), whose vector
+// loops decide their open lanes at once (fix_now: the data-dependent branch PoCL runs slower, for
+// in-place executes only); a lane's output then overwrites only that lane's inputs, after their last
+// read. The kernels call one inline body with fix_now a constant, so each is compiled for its case.
+
 // Every operand is one dense run: work-item g owns elements [VW*UNROLL*g, VW*UNROLL*(g+1)).
-__kernel void gm_ew_contig_serial(__global T* out, ulong out_off, ulong n, float scale,
-                                  float bias GM_INPUT_PARAMS GM_CHK_P) {
+GM_INLINE void gm_ew_contig_run(__global T* out, ulong out_off, ulong n, float scale,
+                                float bias GM_INPUT_PARAMS GM_CHK_P, const int fix_now) {
     GM_INPUTS_BIND
     GM_REDO_DECL
     ulong first = (ulong)get_global_id(0) * VW * UNROLL;
@@ -625,7 +649,7 @@ __kernel void gm_ew_contig_serial(__global T* out, ulong out_off, ulong n, float
 #define GM_PF_POS(k) base
             GM_PREFETCH_INPUTS(base)
 #undef GM_PF_POS
-#define GM_FIXING 0
+#define GM_FIXING fix_now
             RESV r;
             GM_COMPUTE(r)
             STOREV(r, GM_AT(NIN, T, out, out_off + base, VW));
@@ -662,6 +686,17 @@ __kernel void gm_ew_contig_serial(__global T* out, ulong out_off, ulong n, float
 #undef GM_FIXING
     }
 }
+
+__kernel void gm_ew_contig_serial(__global T* out, ulong out_off, ulong n, float scale,
+                                  float bias GM_INPUT_PARAMS GM_CHK_P) {
+    gm_ew_contig_run(out, out_off, n, scale, bias GM_INPUT_ARGS GM_CHK_A, 0);
+}
+#if GM_REDO
+__kernel void gm_ew_contig_inplace_serial(__global T* out, ulong out_off, ulong n, float scale,
+                                          float bias GM_INPUT_PARAMS GM_CHK_P) {
+    gm_ew_contig_run(out, out_off, n, scale, bias GM_INPUT_ARGS GM_CHK_A, 1);
+}
+#endif
 
 // Element offsets of the start of row ``row`` (all dimensions but the innermost) for every operand.
 GM_INLINE void gm_row_positions(__constant const gm_dims* m, long row, long* pos) {
@@ -711,8 +746,8 @@ __kernel void gm_ew_strided_serial(__global T* out, ulong out_off, ulong n_runs,
 
 // Every operand's innermost dimension is dense (broadcast and padded layouts usually are): work-item
 // g owns a run of RUN_ROWS elements of one row, moved with VW-wide vector loads.
-__kernel void gm_ew_rows_serial(__global T* out, ulong out_off, ulong n_runs, __constant const gm_dims* m,
-                                float scale, float bias GM_INPUT_PARAMS GM_CHK_P) {
+GM_INLINE void gm_ew_rows_run(__global T* out, ulong out_off, ulong n_runs, __constant const gm_dims* m,
+                              float scale, float bias GM_INPUT_PARAMS GM_CHK_P, const int fix_now) {
     GM_INPUTS_BIND
     ulong g = get_global_id(0);
     if (g >= n_runs) return;
@@ -727,7 +762,7 @@ __kernel void gm_ew_rows_serial(__global T* out, ulong out_off, ulong n_runs, __
 #define GM_PF_POS(k) (pos[k] + i)
         GM_PREFETCH_INPUTS(i)
 #undef GM_PF_POS
-#define GM_FIXING 0
+#define GM_FIXING fix_now
         RESV r;
         GM_COMPUTE(r)
         STOREV(r, GM_AT(NIN, T, out, (long)out_off + pos[NIN] + i, VW));
@@ -761,4 +796,15 @@ __kernel void gm_ew_rows_serial(__global T* out, ulong out_off, ulong n_runs, __
     }
 #undef GM_FIXING
 }
+
+__kernel void gm_ew_rows_serial(__global T* out, ulong out_off, ulong n_runs, __constant const gm_dims* m,
+                                float scale, float bias GM_INPUT_PARAMS GM_CHK_P) {
+    gm_ew_rows_run(out, out_off, n_runs, m, scale, bias GM_INPUT_ARGS GM_CHK_A, 0);
+}
+#if GM_REDO
+__kernel void gm_ew_rows_inplace_serial(__global T* out, ulong out_off, ulong n_runs, __constant const gm_dims* m,
+                                        float scale, float bias GM_INPUT_PARAMS GM_CHK_P) {
+    gm_ew_rows_run(out, out_off, n_runs, m, scale, bias GM_INPUT_ARGS GM_CHK_A, 1);
+}
+#endif
 #endif  // GM_CPU_SHAPE

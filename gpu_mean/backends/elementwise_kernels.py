@@ -130,7 +130,10 @@ def input_seam(api: str, storage: str, n_inputs: int, offsets_in_buffer: bool = 
         params = "".join(f", __global const {storage}* in{k}, ulong off{k}" for k in range(n_inputs))
         offs = [f"off{k}" for k in range(n_inputs)]
         named_off = "GM_PASTE(off, k)"
-    seam = {"GM_INPUT_PARAMS": params, "FOREACH_INPUT(X)": " ".join(f"X({k})" for k in range(n_inputs)), **last}
+    # GM_INPUT_ARGS: the parameters' names, to pass them on (the CPU shape's kernels call an inline body)
+    args = "".join(", " + p.split()[-1] for p in params.split(",")[1:])
+    seam = {"GM_INPUT_PARAMS": params, "GM_INPUT_ARGS": args,
+            "FOREACH_INPUT(X)": " ".join(f"X({k})" for k in range(n_inputs)), **last}
     if by_name:
         return {**seam, "GM_INPUTS_BIND": "", "GM_PASTE(a, b)": "a##b", "GM_IN_BASE(ins, k)": "GM_PASTE(in, k)",
                 "GM_IN_OFF(ins, k)": named_off}
@@ -336,6 +339,7 @@ class ElementwiseVariant:
     n: int                      # the third argument: elements, rows or runs
     dims: np.ndarray | None     # the gm_dims struct (strided and rows kernels)
     offsets_in_buffer: bool = False
+    inplace: Launch | None = None   # taken when the output overlaps an input (elementwise.cl: *_inplace_serial)
 
     def fixed_args(self, scale: float, bias: float, meta) -> tuple:
         """Arguments 2.. up to the inputs: n, the metadata (when the kernel takes it), scale, bias."""
@@ -371,14 +375,18 @@ def cpu_variant(plan: planning.ElementwisePlan, *, fp64: bool, max_param_bytes: 
     (measured on PoCL: 4 % above 32 and 10 % above 8 for copy and mean), runs along rows otherwise."""
     in_buf = not offsets_fit(plan.n_inputs, max_param_bytes)
     m = cpu_macros(plan, fp64, in_buf, tuning, checked)
+    # the vector loops' second pass (GM_REDO) reads the inputs again: in place, the *_inplace_serial kernels
+    redo = plan.op == KernelOp.NARY_MEAN and m.get("NARY_CR") in (1, 4)
     if plan.contiguous:
         g, local = opencl_geometry.ew_contig_geometry(plan.count, m["VW"] * m["UNROLL"])
-        return ElementwiseVariant(m, Launch("gm_ew_contig_serial", g, local), None, plan.count, None, in_buf)
+        inplace = Launch("gm_ew_contig_inplace_serial", g, local) if redo else None
+        return ElementwiseVariant(m, Launch("gm_ew_contig_serial", g, local), None, plan.count, None, in_buf, inplace)
     run = RUN_ROWS if plan.rows_dense else RUN
     n_runs = plan.count // plan.shape[-1] * -(-plan.shape[-1] // run)
     g, local = opencl_geometry.round_up_geometry(n_runs, 64)
     name = "gm_ew_rows_serial" if plan.rows_dense else "gm_ew_strided_serial"
-    return ElementwiseVariant(m, Launch(name, g, local), None, n_runs, pack_dims(plan), in_buf)
+    inplace = Launch("gm_ew_rows_inplace_serial", g, local) if redo and plan.rows_dense else None
+    return ElementwiseVariant(m, Launch(name, g, local), None, n_runs, pack_dims(plan), in_buf, inplace)
 
 
 def _launch(kernel: str, grid: tuple, block: tuple) -> Launch:

@@ -67,6 +67,12 @@ class KernelBackend(Backend):
     def address(self, native) -> int:
         return 0
 
+    def memory(self, native) -> tuple:
+        """(what memory the buffer lies in, its start's address there): two buffers whose first items
+        are equal may overlap, by their addresses. By default every buffer is its own memory; OpenCL
+        buffers over host memory compare by the host address."""
+        return id(native), 0
+
     def forget_args(self, handle) -> None:
         pass
 
@@ -107,7 +113,7 @@ class ElementwiseProgram(Program):
         self.be, self.plan = be, plan
         v = self.variant = elementwise_variant(be, plan)
         self.handles = {launch.kernel: be.kernel("elementwise.cl", v.macros, launch.kernel)
-                        for launch in (v.scalar, v.vec) if launch is not None}
+                        for launch in (v.scalar, v.vec, v.inplace) if launch is not None}
         self.fixed = v.fixed_args(plan.scale, plan.bias, be.struct_arg(v.dims) if v.dims is not None else None)
         self.seam = be.input_seam(v, plan.n_inputs)
         self.checked = _Checked(be, plan.n_inputs + 1) if be.checked else None
@@ -138,7 +144,22 @@ class ElementwiseProgram(Program):
         args = (be.buffer_arg(out), np.uint64(ooff // isz)) + self.fixed + self.seam.args(inputs, isz)
         if self.checked is not None:
             args += self.checked.tail
+        if v.inplace is not None and self._overlaps(inputs, output):
+            return v.inplace, args
         return (v.vec if aligned else v.scalar), args
+
+    def _overlaps(self, inputs, output) -> bool:
+        """Whether the output's elements share memory with an input's (in place): the same memory
+        (``KernelBackend.memory``) and intersecting element ranges."""
+        isz, be = self.itemsize, self.be
+        bounds = checked.elementwise_bounds(self.plan, [off // isz for _, off in inputs], output[1] // isz)
+        (omem, obase), ob = be.memory(output[0]), bounds[-1]
+        o0, o1 = obase + ob.lo * isz, obase + ob.hi * isz
+        for (buf, _), b in zip(inputs, bounds):
+            mem, base = be.memory(buf)
+            if mem == omem and base + b.lo * isz < o1 and o0 < base + b.hi * isz:
+                return True
+        return False
 
     def forget_bindings(self):
         self._last = None
