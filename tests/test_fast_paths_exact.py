@@ -1,8 +1,11 @@
-"""FLOAT16 REDUCE AVERAGE of at most 2^13 values per output with fp64 takes no bound test, no flags
+"""The fast paths of issue 24 (reduction speed on the CPU shape) against the exact mean, on every
+device. FLOAT16 REDUCE AVERAGE of at most 2^13 values per output with fp64 takes no bound test, no flags
 and no exact pass (reduce_kernels.f16_direct, issue 24; it was 2^11): the FLOAT64 sum is exact and
 its quotient, rounded once to half, is the correctly rounded mean. The rows here put the exact mean
 2^-24 / n beside a half's midpoint, or on it, at the largest magnitudes (binade 2^15, where the
-quotient's own rounding comes closest), on every device."""
+quotient's own rounding comes closest). FLOAT32 rows of 8: blocks of eight rows whose FLOAT64 sums
+are exact are decided by one rounding (reduce.cl: gm_rows_exact), the others by the bound test and
+the exact pass."""
 from __future__ import annotations
 
 import numpy as np
@@ -71,3 +74,42 @@ def test_float16_direct_limit_is_needed(device, monkeypatch):
     assert not np.array_equal(got.view(np.uint16), want.view(np.uint16))
     monkeypatch.undo()
     assert np.array_equal(_mean_rows(device, x).view(np.uint16), want.view(np.uint16))
+
+
+def _float32_rows_of_8() -> tuple[np.ndarray, np.ndarray]:
+    """FLOAT32 rows [1] * 6 + [1 + 2^-22, t], eight rows per block with the same t = +-2^-e (e = 22..149,
+    subnormals at the end) or 0: the sum 7 + 2^-22 + t puts the mean 0.875 + 2^-25 + t / 8 beside the
+    midpoint of 0.875 and its successor (on it for t = 0: even, 0.875). A block spans e binades; up to
+    24 the short-rows kernel decides it by one rounding of its FLOAT64 sums, from 25 on the bound test
+    and the exact pass do; past 54 binades the FLOAT64 sum 7 + 2^-22 + t loses t, so a span test that
+    let such blocks through would round them to the tie's even answer. Blocks of zeros beside the
+    values, -0.0 rows, and rows of eight subnormals too."""
+    rows, want = [], []
+    base = np.array([1.0] * 6 + [1.0 + 2.0 ** -22, 0.0])
+    up, down = np.float32(0.875) + np.float32(2.0 ** -24), np.float32(0.875)
+    for e in range(22, 150):
+        for sign in (1.0, -1.0):
+            for _ in range(8):
+                r = base.copy()
+                r[7] = sign * 2.0 ** -e
+                rows.append(r)
+                want.append(up if sign > 0 else down)
+    rows += [base] * 8
+    want += [down] * 8
+    rows += [np.full(8, -0.0)] * 8
+    want += [np.float32(-0.0)] * 8
+    sub = np.array([2.0 ** -149] * 7 + [2.0 ** -148])      # sum 9 * 2^-149: the mean 1.125 * 2^-149 rounds to 2^-149
+    rows += [sub] * 8
+    want += [np.float32(2.0 ** -149)] * 8
+    return np.array(rows).astype(np.float32), np.array(want, np.float32)
+
+
+def test_float32_rows_of_8_exact_blocks(device):
+    """Every mean the correctly rounded one, bit for bit (the construction and the exact oracle agree);
+    with gm_rows_exact's limit raised from 24 to 60 binades, the blocks of e = 55..60 round to even."""
+    x, want = _float32_rows_of_8()
+    assert np.array_equal(oracle.reduce_mean(x, (1,), np.float32).reshape(-1).view(np.uint32)[:-24],
+                          want.view(np.uint32)[:-24])
+    desc = gm.ReduceDesc(gm.ReduceFunction.AVERAGE, T(D.FLOAT32, x.shape), T(D.FLOAT32, (x.shape[0], 1)), (1,))
+    got = run(device, desc, [x]).reshape(-1)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
