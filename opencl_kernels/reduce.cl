@@ -901,18 +901,21 @@ GM_INLINE double gm_rows_max(__global const T* in, long b, int w GM_CHK_P) {
 // quotient by a power of two is exact too, and its one rounding to FLOAT32 is the correctly
 // rounded mean, exact ties included (the rows the bound test leaves open: about 5 % of rows of 8
 // normal values are exact ties of the rounding).
+// (issue 24: the magnitudes' bits carry the exponent order, so the loop keeps only the largest
+// magnitude and the smallest nonzero one, as its bits minus one with a zero wrapping to the top:
+// four operations per sixteen values instead of eight; the exponents are taken once at the end.)
 GM_INLINE int gm_rows_exact(__global const T* in, long b GM_CHK_P) {
-    int16 hi = (int16)(0), lo = (int16)(0xFF);
+    uint16 hi = (uint16)(0), lo = (uint16)(0xFFFFFFFFu);
     for (int j = 0; j < 8 * SHORT_LEN; j += 16) {
-        const int16 u = as_int16(vload16(0, GM_AT(GM_A_IN, const T, in, b + j, 16)));
-        const int16 e = (u >> 23) & (int16)(0xFF);
-        hi = max(hi, e);
-        lo = min(lo, select((int16)(0xFF), max(e, (int16)(1)), (u & (int16)(0x7FFFFFFF)) != (int16)(0)));
+        const uint16 a = as_uint16(vload16(0, GM_AT(GM_A_IN, const T, in, b + j, 16))) & (uint16)(0x7FFFFFFFu);
+        hi = max(hi, a);
+        lo = min(lo, a - (uint16)(1u));
     }
     hi.lo = max(hi.lo, hi.hi); lo.lo = min(lo.lo, lo.hi);
     hi.s0123 = max(hi.s0123, hi.s4567); lo.s0123 = min(lo.s0123, lo.s4567);
     hi.s01 = max(hi.s01, hi.s23); lo.s01 = min(lo.s01, lo.s23);
-    return max(hi.s0, hi.s1) - min(lo.s0, lo.s1) <= 24;
+    const int e_hi = (int)(max(hi.s0, hi.s1) >> 23), e_lo = max((int)((min(lo.s0, lo.s1) + 1u) >> 23), 1);
+    return e_hi - e_lo <= 24;
 }
 #endif
 __kernel void gm_reduce_short_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,

@@ -30,7 +30,7 @@ EXACT_BINDINGS = (0, 1, 2, 3, 4, 5)         # in, in_off, out, out_off, flag, fl
 EXACT_TYPES = (D.FLOAT32, D.FLOAT16, D.BFLOAT16)
 EX_WG = 64          # gm_reduce_exact's work-group (GPU shape)
 F16_EXACT_SUM = 1 << 13     # FLOAT16 sums of at most this many values are exact in FLOAT64
-F16_DIRECT = 1 << 11        # ... and their quotient rounded once to half is the correctly rounded mean
+F16_DIRECT = 1 << 13        # ... and their quotient rounded once to half is the correctly rounded mean
 XBLOCK = 64     # the CPU shape's GM_EXACT loops restart their accumulators every XBLOCK passes
 
 
@@ -46,9 +46,12 @@ def exact_mean(plan: planning.ReducePlan, fp64: bool) -> bool:
 def f16_direct(plan: planning.ReducePlan, fp64: bool) -> bool:
     """FLOAT16 REDUCE AVERAGE of at most F16_DIRECT values per output, with fp64: the FLOAT64 sum is
     exact in any order (no float pre-sum then), its quotient is correctly rounded, and rounding that
-    once to half is the correctly rounded mean (a quotient that is not a half's midpoint lies at
-    least 2^-25 / n from one, more than its own rounding, 2^-53 * 2^16, for n < 2^12): no bound test,
-    no flags, no exact pass (docs/design.md, "The kernels' fast path and exact pass")."""
+    once to half is the correctly rounded mean: no bound test, no flags, no exact pass (docs/design.md,
+    "The kernels' fast path and exact pass"). Why: the sum S is a multiple of 2^-24; for a mean in
+    the binade [2^k, 2^(k+1)), k >= -13, the half midpoints are multiples of 2^(k-11) >= 2^-24, so a
+    mean that is no midpoint lies at least 2^-24 / n from one (2^-25 / n below 2^-13), more than the
+    quotient's own rounding, 2^(k-53) <= 2^-38 (|mean| < 2^16), whenever n < 2^14 (issue 24: the
+    bound was 2^12 with one distance, 2^-25 / n, for every binade; n <= 2^13 keeps the sum exact)."""
     return plan.op == KernelOp.REDUCE_MEAN and plan.dtype == D.FLOAT16 and fp64 and plan.n_reduce <= F16_DIRECT
 
 
