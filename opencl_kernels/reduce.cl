@@ -358,6 +358,22 @@ GM_INLINE void gm_exact_store(gm_xacc* x, ulong n, __global OUT_T* out, long i G
 }
 #endif  // GM_EXACT
 
+#if GM_EXACT
+// ---- exact partials (gm_reduce_limbs, both shapes) -----------------------------------------
+// The partial sums that cross split pieces and gpu_mean.dask chunks (docs/design.md, "Partials
+// across boundaries"): every output's values deposited into exact.h's superaccumulator, no bound
+// test, no rounding. Each output's reduced index space is cut into n_chunks runs of clen values;
+// run c of output k writes GM_XK normalized limbs and then the flags (as a long) at
+// part[part_off + (c * n_out + k) * (GM_XK + 1)]. The host adds the runs (integers: exact in any
+// order) and rounds once.
+GM_INLINE void gm_limbs_write(gm_xacc* x, __global long* part, long i GM_CHK_P) {
+    GM_XNORM(x);
+#pragma unroll
+    for (int j = 0; j < GM_XK; ++j) *GM_AT(GM_A_PART, long, part, i + j, 1) = x->d[j];
+    *GM_AT(GM_A_PART, long, part, i + GM_XK, 1) = (long)x->flags;
+}
+#endif
+
 // ---- GPU-shaped kernels ----------------------------------------------------------------------
 #if !GM_CPU_SHAPE
 
@@ -596,6 +612,44 @@ __kernel void gm_reduce_exact(__global const T* restrict in, ulong in_off, __glo
             barrier(CLK_LOCAL_MEM_FENCE);   // xs is rewritten for the next open output
         }
         barrier(CLK_LOCAL_MEM_FENCE);       // open[] is rewritten for the next block
+    }
+}
+#endif
+
+#if GM_EXACT
+// Exact partials, GPU shape: a work-group of EX_WG work-items per (run, output) pair (grid-stride);
+// each work-item deposits a contiguous share of the run, the shares merge through local memory in a
+// halving tree and work-item 0 writes the limbs. Every work-item reaches every barrier.
+__kernel void gm_reduce_limbs(__global const T* restrict in, ulong in_off, __global long* restrict part,
+                              ulong part_off, GM_META_ARG(gm_rmeta, m), long n_out, ulong n, long n_chunks,
+                              long clen GM_CHK_P) {
+    GM_META_BIND(gm_rmeta, m)
+    __local gm_xacc xs[EX_WG];
+    const int lid = (int)get_local_id(0);
+    const long share = (clen + EX_WG - 1) / EX_WG;
+    for (long t = (long)get_group_id(0); t < n_out * n_chunks; t += (long)get_num_groups(0)) {
+        const long c = t / n_out, k = t - c * n_out;
+        const long end = min((long)n, (c + 1) * clen);
+        const long j0 = min(end, c * clen + lid * share);
+        gm_xacc x;
+        GM_XINIT(&x);
+        gm_exact_range(&x, in, (long)in_off + gm_keep_offset(m, k, 1), m, j0, min(end, j0 + share) GM_CHK_A);
+        GM_XNORM(&x);
+        xs[lid] = x;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int o = EX_WG / 2; o > 0; o >>= 1) {
+            if (lid < o) {
+                gm_xacc a = xs[lid], b = xs[lid + o];
+                GM_XMERGE(&a, &b);
+                xs[lid] = a;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        if (lid == 0) {
+            gm_xacc a = xs[0];
+            gm_limbs_write(&a, part, (long)part_off + t * (GM_XK + 1) GM_CHK_A);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);       // xs is rewritten for the next pair
     }
 }
 #endif
@@ -1233,6 +1287,22 @@ __kernel void gm_reduce_exact_serial(__global const T* in, ulong in_off, __globa
             gm_exact_store(&x, n, out, (long)out_off + gm_keep_offset(m, k, 2) GM_CHK_A);
         }
     }
+}
+#endif
+
+#if GM_EXACT
+// Exact partials, CPU shape: a work-item per (run, output) pair, its run deposited serially.
+__kernel void gm_reduce_limbs_serial(__global const T* in, ulong in_off, __global long* part, ulong part_off,
+                                     __constant const gm_rmeta* m, long n_out, ulong n, long n_chunks,
+                                     long clen GM_CHK_P) {
+    const long t = (long)get_global_id(0);
+    if (t >= n_out * n_chunks) return;
+    const long c = t / n_out, k = t - c * n_out;
+    gm_xacc x;
+    GM_XINIT(&x);
+    gm_exact_range(&x, in, (long)in_off + gm_keep_offset(m, k, 1), m, min((long)n, c * clen),
+                   min((long)n, (c + 1) * clen) GM_CHK_A);
+    gm_limbs_write(&x, part, (long)part_off + t * (GM_XK + 1) GM_CHK_A);
 }
 #endif
 
