@@ -165,20 +165,27 @@ def chunk_sum(block, axis=None, keepdims=True, device=None, computing_meta=False
     count = math.prod(block.shape[a] for a in axes)
     if _exact_chunk(block, device):
         stats["launched"] += 1
-        return PartialSum(None, None, count, False, exact.limbs(block, axes, block.dtype),
-                          exact.nonfinite_flags(block, axes), block.dtype)
+        dev = get_device(device)
+        if dev.info.backend == "cpu":
+            digits, flags = exact.limbs(block, axes, block.dtype), exact.nonfinite_flags(block, axes)
+        else:   # the device's superaccumulator, chunk by chunk of what one buffer takes
+            totals = split.exact_totals(Call([block], dev, "ReduceMean"), axes)
+            digits, flags = totals.digits, totals.flags
+        return PartialSum(None, None, count, False, digits, flags, block.dtype)
     total = run_sum(block, axes, device)
     hi, lo = total if isinstance(total, tuple) else (total, None)
     return PartialSum(hi, lo, count, cupy_module(block) is not None)
 
 
 def _exact_chunk(block, device) -> bool:
-    """Whether a chunk's total is exact: float values summed by the CPU device (numpy chunks).
-    The OpenCL and CUDA kernels give FLOAT64 partials until issue 22's stage 2."""
+    """Whether a chunk's total is exact (numpy chunks): float values summed by the CPU device, and
+    FLOAT32, FLOAT16 and BFLOAT16 values summed by an OpenCL or CUDA device's superaccumulator
+    (``Device.exact_partials``; no fp64 needed). CuPy chunks and FLOAT64 on the devices keep the
+    wide partials."""
     if cupy_module(block) is not None or block.size == 0:
         return False
     dt = data_type_of(block.dtype, "ReduceMean")
-    return dt.is_float and get_device(device).info.backend == "cpu"
+    return dt.is_float and (get_device(device).info.backend == "cpu" or dt in split.DEVICE_EXACT)
 
 
 def _as_words(p: PartialSum) -> PartialSum:
