@@ -1,10 +1,12 @@
 """The three steps of a Dask reduction for ReduceMean: chunk, combine, aggregate. No Dask import here.
 
 A partial is a sum, never a mean: ``PartialSum(hi, lo, count)`` holds, for every output element, the
-total of ``count`` inputs in the wide type of ``gm.ext.ReduceSumDesc``. Float chunks summed on the
-CPU device give exact totals instead (``PartialSum.digits``: runtime/exact.py's superaccumulator
-digits and flags), added exactly and rounded once: the correctly rounded mean at any chunking and
-``split_every`` (issue 22; the OpenCL and CUDA kernels' exact partials are its stage 2).
+total of ``count`` inputs in the wide type of ``gm.ext.ReduceSumDesc``. Float numpy chunks give
+exact totals instead (``PartialSum.digits``: runtime/exact.py's superaccumulator digits and flags;
+on the CPU device from numpy, on OpenCL and CUDA devices for FLOAT32/FLOAT16/BFLOAT16 from the
+kernels' superaccumulator, ``Device.exact_partials``, with or without fp64), added exactly and
+rounded once: the correctly rounded mean at any chunking and ``split_every`` (issue 22). The rest
+of this docstring is about the wide partials (CuPy chunks, FLOAT64 on a device, integers).
 
 * chunk: one ``ReduceSumDesc`` launch on the worker's device per chunk. FLOAT32/FLOAT16/BFLOAT16 give
   FLOAT64 totals accumulated as REDUCE AVERAGE accumulates; INT32/UINT32 give exact INT64/UINT64 totals

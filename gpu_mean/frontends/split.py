@@ -16,18 +16,14 @@ launches are compiled and cached.
 
 Element-wise means, and reductions whose reduced axes are never cut, run each piece as a call of
 its own (``Call.piece``) that writes its part of the result where it belongs: bit for bit the same
-arithmetic as one launch, element by element. When a reduced axis is cut, each piece gives the wide
-partial sums of ``gm.ext.ReduceSumDesc`` (FLOAT64, INT64, UINT64, the partials gpu_mean.dask
-combines), read back to the host, added exactly (floats in double-double, integers in 64 bits or
-Python integers), and the mean is formed once, as the device's kernel forms it from its own total:
-FLOAT64 division and one rounding on a device with fp64, the total rounded to FLOAT32 and a FLOAT32
-division on one without (the compensated accumulator's last step); integers truncate toward zero.
-So the result is bit-identical to one launch's wherever the device's wide accumulation is exact
-(always for integers; for floats when no FLOAT64 addition rounds, as with float32 data of moderate
-length and exponent range), and within the same accuracy bound everywhere. A device without fp64
-cannot write FLOAT64 partials: its pieces are summed by the CPU device (host arrays in place).
-On the CPU device itself, float pieces give exact totals (``runtime/exact.py``: superaccumulator
-digits), so a cut reduced axis gives the correctly rounded mean, the bits of one launch (issue 22).
+arithmetic as one launch, element by element. When a reduced axis is cut, float pieces (FLOAT32,
+FLOAT16, BFLOAT16 on every device; FLOAT64 on the CPU device) give exact totals
+(``exact_totals``: ``Device.exact_partials``, the kernels' superaccumulator on OpenCL and CUDA with
+or without fp64, numpy's on the CPU device), added digit by digit and rounded once: the correctly
+rounded mean, one launch's bits (issue 22; docs/design.md, "Partials across boundaries"). INT32 and
+UINT32 pieces give the wide partial sums of ``gm.ext.ReduceSumDesc`` (INT64, UINT64: the partials
+gpu_mean.dask combines), read back and added exactly (64 bits, then Python integers), and the mean
+truncates toward zero once: one launch's result. Other types with a cut reduced axis are refused.
 """
 from __future__ import annotations
 
