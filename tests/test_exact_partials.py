@@ -13,6 +13,7 @@ import pytest
 from test_correct_rounding import BF16, adversarial_matrix, as_type, check_bits, want_reduce
 
 import gpu_mean as gm
+from gpu_mean.descriptors.types import KernelOp
 from gpu_mean.frontends import split
 from gpu_mean.frontends.arrays import data_type_of
 from gpu_mean.runtime import exact
@@ -141,3 +142,61 @@ def test_limbs_tensor_counts_against_the_limit(device, monkeypatch):
     if device.info.backend != "cpu":
         assert len(seen) >= 2000 * 88 // 8192
     assert split.DEVICE_LIMBS[data_type_of(x.dtype, "t")] == 10
+
+
+def test_cuda_glue_with_a_stand_in_gpu(monkeypatch):
+    """The CUDA backend's exact partials (programs.LimbsProgram over CudaBackend's verbs, a stand-in
+    CuPy): the GPU-shaped gm_reduce_limbs of the GM_EXACT variant, 64-wide blocks, a grid within 8
+    blocks per SM, the arguments in the kernel's order; the launch emulated on the host (each (run,
+    output) pair's limbs from the values, as the kernel writes them) so that the runs' sum and the
+    conversion give the CPU device's digits."""
+    from fake_cupy import fake_backend
+
+    from gpu_mean.backends import programs
+    be = fake_backend([])
+    be.checked, be.fp64 = False, True
+    mem, built, launched = {}, [], []
+
+    class Ptr(int):
+        @property
+        def ptr(self):
+            return int(self)
+
+    def alloc(nbytes):
+        p = Ptr(len(mem) + 1)
+        mem[p] = np.zeros(nbytes, np.uint8)
+        return p
+
+    def write(native, offset, data):
+        mem[native][offset:offset + data.nbytes] = data.reshape(-1).view(np.uint8)
+
+    def kernel(filename, macros, name):
+        built.append((filename, name, macros.get("GM_EXACT"), macros.get("EX_WG")))
+
+        def handle(grid, block, args, stream=None):
+            launched.append((name, grid, block))
+            inp, _, part, _, meta, n_out, n, n_chunks, clen = args
+            vals = mem[int(inp)].view(np.float32).reshape(int(n), int(n_out))
+            words = mem[int(part)].view(np.int64).reshape(int(n_chunks), int(n_out), 11)
+            for c in range(int(n_chunks)):
+                run = vals[c * int(clen):(c + 1) * int(clen)]
+                for k, t in enumerate(exact.to_ints(exact.limbs(run, (0,), run.dtype).reshape(19, -1))):
+                    words[c, k, :10] = [(t >> (32 * j)) & 0xFFFFFFFF for j in range(9)] + [t >> 288]
+                    words[c, k, 10] = 8 * bool(np.any((run[:, k] != 0) | ~np.signbit(run[:, k])))
+        return handle
+
+    monkeypatch.setattr(be, "alloc", alloc, raising=False)
+    monkeypatch.setattr(be, "write", write, raising=False)
+    monkeypatch.setattr(be, "read", lambda native, offset, nbytes: mem[native][offset:offset + nbytes].copy(),
+                        raising=False)
+    monkeypatch.setattr(be, "kernel", kernel, raising=False)
+    x = as_type(np.random.default_rng(81).standard_normal((20000, 3)) * 1e30, np.dtype(np.float32))
+    plan = programs.planning.plan_reduce(KernelOp.REDUCE_MEAN, data_type_of(x.dtype, "t"), x.shape, (3, 1),
+                                         (0, 1), (0,))
+    words = be.exact_limbs(plan, x)
+    assert built == [("reduce.cl", "gm_reduce_limbs", 1, 64)]
+    (name, grid, block), = launched
+    assert block == (64,) and 1 <= grid[0] <= 132 * 8
+    digits, flags = exact.from_device_limbs(words, x.dtype, (1, 3))
+    np.testing.assert_array_equal(digits, exact.limbs(x, (0,), x.dtype))
+    np.testing.assert_array_equal(flags, exact.nonfinite_flags(x, (0,)))
