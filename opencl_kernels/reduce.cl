@@ -366,6 +366,72 @@ GM_INLINE void gm_exact_store(gm_xacc* x, ulong n, __global OUT_T* out, long i G
 // run c of output k writes GM_XK normalized limbs and then the flags (as a long) at
 // part[part_off + (c * n_out + k) * (GM_XK + 1)]. The host adds the runs (integers: exact in any
 // order) and rounds once.
+// The values' bits in their own layout: exponent field width and place, significand bits
+#if GM_X_H
+#define GM_LBITS(p) ((uint)*(__global const ushort*)(p))
+#define GM_LMB 10
+#define GM_LEMAX 31u
+#define GM_LNEG0 0x8000u
+#elif GM_X_BF16
+#define GM_LBITS(p) ((uint)*(p) << 16)
+#define GM_LMB 23
+#define GM_LEMAX 255u
+#define GM_LNEG0 0x80000000u
+#else
+#define GM_LBITS(p) gm_as_uint(*(p))
+#define GM_LMB 23
+#define GM_LEMAX 255u
+#define GM_LNEG0 0x80000000u
+#endif
+#define GM_LB 1024      // values per block of the integer fast path
+#define GM_LSPAN 29     // exponent span whose block sum fits a long: 2^(24 + 29 + 10) = 2^63
+
+// Deposit elements [j, end) of one output (input offset base; one reduced dimension of stride st)
+// block by block: a block whose values are all finite and whose exponent fields (at least 1) lie
+// within GM_LSPAN of each other is summed exactly in a long, in units of its smallest value's
+// ulp (m << (e - e0) has at most 24 + 29 bits, 1024 of them fit 63), and that sum is deposited
+// as two 32-bit halves at the unit's place; any other block goes value by value (gm_exact_range:
+// flags, every exponent). Exact either way: the limbs are the same integers.
+GM_INLINE void gm_limbs_range(gm_xacc* x, __global const T* in, long base, __constant const gm_rmeta* m, long j,
+                              long end GM_CHK_P) {
+#if RN == 1
+    const long st = m->red_in[0];
+    long blocks = 0;
+    for (long b = j; b < end; b += GM_LB) {
+        const long e = min(end, b + GM_LB);
+        uint hi = 0, lo = GM_LEMAX;
+        for (long i = b; i < e; ++i) {
+            const uint u = GM_LBITS(GM_AT(GM_A_IN, const T, in, base + i * st, 1));
+            const uint ef = (u >> GM_LMB) & GM_LEMAX;
+            hi = max(hi, ef);
+            lo = min(lo, (u & ~GM_LNEG0) ? max(ef, 1u) : GM_LEMAX);     // zeros do not count
+        }
+        lo = min(lo, max(hi, 1u));      // a block of zeros alone
+        if (hi == GM_LEMAX || max(hi, 1u) - lo > GM_LSPAN) {
+            gm_exact_range(x, in, base, m, b, e GM_CHK_A);
+            continue;
+        }
+        long acc = 0;
+        uint seen = 0;
+        for (long i = b; i < e; ++i) {
+            const uint u = GM_LBITS(GM_AT(GM_A_IN, const T, in, base + i * st, 1));
+            const uint ef = (u >> GM_LMB) & GM_LEMAX, f = u & ((1u << GM_LMB) - 1u);
+            const uint mm = ef ? (f | (1u << GM_LMB)) : f;
+            const long v = mm ? ((long)mm << (max(ef, 1u) - lo)) : 0l;
+            acc += (u & GM_LNEG0) ? -v : v;
+            seen |= (u != GM_LNEG0);
+        }
+        x->flags |= seen ? GM_XF_NOT_NEG0 : 0u;
+        const ulong a = (ulong)(acc < 0 ? -acc : acc);
+        gm_xlimbs_deposit(x->d, GM_XK, (uint)(a & 0xFFFFFFFFul), (int)lo - 1, acc < 0);
+        gm_xlimbs_deposit(x->d, GM_XK, (uint)(a >> 32), (int)lo - 1 + 32, acc < 0);
+        if ((++blocks & 0xFFFFF) == 0) GM_XNORM(x);
+    }
+#else
+    gm_exact_range(x, in, base, m, j, end GM_CHK_A);
+#endif
+}
+
 GM_INLINE void gm_limbs_write(gm_xacc* x, __global long* part, long i GM_CHK_P) {
     GM_XNORM(x);
 #pragma unroll
@@ -633,7 +699,7 @@ __kernel void gm_reduce_limbs(__global const T* restrict in, ulong in_off, __glo
         const long j0 = min(end, c * clen + lid * share);
         gm_xacc x;
         GM_XINIT(&x);
-        gm_exact_range(&x, in, (long)in_off + gm_keep_offset(m, k, 1), m, j0, min(end, j0 + share) GM_CHK_A);
+        gm_limbs_range(&x, in, (long)in_off + gm_keep_offset(m, k, 1), m, j0, min(end, j0 + share) GM_CHK_A);
         GM_XNORM(&x);
         xs[lid] = x;
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -1300,7 +1366,7 @@ __kernel void gm_reduce_limbs_serial(__global const T* in, ulong in_off, __globa
     const long c = t / n_out, k = t - c * n_out;
     gm_xacc x;
     GM_XINIT(&x);
-    gm_exact_range(&x, in, (long)in_off + gm_keep_offset(m, k, 1), m, min((long)n, c * clen),
+    gm_limbs_range(&x, in, (long)in_off + gm_keep_offset(m, k, 1), m, min((long)n, c * clen),
                    min((long)n, (c + 1) * clen) GM_CHK_A);
     gm_limbs_write(&x, part, (long)part_off + t * (GM_XK + 1) GM_CHK_A);
 }
