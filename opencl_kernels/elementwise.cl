@@ -117,7 +117,15 @@
 //     min(g, 2^(E_mid - p)), and a nonzero one puts S / k at least 2^(E_mid - 52) from mid
 //     (E_mid <= E_M, and p + c <= 52). Elements whose exponents lie further apart take the exact path
 //     (gm_nary_exact: exact.h's superaccumulator, every input read again). An inf or NaN total is IEEE's.
-//   Devices without fp64 (NARY_CR 2: FLOAT32, BFLOAT16; 3: FLOAT16): the exact path for every element.
+//   FLOAT16 in the CPU shape, and FLOAT16 and BFLOAT16 without fp64 (NARY_CR 4): the same test for
+//     the FLOAT32 sum (P = 24: NARY_EXP_OK from 24 - p - c), and the quotient by k without OpenCL's
+//     float division, which may be 2.5 ulp off: q = S y, y = 1/k rounded to nearest (GM_RCP), then
+//     twice q += (S - k q) y by fma (the remainder is exact once q is faithful; Markstein: the second
+//     step rounds correctly). Then rounding q to the format is the one rounding, by the argument above
+//     (p + c <= 23). An infinite or NaN input, a FLOAT32 sum past FLT_MAX (BFLOAT16 shares FLOAT32's
+//     range) and inputs below 2^-100 (the quotient near FLOAT32's subnormals, where Markstein's step
+//     is not proven) take the exact path. A zero S is its own mean (its sign kept).
+//   FLOAT32 without fp64 (NARY_CR 2): the exact path for every element.
 // NARY_FMT: 1 FLOAT32, 2 BFLOAT16, 3 FLOAT16 (the exact path's accumulator and rounding).
 #if OP == 4 && NARY_CR
 #if NARY_FMT == 3
@@ -171,6 +179,22 @@ GM_INLINE float gm_nary_round_exact(double h, double c) {
 #define GM_DD_STEP(h_, c_, bad_, x) { const double x_ = (x), t_ = (h_) + x_, bb_ = t_ - (h_); \
     const double e_ = ((h_) - (t_ - bb_)) + (x_ - bb_), u_ = (c_) + e_, cc_ = u_ - (c_); \
     bad_ |= (((c_) - (u_ - cc_)) + (e_ - cc_)) != 0.0; h_ = t_; c_ = u_; }
+#endif
+#if NARY_CR == 4
+// whether the FLOAT32 sum is exact and its quotient proven (above); m0 the smallest nonzero magnitude's
+// bits minus one (all ones when every input is zero)
+GM_INLINE int gm_nary_certain4(float acc, uint mx, uint mn) {
+    return mx < ((mn + 1u) & 0x7F800000u) + (uint)NARY_EXP_OK && mx < 0x7F800000u && !isinf(acc)
+           && mn >= (27u << 23) - 1u;
+}
+// S / k rounded correctly to FLOAT32 for an exact S (Markstein), a zero S as it is
+GM_INLINE float gm_nary_quotient4(float acc) {
+    const float y = GM_RCP, n = (float)NIN;
+    float q = acc * y;
+    q = fma(fma(-q, n, acc), y, q);
+    q = fma(fma(-q, n, acc), y, q);
+    return acc == 0.0f ? acc : q;
+}
 #endif
 #endif
 // an input element as the accumulator takes it (the wide accumulators split the value themselves)
@@ -272,6 +296,28 @@ GM_INLINE TS gm_nary_exact(GM_INPUTS_PARAM ins, __constant const gm_dims* s, con
     *(__global VT*)GM_AT(NIN, TS, out, o, W) = r; \
     /* the lanes whose sum may be inexact, stored again from the exact path (arrays indexed by a */ \
     /* loop counter stay out of it: they would go to the stack on CUDA) */ \
+    for (int j = 0; need; ++j, need >>= 1) \
+        if (need & 1u) *GM_AT(NIN, TS, out, o + j, 1) = gm_nary_exact(ins, s, idx, last, e + j GM_CHK_A);
+#elif OP == 4 && NARY_CR == 4
+#define GM_APPLY_BODY(VT, W) \
+    float acc[W]; uint mx[W], mn[W]; \
+    for (int j = 0; j < W; ++j) { acc[j] = -0.0f; mx[j] = 0u; mn[j] = 0xFFFFFFFFu; } \
+    _Pragma("unroll 4") \
+    for (int k = 0; k < NIN; ++k) { \
+        VT x = *(__global const VT*)GM_INPUT_AT(const TS, k, gm_offset(s, k, idx, last) + e, W); \
+        for (int j = 0; j < W; ++j) { \
+            const float xf = TO_CT(x.v[j]); \
+            const uint b = gm_as_uint(xf) & 0x7FFFFFFFu; \
+            acc[j] += xf; mx[j] = max(mx[j], b); mn[j] = min(mn[j], b - 1u); \
+        } \
+    } \
+    VT r; uint need = 0u; \
+    _Pragma("unroll") \
+    for (int j = 0; j < W; ++j) { \
+        r.v[j] = FROM_CT(gm_nary_quotient4(acc[j])); \
+        need |= gm_nary_certain4(acc[j], mx[j], mn[j]) ? 0u : 1u << j; \
+    } \
+    *(__global VT*)GM_AT(NIN, TS, out, o, W) = r; \
     for (int j = 0; need; ++j, need >>= 1) \
         if (need & 1u) *GM_AT(NIN, TS, out, o + j, 1) = gm_nary_exact(ins, s, idx, last, e + j GM_CHK_A);
 #elif OP == 4 && NARY_CR
@@ -501,12 +547,9 @@ GM_BF16_VEC(16)
     bad_ |= GM_CVT_INT(isnotequal((c2_ - (u_ - cc_)) + (e_ - cc_), (ACCV)(0.0))); s2_ = t_; c2_ = u_; }
 #define GM_REDO_DECL GM_INTV redo_ = (GM_INTV)(0);
 #elif NARY_CR == 4
-// FLOAT16 in the CPU shape: the same in float (NARY_EXP_OK from 24 bits instead of 53: a FLOAT32 sum
-// of halves whose exponents lie within 13 - ceil(log2 k) is exact, and its quotient rounded to float
-// and then to half is the correctly rounded mean). The quotient without trusting OpenCL's float
-// division (2.5 ulp allowed): q = S y with y = 1/k rounded to nearest (GM_RCP), then twice
-// q += (S - k q) y through fma (the remainder exact once q is faithful; Markstein: the second step
-// rounds correctly). A zero S is its own mean (its sign kept); inf and NaN take the fix-up (below).
+// FLOAT16 in the CPU shape, BFLOAT16 without fp64: the FLOAT32 sum, gm_nary_certain4's test and
+// gm_nary_quotient4's quotient (above) in vectors; the lanes the test leaves open take the fix-up
+// (below).
 #define GM_ADD_INPUT(k) { const CTV xf_ = LOADV_AT(k); acc += xf_; \
     const GM_UINTV b_ = GM_XCAT(as_uint, VW)(xf_) & 0x7FFFFFFFu; mx_ = max(mx_, b_); mn_ = min(mn_, b_ - 1u); }
 #define GM_COMPUTE(res) { CTV acc = (CTV)(-0.0f); GM_UINTV mx_ = (GM_UINTV)(0u), mn_ = (GM_UINTV)(0xFFFFFFFFu); \
@@ -517,7 +560,8 @@ GM_BF16_VEC(16)
     q_ = fma(fma(-q_, n_, acc), y_, q_); \
     res = select(q_, acc, acc == (CTV)(0.0f)); \
     const GM_UINTV thr_ = ((mn_ + 1u) & 0x7F800000u) + (GM_UINTV)((uint)NARY_EXP_OK); \
-    const GM_INTV need_ = as_int16((mx_ >= thr_) | (mx_ >= (GM_UINTV)(0x7F800000u))); \
+    const GM_INTV need_ = (mx_ >= thr_) | (mx_ >= (GM_UINTV)(0x7F800000u)) | isinf(acc) | \
+                          (mn_ < (GM_UINTV)((27u << 23) - 1u)); \
     if (GM_FIXING) { \
         if (any(need_)) GM_F16_FIX(res, need_) \
     } else { \

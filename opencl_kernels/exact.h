@@ -404,13 +404,16 @@ GM_INLINE void gm_ff_add(gm_ff* a, float x) {
     a->bound = fma(fabs(a->lo), 0x1p-24f, a->bound);
 }
 
-// merge two accumulators (a work-group's tree): the same rule, both bounds carried
+// merge two accumulators (a work-group's tree): both bounds carried, and both roundings of the new
+// low word, each at most 2^-24 of what it rounds to: the low words' sum t, then t + e (e can cancel
+// t, so the second's size does not bound the first's)
 GM_INLINE void gm_ff_merge(gm_ff* a, const gm_ff* b) {
     float s, e;
     gm_two_sum_f(a->hi, b->hi, &s, &e);
+    const float t = a->lo + b->lo;
     a->hi = s;
-    a->lo = (a->lo + b->lo) + e;
-    a->bound = fma(fabs(a->lo), 0x1p-23f, a->bound + b->bound);
+    a->lo = t + e;
+    a->bound = fma(fabs(t) + fabs(a->lo), 0x1p-24f, a->bound + b->bound);
 }
 
 GM_INLINE float gm_ff_bound(const gm_ff* a, uint n) { return a->bound * (1.0f + (float)n * 0x1p-23f); }

@@ -83,6 +83,17 @@ __kernel void gm_test_settle_ff_f32(__global const uint* x, const uint ncols, __
     settled[row] = ok;
 }
 
+// gm_ff_merge on given accumulators (hi, lo, bound each): the merged hi, lo and bound
+__kernel void gm_test_ff_merge(__global const float* x, const uint ncols, __global float* out) {
+    const size_t row = get_global_id(0);
+    gm_ff a = {x[row * ncols], x[row * ncols + 1], x[row * ncols + 2]};
+    const gm_ff b = {x[row * ncols + 3], x[row * ncols + 4], x[row * ncols + 5]};
+    gm_ff_merge(&a, &b);
+    out[3 * row] = a.hi;
+    out[3 * row + 1] = a.lo;
+    out[3 * row + 2] = a.bound;
+}
+
 #if GM_CUDA || USE_FP64
 // the fast path: a FLOAT64 sum and max|x|, accepted where the bound settles; else the exact path
 __kernel void gm_test_settle_f32(__global const uint* x, const uint ncols, __global uint* out,
@@ -286,6 +297,31 @@ def test_float_only_bound_settles_normal_data(pocl, n):
         assert settled[150 + names.index(name)] == 0, name
 
 
+def test_float_float_merge_bounds_both_roundings(pocl):
+    """gm_ff_merge's bound covers the rounding of the low words' sum t even where TwoSum's error e of
+    the high words cancels t: here t = -2^-25 - 3 * 2^-50 rounds by 2^-50 and t + e is only -2^-48, so
+    a bound from the final low word alone (2^-71) would be short of the true error. Random merges
+    too: |hi + lo - exact| <= bound, checked in exact rationals."""
+    rng = np.random.default_rng(5)
+    cancel = [1.0, -2.0 ** -25, 0.0, 2.0 ** -25, -3 * 2.0 ** -50, 0.0]
+    rand = [[h, h * 2.0 ** -26 * rng.uniform(-1, 1), 0.0, g, g * 2.0 ** -26 * rng.uniform(-1, 1), 0.0]
+            for h, g in rng.standard_normal((200, 2)) * 2.0 ** rng.integers(-20, 20, (200, 1))]
+    x = np.array([cancel] + rand, np.float32)
+    assert np.float32(-2.0 ** -25) + np.float32(-3 * 2.0 ** -50) != Fraction(-2 ** -25) - 3 * Fraction(2) ** -50
+    out = np.empty(3 * len(x), np.float32)
+    cl, b, prg = pocl
+    mf = cl.mem_flags
+    xb = cl.Buffer(b.ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x)
+    ob = cl.Buffer(b.ctx, mf.WRITE_ONLY, out.nbytes)
+    prg["gm_test_ff_merge"](b.queue, (len(x),), None, xb, np.uint32(6), ob)
+    cl.enqueue_copy(b.queue, out, ob)
+    for r, (hi, lo, bound) in enumerate(out.reshape(-1, 3)):
+        exact = sum(Fraction(float(v)) for v in x[r, [0, 1, 3, 4]])
+        error = abs(Fraction(float(hi)) + Fraction(float(lo)) - exact)
+        assert error <= Fraction(float(bound)), (r, x[r], float(hi), float(lo), float(bound), float(error))
+    assert out[2] > 0.0
+
+
 # -- NVRTC ------------------------------------------------------------------------------------------
 
 def _nvrtc_resources(log: str) -> dict:
@@ -308,7 +344,7 @@ def test_nvrtc_compiles_without_spills_or_ftz(capsys):
     out = rtc.compile(program_text("cuda", True), opts, "exact_test.cu")
     res = _nvrtc_resources(out.log)
     kernels = ["gm_test_exact_f32", "gm_test_exact_bf16", "gm_test_exact_f16", "gm_test_settle_f32",
-               "gm_test_settle_f16", "gm_test_settle_ff_f32"]
+               "gm_test_settle_f16", "gm_test_settle_ff_f32", "gm_test_ff_merge"]
     assert sorted(res) == sorted(kernels), out.log
     for k, (_, stack, spill) in res.items():
         assert stack == 0 and spill == 0, f"{k}: {stack} B stack, {spill} B spilled"

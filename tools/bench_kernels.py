@@ -23,7 +23,13 @@ from statistics import median
 PROBE = """
 import json, sys, gpu_mean as gm
 from gpu_mean.tools import profiler
-dev = gm.create_device(sys.argv[1])
+spec = sys.argv[1]
+if spec.startswith("opencl") and spec.endswith(("-nofp64", "-gpupaths")):   # the test variants (tests/conftest.py)
+    from gpu_mean.backends import opencl
+    dev = gm.Device(opencl.make_backend(int(spec.split(":")[1].split("-")[0]), allow_fp64="-nofp64" not in spec,
+                                        gpu_paths="-gpupaths" in spec))
+else:
+    dev = gm.create_device(spec)
 n, repeat, which = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 case = profiler.class_cases(n, tuple(gm.DataType[t] for t in sys.argv[5].split(",")))[which]
 go = profiler.prepare_device(dev, case)
@@ -41,7 +47,8 @@ def measure(tree: Path, device: str, n: int, repeat: int, which: int, dtypes: st
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--before", required=True, type=Path, help="a checkout of the tree to compare with")
-    ap.add_argument("--device", default="opencl")
+    ap.add_argument("--device", default="opencl", help="a device spec, or a test variant: opencl:0-nofp64, "
+                    "opencl:0-gpupaths, opencl:0-gpupaths-nofp64")
     ap.add_argument("--mb", type=int, default=64, help="MiB of float32 input per case (float16 cases: half)")
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--rounds", type=int, default=3)
