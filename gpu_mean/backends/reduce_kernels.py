@@ -379,3 +379,68 @@ def _round_up(a: int, b: int) -> int:
 
 def _temporary(plan: planning.ReducePlan, n_chunks: int, nbytes: int) -> int:
     return plan.temporary_size(n_chunks) // plan.acc_bytes * nbytes
+
+
+# -- exact partials (gm_reduce_limbs; docs/design.md, "Partials across boundaries") -----------------
+
+LIMB_COUNT = {D.FLOAT32: 10, D.BFLOAT16: 10, D.FLOAT16: 3}     # exact.h's GM_XK_F, GM_XK_H
+LIMBS_MIN_RUN = 1 << 12     # values per run at least (a run's limbs cost (K + 1) * 8 bytes to write and add)
+
+
+def limbs_ok(plan: planning.ReducePlan) -> bool:
+    """Whether gm_reduce_limbs takes the plan: a float type with a superaccumulator, fewer than 2^32
+    values per output (gm_exact_range's count and the rounding's divisor)."""
+    return plan.dtype in LIMB_COUNT and plan.n_reduce < 1 << 32
+
+
+@dataclass(frozen=True)
+class LimbsVariant:
+    """gm_reduce_limbs(_serial): the macros of the plan's GM_EXACT variant (REDUCE AVERAGE of the
+    same input: the superaccumulator type and its walk), the launch, and how each output's values are
+    cut into runs (n_chunks runs of clen values, each writing its own limbs)."""
+    macros: dict
+    launch: Launch
+    n_chunks: int
+    clen: int
+    limbs: int          # K, the limbs of a run (K + 1 longs with the flags)
+    n_out: int
+
+    @property
+    def words(self) -> int:
+        """The longs the kernel writes: K + 1 per (run, output) pair."""
+        return self.n_chunks * self.n_out * (self.limbs + 1)
+
+    def args(self, inp, in_off, part, part_off, meta, n: int) -> tuple:
+        u64, i64 = np.uint64, np.int64
+        return (inp, u64(in_off), part, u64(part_off), meta, i64(self.n_out), u64(n), i64(self.n_chunks),
+                i64(self.clen))
+
+
+def limbs_variant(plan: planning.ReducePlan, *, cpu_shaped: bool, fp64: bool, compute_units: int = 1,
+                  sms: int = 1, tuning: opencl_geometry.OpenCLTuning = opencl_geometry.DEFAULT_TUNING,
+                  checked: bool = False) -> LimbsVariant:
+    """The exact partials' kernel for ``plan`` (a REDUCE_MEAN plan of a FLOAT32, FLOAT16 or BFLOAT16
+    input, ``limbs_ok``): enough runs per output that the device has work for every core (CPU shape:
+    16 work-items per compute unit; GPU shape: 8 work-groups per SM), none shorter than LIMBS_MIN_RUN."""
+    assert plan.op == KernelOp.REDUCE_MEAN and limbs_ok(plan)
+    # FLOAT16 means of few values have no GM_EXACT variant with fp64 (f16_direct): the macros without
+    # fp64 then (the limbs kernel uses no floating point)
+    fp64 = fp64 and exact_mean(plan, fp64)
+    n, n_out = plan.n_reduce, plan.n_out
+    if cpu_shaped:
+        m = cpu_variant(plan, compute_units=compute_units, fp64=fp64, tuning=tuning, checked=checked).macros
+        target = compute_units * 16
+    else:
+        m = gpu_variant(plan, sms=sms, fp64=fp64, checked=checked).macros
+        target = sms * 8
+    want = _cdiv(target, max(n_out, 1))
+    n_chunks = max(1, min(want, n // LIMBS_MIN_RUN))
+    clen = _cdiv(max(n, 1), n_chunks)
+    n_chunks = _cdiv(max(n, 1), clen)
+    pairs = n_chunks * n_out
+    if cpu_shaped:
+        launch = Launch("gm_reduce_limbs_serial", (pairs,), (1,))
+    else:
+        groups = max(1, min(pairs, sms * 8, gpu_geometry.MAX_X))
+        launch = Launch("gm_reduce_limbs", (groups * EX_WG,), (EX_WG,))
+    return LimbsVariant(m, launch, n_chunks, clen, LIMB_COUNT[plan.dtype], n_out)
