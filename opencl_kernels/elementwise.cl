@@ -293,44 +293,34 @@ GM_INLINE TS gm_nary_exact(GM_INPUTS_PARAM ins, __constant const gm_dims* s, con
             if (m & 1u) *GM_AT(NIN, TS, out, o + j, 1) = gm_nary_exact(ins, s, idx, last, e + j GM_CHK_A); \
     }
 #endif
-#if OP == 4 && NARY_CR == 1
+#if OP == 4 && (NARY_CR == 1 || NARY_CR == 4)
+// the fast sum in the wide type (FLOAT64, or FLOAT32 for NARY_CR 4), the quotient and the test
+#if NARY_CR == 1
+#define GM_NACC double
+#define GM_NQUOT(a) FROM_ACC((a) / (double)NIN)
+#define GM_NCERTAIN gm_nary_certain
+#else
+#define GM_NACC float
+#define GM_NQUOT(a) FROM_CT(gm_nary_quotient4(a))
+#define GM_NCERTAIN gm_nary_certain4
+#endif
 #define GM_APPLY_BODY(VT, W) \
-    double acc[W]; uint mx[W], mn[W]; \
-    for (int j = 0; j < W; ++j) { acc[j] = -0.0; mx[j] = 0u; mn[j] = 0xFFFFFFFFu; } \
+    GM_NACC acc[W]; uint mx[W], mn[W]; \
+    for (int j = 0; j < W; ++j) { acc[j] = (GM_NACC)(-0.0f); mx[j] = 0u; mn[j] = 0xFFFFFFFFu; } \
     _Pragma("unroll 4") \
     for (int k = 0; k < NIN; ++k) { \
         VT x = *(__global const VT*)GM_INPUT_AT(const TS, k, gm_offset(s, k, idx, last) + e, W); \
         for (int j = 0; j < W; ++j) { \
             const float xf = TO_CT(x.v[j]); \
             const uint b = gm_as_uint(xf) & 0x7FFFFFFFu; \
-            acc[j] += (double)xf; mx[j] = max(mx[j], b); mn[j] = min(mn[j], b - 1u); \
+            acc[j] += (GM_NACC)xf; mx[j] = max(mx[j], b); mn[j] = min(mn[j], b - 1u); \
         } \
     } \
     VT r; uint need = 0u; \
     _Pragma("unroll") \
     for (int j = 0; j < W; ++j) { \
-        r.v[j] = FROM_ACC(acc[j] / (double)NIN); \
-        need |= gm_nary_certain(acc[j], mx[j], mn[j]) ? 0u : 1u << j; \
-    } \
-    GM_STORE_LANES(VT, r, need, W)
-#elif OP == 4 && NARY_CR == 4
-#define GM_APPLY_BODY(VT, W) \
-    float acc[W]; uint mx[W], mn[W]; \
-    for (int j = 0; j < W; ++j) { acc[j] = -0.0f; mx[j] = 0u; mn[j] = 0xFFFFFFFFu; } \
-    _Pragma("unroll 4") \
-    for (int k = 0; k < NIN; ++k) { \
-        VT x = *(__global const VT*)GM_INPUT_AT(const TS, k, gm_offset(s, k, idx, last) + e, W); \
-        for (int j = 0; j < W; ++j) { \
-            const float xf = TO_CT(x.v[j]); \
-            const uint b = gm_as_uint(xf) & 0x7FFFFFFFu; \
-            acc[j] += xf; mx[j] = max(mx[j], b); mn[j] = min(mn[j], b - 1u); \
-        } \
-    } \
-    VT r; uint need = 0u; \
-    _Pragma("unroll") \
-    for (int j = 0; j < W; ++j) { \
-        r.v[j] = FROM_CT(gm_nary_quotient4(acc[j])); \
-        need |= gm_nary_certain4(acc[j], mx[j], mn[j]) ? 0u : 1u << j; \
+        r.v[j] = GM_NQUOT(acc[j]); \
+        need |= GM_NCERTAIN(acc[j], mx[j], mn[j]) ? 0u : 1u << j; \
     } \
     GM_STORE_LANES(VT, r, need, W)
 #elif OP == 4 && NARY_CR
