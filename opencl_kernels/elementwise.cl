@@ -117,7 +117,15 @@
 //     min(g, 2^(E_mid - p)), and a nonzero one puts S / k at least 2^(E_mid - 52) from mid
 //     (E_mid <= E_M, and p + c <= 52). Elements whose exponents lie further apart take the exact path
 //     (gm_nary_exact: exact.h's superaccumulator, every input read again). An inf or NaN total is IEEE's.
-//   Devices without fp64 (NARY_CR 2: FLOAT32, BFLOAT16; 3: FLOAT16): the exact path for every element.
+//   FLOAT16 in the CPU shape, and FLOAT16 and BFLOAT16 without fp64 (NARY_CR 4): the same test for
+//     the FLOAT32 sum (P = 24: NARY_EXP_OK from 24 - p - c), and the quotient by k without OpenCL's
+//     float division, which may be 2.5 ulp off: q = S y, y = 1/k rounded to nearest (GM_RCP), then
+//     twice q += (S - k q) y by fma (the remainder is exact once q is faithful; Markstein: the second
+//     step rounds correctly). Then rounding q to the format is the one rounding, by the argument above
+//     (p + c <= 23). An infinite or NaN input, a FLOAT32 sum past FLT_MAX (BFLOAT16 shares FLOAT32's
+//     range) and inputs below 2^-100 (the quotient near FLOAT32's subnormals, where Markstein's step
+//     is not proven) take the exact path. A zero S is its own mean (its sign kept).
+//   FLOAT32 without fp64 (NARY_CR 2): the exact path for every element.
 // NARY_FMT: 1 FLOAT32, 2 BFLOAT16, 3 FLOAT16 (the exact path's accumulator and rounding).
 #if OP == 4 && NARY_CR
 #if NARY_FMT == 3
@@ -171,6 +179,22 @@ GM_INLINE float gm_nary_round_exact(double h, double c) {
 #define GM_DD_STEP(h_, c_, bad_, x) { const double x_ = (x), t_ = (h_) + x_, bb_ = t_ - (h_); \
     const double e_ = ((h_) - (t_ - bb_)) + (x_ - bb_), u_ = (c_) + e_, cc_ = u_ - (c_); \
     bad_ |= (((c_) - (u_ - cc_)) + (e_ - cc_)) != 0.0; h_ = t_; c_ = u_; }
+#endif
+#if NARY_CR == 4
+// whether the FLOAT32 sum is exact and its quotient proven (above); m0 the smallest nonzero magnitude's
+// bits minus one (all ones when every input is zero)
+GM_INLINE int gm_nary_certain4(float acc, uint mx, uint mn) {
+    return mx < ((mn + 1u) & 0x7F800000u) + (uint)NARY_EXP_OK && mx < 0x7F800000u
+           && (NARY_FMT != 2 || (!isinf(acc) && mn >= (27u << 23) - 1u));
+}
+// S / k rounded correctly to FLOAT32 for an exact S (Markstein), a zero S as it is
+GM_INLINE float gm_nary_quotient4(float acc) {
+    const float y = GM_RCP, n = (float)NIN;
+    float q = acc * y;
+    q = fma(fma(-q, n, acc), y, q);
+    q = fma(fma(-q, n, acc), y, q);
+    return acc == 0.0f ? acc : q;
+}
 #endif
 #endif
 // an input element as the accumulator takes it (the wide accumulators split the value themselves)
@@ -250,30 +274,55 @@ GM_INLINE TS gm_nary_exact(GM_INPUTS_PARAM ins, __constant const gm_dims* s, con
     return GM_XACC_MEAN_TS(&a);
 }
 #endif
-#if OP == 4 && NARY_CR == 1
+#if OP == 4 && (NARY_CR == 1 || NARY_CR == 4)
+// Store the W results r, the lanes whose fast sum the test leaves open (need) from the exact path.
+// The output may be bound over an input (in place: the same element of both), and the exact path
+// reads a lane's inputs again, so no lane of the output is written before its inputs are read for
+// the last time: when a lane is open, the decided lanes are stored one by one (r is then dead and
+// the exact path has the registers r held), then each open lane is computed and stored. The first
+// loop unrolls, so r's lanes are indexed by constants (a lane array indexed by a loop counter would
+// go to the stack on CUDA); the second indexes no array and stays a loop (one copy of the exact path).
+#define GM_STORE_LANES(VT, r, need, W) \
+    if (!need) { \
+        *(__global VT*)GM_AT(NIN, TS, out, o, W) = r; \
+    } else { \
+        _Pragma("unroll") \
+        for (int j = 0; j < W; ++j) \
+            if (!((need >> j) & 1u)) *GM_AT(NIN, TS, out, o + j, 1) = r.v[j]; \
+        for (uint j = 0, m = need; m; ++j, m >>= 1) \
+            if (m & 1u) *GM_AT(NIN, TS, out, o + j, 1) = gm_nary_exact(ins, s, idx, last, e + j GM_CHK_A); \
+    }
+#endif
+#if OP == 4 && (NARY_CR == 1 || NARY_CR == 4)
+// the fast sum in the wide type (FLOAT64, or FLOAT32 for NARY_CR 4), the quotient and the test
+#if NARY_CR == 1
+#define GM_NACC double
+#define GM_NQUOT(a) FROM_ACC((a) / (double)NIN)
+#define GM_NCERTAIN gm_nary_certain
+#else
+#define GM_NACC float
+#define GM_NQUOT(a) FROM_CT(gm_nary_quotient4(a))
+#define GM_NCERTAIN gm_nary_certain4
+#endif
 #define GM_APPLY_BODY(VT, W) \
-    double acc[W]; uint mx[W], mn[W]; \
-    for (int j = 0; j < W; ++j) { acc[j] = -0.0; mx[j] = 0u; mn[j] = 0xFFFFFFFFu; } \
+    GM_NACC acc[W]; uint mx[W], mn[W]; \
+    for (int j = 0; j < W; ++j) { acc[j] = (GM_NACC)(-0.0f); mx[j] = 0u; mn[j] = 0xFFFFFFFFu; } \
     _Pragma("unroll 4") \
     for (int k = 0; k < NIN; ++k) { \
         VT x = *(__global const VT*)GM_INPUT_AT(const TS, k, gm_offset(s, k, idx, last) + e, W); \
         for (int j = 0; j < W; ++j) { \
             const float xf = TO_CT(x.v[j]); \
             const uint b = gm_as_uint(xf) & 0x7FFFFFFFu; \
-            acc[j] += (double)xf; mx[j] = max(mx[j], b); mn[j] = min(mn[j], b - 1u); \
+            acc[j] += (GM_NACC)xf; mx[j] = max(mx[j], b); mn[j] = min(mn[j], b - 1u); \
         } \
     } \
     VT r; uint need = 0u; \
     _Pragma("unroll") \
     for (int j = 0; j < W; ++j) { \
-        r.v[j] = FROM_ACC(acc[j] / (double)NIN); \
-        need |= gm_nary_certain(acc[j], mx[j], mn[j]) ? 0u : 1u << j; \
+        r.v[j] = GM_NQUOT(acc[j]); \
+        need |= GM_NCERTAIN(acc[j], mx[j], mn[j]) ? 0u : 1u << j; \
     } \
-    *(__global VT*)GM_AT(NIN, TS, out, o, W) = r; \
-    /* the lanes whose sum may be inexact, stored again from the exact path (arrays indexed by a */ \
-    /* loop counter stay out of it: they would go to the stack on CUDA) */ \
-    for (int j = 0; need; ++j, need >>= 1) \
-        if (need & 1u) *GM_AT(NIN, TS, out, o + j, 1) = gm_nary_exact(ins, s, idx, last, e + j GM_CHK_A);
+    GM_STORE_LANES(VT, r, need, W)
 #elif OP == 4 && NARY_CR
 #define GM_APPLY_BODY(VT, W) \
     VT r; \
@@ -501,12 +550,9 @@ GM_BF16_VEC(16)
     bad_ |= GM_CVT_INT(isnotequal((c2_ - (u_ - cc_)) + (e_ - cc_), (ACCV)(0.0))); s2_ = t_; c2_ = u_; }
 #define GM_REDO_DECL GM_INTV redo_ = (GM_INTV)(0);
 #elif NARY_CR == 4
-// FLOAT16 in the CPU shape: the same in float (NARY_EXP_OK from 24 bits instead of 53: a FLOAT32 sum
-// of halves whose exponents lie within 13 - ceil(log2 k) is exact, and its quotient rounded to float
-// and then to half is the correctly rounded mean). The quotient without trusting OpenCL's float
-// division (2.5 ulp allowed): q = S y with y = 1/k rounded to nearest (GM_RCP), then twice
-// q += (S - k q) y through fma (the remainder exact once q is faithful; Markstein: the second step
-// rounds correctly). A zero S is its own mean (its sign kept); inf and NaN take the fix-up (below).
+// FLOAT16 in the CPU shape, BFLOAT16 without fp64: the FLOAT32 sum, gm_nary_certain4's test and
+// gm_nary_quotient4's quotient (above) in vectors; the lanes the test leaves open take the fix-up
+// (below).
 #define GM_ADD_INPUT(k) { const CTV xf_ = LOADV_AT(k); acc += xf_; \
     const GM_UINTV b_ = GM_XCAT(as_uint, VW)(xf_) & 0x7FFFFFFFu; mx_ = max(mx_, b_); mn_ = min(mn_, b_ - 1u); }
 #define GM_COMPUTE(res) { CTV acc = (CTV)(-0.0f); GM_UINTV mx_ = (GM_UINTV)(0u), mn_ = (GM_UINTV)(0xFFFFFFFFu); \
@@ -517,12 +563,17 @@ GM_BF16_VEC(16)
     q_ = fma(fma(-q_, n_, acc), y_, q_); \
     res = select(q_, acc, acc == (CTV)(0.0f)); \
     const GM_UINTV thr_ = ((mn_ + 1u) & 0x7F800000u) + (GM_UINTV)((uint)NARY_EXP_OK); \
-    const GM_INTV need_ = as_int16((mx_ >= thr_) | (mx_ >= (GM_UINTV)(0x7F800000u))); \
+    const GM_INTV need_ = (mx_ >= thr_) | (mx_ >= (GM_UINTV)(0x7F800000u)) GM_NEED_BF16; \
     if (GM_FIXING) { \
         if (any(need_)) GM_F16_FIX(res, need_) \
     } else { \
         redo_ |= need_; \
     } }
+#if NARY_FMT == 2     // BFLOAT16's range is FLOAT32's (halves can neither overflow nor be so small)
+#define GM_NEED_BF16 | isinf(acc) | (mn_ < (GM_UINTV)((27u << 23) - 1u))
+#else
+#define GM_NEED_BF16
+#endif
 #if USE_FP64
 // with fp64 the fix-up is the FLOAT64 sum (exact for 64 halves), divided once and rounded to float
 // to odd (GM_ODD_FLOAT), which the half store rounds once more: the one rounding to half
@@ -566,9 +617,16 @@ GM_BF16_VEC(16)
 #define GM_PREFETCH_INPUTS(at)
 #endif
 
+// In place: the vector loops' second pass (GM_REDO) reads the inputs again after the first pass
+// stored its results, which is wrong when the output is bound over an input. The host launches the
+// *_inplace_serial kernels then (programs.ElementwiseProgram: an output range over an input's), whose vector
+// loops decide their open lanes at once (fix_now: the data-dependent branch PoCL runs slower, for
+// in-place executes only); a lane's output then overwrites only that lane's inputs, after their last
+// read. The kernels call one inline body with fix_now a constant, so each is compiled for its case.
+
 // Every operand is one dense run: work-item g owns elements [VW*UNROLL*g, VW*UNROLL*(g+1)).
-__kernel void gm_ew_contig_serial(__global T* out, ulong out_off, ulong n, float scale,
-                                  float bias GM_INPUT_PARAMS GM_CHK_P) {
+GM_INLINE void gm_ew_contig_run(__global T* out, ulong out_off, ulong n, float scale,
+                                float bias GM_INPUT_PARAMS GM_CHK_P, const int fix_now) {
     GM_INPUTS_BIND
     GM_REDO_DECL
     ulong first = (ulong)get_global_id(0) * VW * UNROLL;
@@ -581,7 +639,7 @@ __kernel void gm_ew_contig_serial(__global T* out, ulong out_off, ulong n, float
 #define GM_PF_POS(k) base
             GM_PREFETCH_INPUTS(base)
 #undef GM_PF_POS
-#define GM_FIXING 0
+#define GM_FIXING fix_now
             RESV r;
             GM_COMPUTE(r)
             STOREV(r, GM_AT(NIN, T, out, out_off + base, VW));
@@ -618,6 +676,17 @@ __kernel void gm_ew_contig_serial(__global T* out, ulong out_off, ulong n, float
 #undef GM_FIXING
     }
 }
+
+__kernel void gm_ew_contig_serial(__global T* out, ulong out_off, ulong n, float scale,
+                                  float bias GM_INPUT_PARAMS GM_CHK_P) {
+    gm_ew_contig_run(out, out_off, n, scale, bias GM_INPUT_ARGS GM_CHK_A, 0);
+}
+#if GM_REDO
+__kernel void gm_ew_contig_inplace_serial(__global T* out, ulong out_off, ulong n, float scale,
+                                          float bias GM_INPUT_PARAMS GM_CHK_P) {
+    gm_ew_contig_run(out, out_off, n, scale, bias GM_INPUT_ARGS GM_CHK_A, 1);
+}
+#endif
 
 // Element offsets of the start of row ``row`` (all dimensions but the innermost) for every operand.
 GM_INLINE void gm_row_positions(__constant const gm_dims* m, long row, long* pos) {
@@ -667,8 +736,8 @@ __kernel void gm_ew_strided_serial(__global T* out, ulong out_off, ulong n_runs,
 
 // Every operand's innermost dimension is dense (broadcast and padded layouts usually are): work-item
 // g owns a run of RUN_ROWS elements of one row, moved with VW-wide vector loads.
-__kernel void gm_ew_rows_serial(__global T* out, ulong out_off, ulong n_runs, __constant const gm_dims* m,
-                                float scale, float bias GM_INPUT_PARAMS GM_CHK_P) {
+GM_INLINE void gm_ew_rows_run(__global T* out, ulong out_off, ulong n_runs, __constant const gm_dims* m,
+                              float scale, float bias GM_INPUT_PARAMS GM_CHK_P, const int fix_now) {
     GM_INPUTS_BIND
     ulong g = get_global_id(0);
     if (g >= n_runs) return;
@@ -683,7 +752,7 @@ __kernel void gm_ew_rows_serial(__global T* out, ulong out_off, ulong n_runs, __
 #define GM_PF_POS(k) (pos[k] + i)
         GM_PREFETCH_INPUTS(i)
 #undef GM_PF_POS
-#define GM_FIXING 0
+#define GM_FIXING fix_now
         RESV r;
         GM_COMPUTE(r)
         STOREV(r, GM_AT(NIN, T, out, (long)out_off + pos[NIN] + i, VW));
@@ -717,4 +786,15 @@ __kernel void gm_ew_rows_serial(__global T* out, ulong out_off, ulong n_runs, __
     }
 #undef GM_FIXING
 }
+
+__kernel void gm_ew_rows_serial(__global T* out, ulong out_off, ulong n_runs, __constant const gm_dims* m,
+                                float scale, float bias GM_INPUT_PARAMS GM_CHK_P) {
+    gm_ew_rows_run(out, out_off, n_runs, m, scale, bias GM_INPUT_ARGS GM_CHK_A, 0);
+}
+#if GM_REDO
+__kernel void gm_ew_rows_inplace_serial(__global T* out, ulong out_off, ulong n_runs, __constant const gm_dims* m,
+                                        float scale, float bias GM_INPUT_PARAMS GM_CHK_P) {
+    gm_ew_rows_run(out, out_off, n_runs, m, scale, bias GM_INPUT_ARGS GM_CHK_A, 1);
+}
+#endif
 #endif  // GM_CPU_SHAPE

@@ -124,3 +124,21 @@ def make_device(spec: str):
 @pytest.fixture
 def cpu():
     return gm.create_device("cpu")
+
+
+# Parallel runs (pytest-xdist, ``-n 2 --dist loadgroup`` in tools/test.sh): the tests of one device run
+# in one worker, so each worker compiles only its devices' kernel variants (PoCL compiles cold in CI,
+# and two workers building the same variants would each pay for it); the near-limit arrays run in one
+# worker, one after another, so that two of them never hold host memory at once.
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name == "test_large_arrays.py":
+            group = "large-arrays"
+        else:
+            spec = getattr(item, "callspec", None)
+            params = spec.params.values() if spec is not None else ()
+            group = next((p for p in params if isinstance(p, str) and DEVICE_ID.fullmatch(p)), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(name=group))

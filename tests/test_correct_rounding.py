@@ -446,3 +446,31 @@ def test_zero_rule(device, dt):
         assert np.all(got.astype(np.float64) == 0), f"{dt} rows of {n}: {got}"
         col = gm.reduce_mean(np.ascontiguousarray(many.T), axes=[0], device=device).reshape(-1)
         check_bits(col, got, f"{dt} columns of {n}")
+
+
+@pytest.mark.parametrize("dt", TYPES[:3], ids=IDS[:3])
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("layout", ["packed", "padded_rows"])
+def test_nary_in_place(device, dt, k, layout):
+    """The n-ary mean executed in place (the output bound over input 0, as DirectML allows) with
+    elements that take the exact path among ones that do not: the exact path reads the element's
+    inputs again, so it must read them before the result overwrites input 0 (the fuzzer found a
+    one-element case on the GPU shape that read the result back as an input)."""
+    from helpers import upload
+    rng = np.random.default_rng(31 + k)
+    shape, strides = ((1000,), None) if layout == "packed" else ((8, 100), (128, 1))
+    n = int(np.prod(shape))
+    x = as_type(rng.standard_normal((n, k)), dt)
+    big = {np.dtype(np.float16): 2.0 ** 15, np.dtype(np.float32): 2.0 ** 60}.get(dt, 2.0 ** 100)
+    far = rng.random(n) < 0.3           # exponents too far apart for the fast sum: the exact path
+    x[far, 0] = as_type(rng.uniform(1, 2, far.sum()) * big, dt)
+    x[far, -1] = as_type(rng.uniform(-1, 1, far.sum()) * 2.0 ** -14, dt)
+    xs = [np.ascontiguousarray(x[:, i]).reshape(shape) for i in range(k)]
+    want = oracle.nary_mean(xs, dt)
+    gt = {np.dtype(np.float16): gm.DataType.FLOAT16, np.dtype(np.float32): gm.DataType.FLOAT32}.get(dt)
+    t = gm.TensorDesc(gt or gm.DataType.BFLOAT16, shape, strides)
+    bufs = [upload(device, t, xi, pad=32) for xi in xs]
+    binds = [gm.BufferBinding(b, 32, t.total_size_in_bytes) for b in bufs]
+    cop = device.compile_operator(device.create_operator(gm.ext.NaryMeanDesc([t] * k, t)))
+    cop.execute(inputs=binds, outputs=[binds[0]])
+    check_bits(bufs[0].read_tensor(t, 32), want, f"{dt} n-ary of {k} in place, {layout}")

@@ -16,6 +16,7 @@ import pytest
 
 import gpu_mean as gm
 from gpu_mean.backends import elementwise_kernels as ewk
+from gpu_mean.backends import programs, reduce_kernels
 from gpu_mean.backends.cuda import CudaBackend
 from gpu_mean.backends.cuda_compile import BASE_OPTIONS, variant_source
 from gpu_mean.backends.kernels import kernel_dir, kernel_source
@@ -158,6 +159,8 @@ def program_variants(checked: bool = False):
     for name, plan in all_plans():
         be = FakeBackend(checked)
         make_program(be, plan)
+        if isinstance(plan, planning.ReducePlan) and reduce_kernels.exact_mean(plan, True):
+            programs.LimbsProgram(be, plan)     # the exact partials (gm_reduce_limbs), same macros
         fname, macros, _ = be.requests[0]
         assert all(r[0] == fname and r[1] == macros for r in be.requests)
         out.append((name, fname, macros, sorted({r[2] for r in be.requests})))

@@ -207,8 +207,8 @@ def test_chunks_are_used_in_place_or_through_reused_pooled_buffers(device, monke
     monkeypatch.setattr(Buffer, "write", lambda b, a, offset=0: (writes.append(a.nbytes), write(b, a, offset))[1])
     rng = np.random.default_rng(8)
     bases = [rng.random((256, 512), dtype=np.float32) for _ in range(3)]
-    if device.info.backend == "cpu":     # its float chunks give exact totals without a launch
-        bases = [(b * 1e6).astype(np.int32) for b in bases]
+    # float chunks give exact totals (Device.exact_partials, test_exact_partials.py), not this path
+    bases = [(b * 1e6).astype(np.int32) for b in bases]
     chunks = [b[:, ::2] if layout == "strided" else b[:, :256].copy() for b in bases]
     allocations = []
     with warnings.catch_warnings():
@@ -265,20 +265,24 @@ def test_compensated_combine_keeps_what_float64_adds_lose():
     assert partials.finish(inf, np.float32)[0] == np.inf   # an infinite total is not turned into NaN
 
 
-def test_a_device_without_fp64_sums_float_chunks_on_the_cpu_with_a_warning():
+def test_a_device_without_fp64_sums_float_chunks_itself_exactly():
+    """Float chunks on a device without fp64 give the device's exact partials (integer limbs: no
+    fp64 needed), the CPU device's digits exactly, with no warning and no CPU fallback."""
     found, reason = backends._discover("opencl")
     if not found:
         pytest.skip(f"no OpenCL: {reason}")
     from gpu_mean.backends import opencl
+    from gpu_mean.runtime import exact
     nofp64 = gm.Device(opencl.make_backend(0, allow_fp64=False))
     x = np.random.default_rng(2).random((4, 9)).astype(np.float32)
-    with pytest.warns(RuntimeWarning, match="no fp64"):
-        p = partials.chunk_sum(x, (1,), device=nofp64)
-    np.testing.assert_array_equal(p.hi, np.sum(x, axis=1, keepdims=True, dtype=np.float64))
+    before = partials.stats["cpu_fallback"]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        p = partials.chunk_sum(x, (1,), device=nofp64)
         partials.chunk_sum(x.astype(np.int32), (1,), device=nofp64)
-    assert not [w for w in caught if "no fp64" in str(w.message)]   # integers need no fp64: no fallback
+    assert not [w for w in caught if "no fp64" in str(w.message)] and partials.stats["cpu_fallback"] == before
+    np.testing.assert_array_equal(p.digits, exact.limbs(x, (1,), x.dtype))
+    np.testing.assert_array_equal(p.flags, exact.nonfinite_flags(x, (1,)))
 
 
 def test_import_gpu_mean_does_not_import_dask():

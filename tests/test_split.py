@@ -109,22 +109,23 @@ def test_reduce_3d_with_a_middle_axis_cut(device, pieces, axes):
 
 
 @pytest.mark.parametrize("axes", [(0,), (1,)])
-def test_a_device_without_fp64_says_the_cpu_sums_its_cut_pieces(device, axes):
-    """Pieces whose reduced axis is cut give FLOAT64 partial sums, which a device without fp64 cannot
-    write: the CPU device sums them, and the call says so (as gpu_mean.dask does); an fp64 device
-    sums them itself, silently. A reduction that cuts no reduced axis never warns."""
+def test_cut_pieces_are_summed_on_the_device_silently(device, axes, monkeypatch):
+    """Pieces whose reduced axis is cut give the device's exact partials (Device.exact_partials: the
+    kernels' superaccumulator on OpenCL and CUDA, no fp64 needed), so no device hands its pieces to
+    the CPU device or warns, with or without fp64; the result is one launch's bits."""
     import warnings
+    calls = []
+    real = gm.Device.exact_partials
+    monkeypatch.setattr(gm.Device, "exact_partials", lambda self, *a: calls.append(self) or real(self, *a))
     x = data("grid", (300, 1000), np.float32, 3)
     small = lowered(device, SMALL)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         got = gm.reduce_mean(x, axes=list(axes), device=small)
     said = [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)]
+    assert not said, said
     cuts = axes == (0,)          # (300, 1000) is cut along dimension 0 only
-    if cuts and not device.info.fp64:
-        assert len(said) == 1 and "has no fp64" in said[0] and "CPU device" in said[0], said
-    else:
-        assert not [m for m in said if "has no fp64" in m], said
+    assert (len(calls) > 1 and all(c is small for c in calls)) if cuts else not calls
     np.testing.assert_array_equal(got, gm.reduce_mean(x, axes=list(axes), device=device))
 
 
@@ -233,10 +234,8 @@ def test_a_dask_chunk_past_one_buffer_sums_in_pieces(device, pieces, axes):
     from gpu_mean.dask import partials
     small = lowered(device, SMALL)
     for x in (data("grid", (300, 1000), np.float32, 15), data("wide", (300, 1000), np.int32, 16)):
-        if x.dtype.kind == "f" and not device.info.fp64:
-            continue        # gpu_mean.dask sums float chunks on the CPU device there (test_dask)
         p = partials.chunk_sum(x, axes, device=small)
-        if p.digits is not None:      # the CPU device's float chunks: exact totals (issue 22)
+        if p.digits is not None:      # float chunks: exact totals on every device (issue 22)
             from fractions import Fraction
 
             from gpu_mean.runtime import exact

@@ -23,17 +23,34 @@ from statistics import median
 PROBE = """
 import json, sys, gpu_mean as gm
 from gpu_mean.tools import profiler
-dev = gm.create_device(sys.argv[1])
+spec = sys.argv[1]
+if spec.startswith("opencl") and spec.endswith(("-nofp64", "-gpupaths")):   # the test variants (tests/conftest.py)
+    from gpu_mean.backends import opencl
+    dev = gm.Device(opencl.make_backend(int(spec.split(":")[1].split("-")[0]), allow_fp64="-nofp64" not in spec,
+                                        gpu_paths="-gpupaths" in spec))
+else:
+    dev = gm.create_device(spec)
 n, repeat, which = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 case = profiler.class_cases(n, tuple(gm.DataType[t] for t in sys.argv[5].split(",")))[which]
 go = profiler.prepare_device(dev, case)
-print(json.dumps({f"{case.klass} {case.dtype.name}": case.traffic / profiler.median_time(go, repeat) / 1e9}))
+if sys.argv[6] == "min":
+    import time
+    go()
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        go()
+        ts.append(time.perf_counter() - t0)
+    t = min(ts)
+else:
+    t = profiler.median_time(go, repeat)
+print(json.dumps({f"{case.klass} {case.dtype.name}": case.traffic / t / 1e9}))
 """
 
 
-def measure(tree: Path, device: str, n: int, repeat: int, which: int, dtypes: str) -> dict:
+def measure(tree: Path, device: str, n: int, repeat: int, which: int, dtypes: str, stat: str = "median") -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree))
-    out = subprocess.run([sys.executable, "-c", PROBE, device, str(n), str(repeat), str(which), dtypes], env=env,
+    out = subprocess.run([sys.executable, "-c", PROBE, device, str(n), str(repeat), str(which), dtypes, stat], env=env,
                          capture_output=True, text=True, check=True, cwd=tree)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -41,13 +58,17 @@ def measure(tree: Path, device: str, n: int, repeat: int, which: int, dtypes: st
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--before", required=True, type=Path, help="a checkout of the tree to compare with")
-    ap.add_argument("--device", default="opencl")
+    ap.add_argument("--device", default="opencl", help="a device spec, or a test variant: opencl:0-nofp64, "
+                    "opencl:0-gpupaths, opencl:0-gpupaths-nofp64")
     ap.add_argument("--mb", type=int, default=64, help="MiB of float32 input per case (float16 cases: half)")
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="", help="run only the classes whose name contains this text (e.g. n-ary)")
     ap.add_argument("--dtypes", default="FLOAT32,FLOAT16", help="DataType names, comma-separated (default "
                     "FLOAT32,FLOAT16; e.g. BFLOAT16,FLOAT16)")
+    ap.add_argument("--stat", choices=("median", "min"), default="median",
+                    help="each process's figure: the median of its runs (default), or the fastest run (less "
+                    "sensitive to other users' load on a shared machine; a best case, not a typical one)")
     a = ap.parse_args()
     trees = {"before": a.before.resolve(), "after": Path(__file__).resolve().parent.parent}
     n = a.mb * (1 << 20) // 4
@@ -56,13 +77,13 @@ def main() -> int:
     cases = profiler.class_cases(n, tuple(DataType[t] for t in a.dtypes.split(",")))
     chosen = [i for i, c in enumerate(cases) if a.only in f"{c.klass} {c.dtype.name}"]
     print(f"{a.device}, {a.mb} MiB float32 inputs, GB/s, median of {a.rounds} alternating rounds "
-          f"(each the median of {a.repeat} runs)")
+          f"(each the {a.stat} of {a.repeat} runs)")
     print(f"{'class':34s} {'before':>8s} {'after':>8s} {'after/before':>13s}   rounds before | after", flush=True)
     for which in chosen:
         runs: dict = {label: {} for label in trees}
         for _ in range(a.rounds):
             for label, tree in trees.items():
-                for key, v in measure(tree, a.device, n, a.repeat, which, a.dtypes).items():
+                for key, v in measure(tree, a.device, n, a.repeat, which, a.dtypes, a.stat).items():
                     runs[label].setdefault(key, []).append(v)
         for key, f in runs["after"].items():
             b = runs["before"][key]

@@ -9,6 +9,9 @@ bash tools/setup.sh
 .venv/bin/ruff check .
 .venv/bin/gpu-mean devices
 status=0
-.venv/bin/python -m pytest -q -rfE --junitxml=.pytest-results.xml "$@" || status=$?
+# one pytest-xdist worker per core, four at most, each taking whole devices (tests/conftest.py): the
+# suite is bound by PoCL compiling and running kernels
+workers=$(( $(nproc) < 4 ? $(nproc) : 4 ))
+.venv/bin/python -m pytest -q -rfE -n "$workers" --dist loadgroup --junitxml=.pytest-results.xml "$@" || status=$?
 .venv/bin/python tools/test_summary.py .pytest-results.xml
 exit "$status"

@@ -130,7 +130,10 @@ def input_seam(api: str, storage: str, n_inputs: int, offsets_in_buffer: bool = 
         params = "".join(f", __global const {storage}* in{k}, ulong off{k}" for k in range(n_inputs))
         offs = [f"off{k}" for k in range(n_inputs)]
         named_off = "GM_PASTE(off, k)"
-    seam = {"GM_INPUT_PARAMS": params, "FOREACH_INPUT(X)": " ".join(f"X({k})" for k in range(n_inputs)), **last}
+    # GM_INPUT_ARGS: the parameters' names, to pass them on (the CPU shape's kernels call an inline body)
+    args = "".join(", " + p.split()[-1] for p in params.split(",")[1:])
+    seam = {"GM_INPUT_PARAMS": params, "GM_INPUT_ARGS": args,
+            "FOREACH_INPUT(X)": " ".join(f"X({k})" for k in range(n_inputs)), **last}
     if by_name:
         return {**seam, "GM_INPUTS_BIND": "", "GM_PASTE(a, b)": "a##b", "GM_IN_BASE(ins, k)": "GM_PASTE(in, k)",
                 "GM_IN_OFF(ins, k)": named_off}
@@ -183,15 +186,21 @@ def nary_rounding(plan: planning.ElementwisePlan, fp64: bool) -> dict:
     """How the float n-ary mean is rounded correctly (elementwise.cl, above GM_XACC): NARY_CR 0 for
     FLOAT16 with fp64 (its FLOAT64 sum is exact), 1 for FLOAT32 and BFLOAT16 with fp64 (the FLOAT64
     sum where the inputs' exponents prove it exact, decided exactly; the superaccumulator otherwise),
-    2 (FLOAT32, BFLOAT16) and 3 (FLOAT16) without fp64: the superaccumulator for every element.
-    NARY_EXP_OK: exponents at most 53 - p - ceil(log2 k) apart make any FLOAT64 sum of the k inputs
-    exact; that plus one, shifted into the exponent field."""
+    4 for FLOAT16 and BFLOAT16 without fp64 (the FLOAT32 sum where the exponents prove it exact, its
+    quotient by k correctly rounded without trusting OpenCL's float division; the superaccumulator
+    otherwise; the CPU shape takes it for FLOAT16 with fp64 too), 2 for FLOAT32 without fp64: the
+    superaccumulator for every element. NARY_EXP_OK: exponents at most P - p - ceil(log2 k) apart make
+    any sum of the k inputs in a format of P bits (53, or 24) exact; that plus one, shifted into the
+    exponent field. GM_RCP: 1/k rounded to nearest float, the quotient's first guess."""
     if plan.op != KernelOp.NARY_MEAN or plan.dtype not in NARY_FMT:
         return {}
     code, p = NARY_FMT[plan.dtype]
-    if plan.dtype == D.FLOAT16:
-        return {} if fp64 else {"NARY_CR": 3, "NARY_FMT": code}
+    if plan.dtype == D.FLOAT16 and fp64:
+        return {}
     c = (plan.n_inputs - 1).bit_length()
+    if not fp64 and plan.dtype != D.FLOAT32:
+        return {"NARY_CR": 4, "NARY_FMT": code, "NARY_EXP_OK": (25 - p - c) << 23,
+                "GM_RCP": f"{reciprocal_f32(plan.n_inputs).hex()}f"}
     return {"NARY_CR": 1 if fp64 else 2, "NARY_FMT": code, "NARY_EXP_OK": (54 - p - c) << 23}
 
 
@@ -286,12 +295,12 @@ def cpu_macros(plan: planning.ElementwisePlan, fp64: bool, offsets_in_buffer: bo
                   "STOREV(v, p)": f"vstore4(as_{t}4(convert_{u}4(v)), 0, p)",
                   "LOAD1(p)": f"(({c})(*(p)))", "STORE1(s, p)": f"(*(p) = as_{t}(convert_{u}(s)))"})
     acc = m["ACC_T"]
-    if plan.op == KernelOp.NARY_MEAN and dt == D.FLOAT16:
-        # the FLOAT32 sum proved exact by the exponents, with or without fp64 (elementwise.cl: NARY_CR 4)
-        log_k = (plan.n_inputs - 1).bit_length()
-        m.update({"NARY_CR": 4, "NARY_FMT": 3, "NARY_EXP_OK": (25 - 11 - log_k) << 23,
-                  "GM_RCP": f"{reciprocal_f32(plan.n_inputs).hex()}f", "ACC_T": "float", "ACC_DOUBLE": 0,
-                  "ACCV": f"float{vw}", "TO_ACCV(v)": "(v)", "GM_ODD_FLOAT(v)": half_through_odd("(v)", vw)})
+    if plan.op == KernelOp.NARY_MEAN and (dt == D.FLOAT16 or m.get("NARY_CR") == 4):
+        # the FLOAT32 sum proved exact by the exponents (elementwise.cl: NARY_CR 4): FLOAT16 with or
+        # without fp64, BFLOAT16 without
+        m.update(nary_rounding(plan, False))
+        m.update({"ACC_T": "float", "ACC_DOUBLE": 0, "ACCV": f"float{vw}", "TO_ACCV(v)": "(v)",
+                  "GM_ODD_FLOAT(v)": half_through_odd("(v)", vw)})
     elif m.get("NARY_CR") == 1:
         # results come out as floats holding the rounded values: the stores above are exact
         m.update({"ACCV": f"double{vw}", "TO_ACCV(v)": f"convert_double{vw}(v)"})
@@ -330,6 +339,7 @@ class ElementwiseVariant:
     n: int                      # the third argument: elements, rows or runs
     dims: np.ndarray | None     # the gm_dims struct (strided and rows kernels)
     offsets_in_buffer: bool = False
+    inplace: Launch | None = None   # taken when the output overlaps an input (elementwise.cl: *_inplace_serial)
 
     def fixed_args(self, scale: float, bias: float, meta) -> tuple:
         """Arguments 2.. up to the inputs: n, the metadata (when the kernel takes it), scale, bias."""
@@ -365,14 +375,18 @@ def cpu_variant(plan: planning.ElementwisePlan, *, fp64: bool, max_param_bytes: 
     (measured on PoCL: 4 % above 32 and 10 % above 8 for copy and mean), runs along rows otherwise."""
     in_buf = not offsets_fit(plan.n_inputs, max_param_bytes)
     m = cpu_macros(plan, fp64, in_buf, tuning, checked)
+    # the vector loops' second pass (GM_REDO) reads the inputs again: in place, the *_inplace_serial kernels
+    redo = plan.op == KernelOp.NARY_MEAN and m.get("NARY_CR") in (1, 4)
     if plan.contiguous:
         g, local = opencl_geometry.ew_contig_geometry(plan.count, m["VW"] * m["UNROLL"])
-        return ElementwiseVariant(m, Launch("gm_ew_contig_serial", g, local), None, plan.count, None, in_buf)
+        inplace = Launch("gm_ew_contig_inplace_serial", g, local) if redo else None
+        return ElementwiseVariant(m, Launch("gm_ew_contig_serial", g, local), None, plan.count, None, in_buf, inplace)
     run = RUN_ROWS if plan.rows_dense else RUN
     n_runs = plan.count // plan.shape[-1] * -(-plan.shape[-1] // run)
     g, local = opencl_geometry.round_up_geometry(n_runs, 64)
     name = "gm_ew_rows_serial" if plan.rows_dense else "gm_ew_strided_serial"
-    return ElementwiseVariant(m, Launch(name, g, local), None, n_runs, pack_dims(plan), in_buf)
+    inplace = Launch("gm_ew_rows_inplace_serial", g, local) if redo and plan.rows_dense else None
+    return ElementwiseVariant(m, Launch(name, g, local), None, n_runs, pack_dims(plan), in_buf, inplace)
 
 
 def _launch(kernel: str, grid: tuple, block: tuple) -> Launch:

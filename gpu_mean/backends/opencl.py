@@ -331,6 +331,14 @@ class OpenCLBackend(KernelBackend):
     def buffer_arg(self, native):
         return native       # a cl.Buffer, or None for a NULL pointer
 
+    def memory(self, native) -> tuple:
+        """A buffer over host memory (USE_HOST_PTR) lies at its host array's address; any other is
+        its own memory object."""
+        host = getattr(native, "hostbuf", None)
+        if host is not None:
+            return "host", np.asarray(host).__array_interface__["data"][0]
+        return "mem", native.int_ptr
+
     def struct_arg(self, packed: np.ndarray) -> object:
         """A kernel's metadata struct (the bytes CUDA passes by value) as a constant buffer."""
         mf = self.cl.mem_flags

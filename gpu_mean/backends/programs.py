@@ -67,6 +67,12 @@ class KernelBackend(Backend):
     def address(self, native) -> int:
         return 0
 
+    def memory(self, native) -> tuple:
+        """(what memory the buffer lies in, its start's address there): two buffers whose first items
+        are equal may overlap, by their addresses. By default every buffer is its own memory; OpenCL
+        buffers over host memory compare by the host address."""
+        return id(native), 0
+
     def forget_args(self, handle) -> None:
         pass
 
@@ -74,6 +80,55 @@ class KernelBackend(Backend):
         if isinstance(plan, planning.ReducePlan):
             return ReduceProgram(self, plan)
         return ElementwiseProgram(self, plan)
+
+    def exact_limbs(self, plan: planning.ReducePlan, data: np.ndarray) -> np.ndarray:
+        """The exact partials of a packed host array ``data`` laid out as ``plan`` (a REDUCE_MEAN plan
+        over packed strides, ``reduce_kernels.limbs_ok``): the int64 array (n_out, K + 1) of every
+        output's superaccumulator limbs (32-bit digits, limb j weighing 2^(32 j) units of the format's
+        smallest subnormal; FLOAT16's 2^-24, FLOAT32's and BFLOAT16's 2^-149) and exact.h's flags in
+        the last word. The caller holds the device's lock."""
+        progs = self.__dict__.setdefault("_limbs_programs", {})
+        prog = progs.get(plan)
+        if prog is None:
+            if len(progs) >= 32:
+                progs.clear()
+            prog = progs[plan] = LimbsProgram(self, plan)
+        return prog.run(data)
+
+
+class LimbsProgram:
+    """opencl_kernels/reduce.cl's gm_reduce_limbs (GPU shape) or gm_reduce_limbs_serial (CPU shape):
+    the exact partials of split pieces and gpu_mean.dask chunks (docs/design.md, "Partials across
+    boundaries"). The input is copied into a device buffer, the kernel writes each (run, output)
+    pair's limbs and flags, and the runs are added on the host (integers, exact)."""
+
+    def __init__(self, be: KernelBackend, plan: planning.ReducePlan):
+        self.be, self.plan = be, plan
+        v = self.variant = reduce_kernels.limbs_variant(
+            plan, cpu_shaped=be.cpu_shaped, fp64=be.fp64, compute_units=be.compute_units, sms=be.gpu_sms,
+            tuning=be.tuning, checked=be.checked)
+        self.kernel = be.kernel("reduce.cl", v.macros, v.launch.kernel)
+        self.meta = be.struct_arg(reduce_kernels.pack_meta(plan))
+        self.checked = _Checked(be, 4) if be.checked else None
+
+    def run(self, data: np.ndarray) -> np.ndarray:
+        v, be, plan = self.variant, self.be, self.plan
+        raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        inp = be.alloc(max(raw.nbytes, 16))
+        be.write(inp, 0, raw)
+        part = be.alloc(v.words * 8)
+        args = v.args(be.buffer_arg(inp), 0, be.buffer_arg(part), 0, self.meta, plan.n_reduce)
+        if self.checked is not None:
+            self.checked.status.arm(checked.reduce_bounds(plan, 0, 0, 0, 0, v.words, 0))
+            args += self.checked.tail
+        be.launch(self.kernel, args, v.launch, raw.nbytes)
+        if self.checked is not None:
+            self.checked.status.check(v.launch.kernel)
+        be.forget_args(self.kernel)
+        words = be.read(part, 0, v.words * 8).view(np.int64).reshape(v.n_chunks, plan.n_out, v.limbs + 1)
+        limbs = words[:, :, :v.limbs].sum(axis=0)       # runs' digits below 2^32 each: no overflow
+        flags = np.bitwise_or.reduce(words[:, :, v.limbs], axis=0)
+        return np.concatenate([limbs, flags[:, None]], axis=1)
 
 
 def reduce_variant(be: KernelBackend, plan: planning.ReducePlan) -> reduce_kernels.ReduceVariant:
@@ -107,7 +162,7 @@ class ElementwiseProgram(Program):
         self.be, self.plan = be, plan
         v = self.variant = elementwise_variant(be, plan)
         self.handles = {launch.kernel: be.kernel("elementwise.cl", v.macros, launch.kernel)
-                        for launch in (v.scalar, v.vec) if launch is not None}
+                        for launch in (v.scalar, v.vec, v.inplace) if launch is not None}
         self.fixed = v.fixed_args(plan.scale, plan.bias, be.struct_arg(v.dims) if v.dims is not None else None)
         self.seam = be.input_seam(v, plan.n_inputs)
         self.checked = _Checked(be, plan.n_inputs + 1) if be.checked else None
@@ -138,7 +193,22 @@ class ElementwiseProgram(Program):
         args = (be.buffer_arg(out), np.uint64(ooff // isz)) + self.fixed + self.seam.args(inputs, isz)
         if self.checked is not None:
             args += self.checked.tail
+        if v.inplace is not None and self._overlaps(inputs, output):
+            return v.inplace, args
         return (v.vec if aligned else v.scalar), args
+
+    def _overlaps(self, inputs, output) -> bool:
+        """Whether the output's elements share memory with an input's (in place): the same memory
+        (``KernelBackend.memory``) and intersecting element ranges."""
+        isz, be = self.itemsize, self.be
+        bounds = checked.elementwise_bounds(self.plan, [off // isz for _, off in inputs], output[1] // isz)
+        (omem, obase), ob = be.memory(output[0]), bounds[-1]
+        o0, o1 = obase + ob.lo * isz, obase + ob.hi * isz
+        for (buf, _), b in zip(inputs, bounds):
+            mem, base = be.memory(buf)
+            if mem == omem and base + b.lo * isz < o1 and o0 < base + b.hi * isz:
+                return True
+        return False
 
     def forget_bindings(self):
         self._last = None

@@ -30,7 +30,7 @@ EXACT_BINDINGS = (0, 1, 2, 3, 4, 5)         # in, in_off, out, out_off, flag, fl
 EXACT_TYPES = (D.FLOAT32, D.FLOAT16, D.BFLOAT16)
 EX_WG = 64          # gm_reduce_exact's work-group (GPU shape)
 F16_EXACT_SUM = 1 << 13     # FLOAT16 sums of at most this many values are exact in FLOAT64
-F16_DIRECT = 1 << 11        # ... and their quotient rounded once to half is the correctly rounded mean
+F16_DIRECT = 1 << 13        # ... and their quotient rounded once to half is the correctly rounded mean
 XBLOCK = 64     # the CPU shape's GM_EXACT loops restart their accumulators every XBLOCK passes
 
 
@@ -48,9 +48,12 @@ def exact_mean(plan: planning.ReducePlan, fp64: bool) -> bool:
 def f16_direct(plan: planning.ReducePlan, fp64: bool) -> bool:
     """FLOAT16 REDUCE AVERAGE of at most F16_DIRECT values per output, with fp64: the FLOAT64 sum is
     exact in any order (no float pre-sum then), its quotient is correctly rounded, and rounding that
-    once to half is the correctly rounded mean (a quotient that is not a half's midpoint lies at
-    least 2^-25 / n from one, more than its own rounding, 2^-53 * 2^16, for n < 2^12): no bound test,
-    no flags, no exact pass (docs/design.md, "The kernels' fast path and exact pass")."""
+    once to half is the correctly rounded mean: no bound test, no flags, no exact pass (docs/design.md,
+    "The kernels' fast path and exact pass"). Why: the sum S is a multiple of 2^-24; for a mean in
+    the binade [2^k, 2^(k+1)), k >= -13, the half midpoints are multiples of 2^(k-11) >= 2^-24, so a
+    mean that is no midpoint lies at least 2^-24 / n from one (2^-25 / n below 2^-13), more than the
+    quotient's own rounding, 2^(k-53) <= 2^-38 (|mean| < 2^16), whenever n < 2^14 (issue 24: the
+    bound was 2^12 with one distance, 2^-25 / n, for every binade; n <= 2^13 keeps the sum exact)."""
     return plan.op == KernelOp.REDUCE_MEAN and plan.dtype == D.FLOAT16 and fp64 and plan.n_reduce <= F16_DIRECT
 
 
@@ -382,3 +385,68 @@ def _round_up(a: int, b: int) -> int:
 
 def _temporary(plan: planning.ReducePlan, n_chunks: int, nbytes: int) -> int:
     return plan.temporary_size(n_chunks) // plan.acc_bytes * nbytes
+
+
+# -- exact partials (gm_reduce_limbs; docs/design.md, "Partials across boundaries") -----------------
+
+LIMB_COUNT = {D.FLOAT32: 10, D.BFLOAT16: 10, D.FLOAT16: 3}     # exact.h's GM_XK_F, GM_XK_H
+LIMBS_MIN_RUN = 1 << 12     # values per run at least (a run's limbs cost (K + 1) * 8 bytes to write and add)
+
+
+def limbs_ok(plan: planning.ReducePlan) -> bool:
+    """Whether gm_reduce_limbs takes the plan: a float type with a superaccumulator, fewer than 2^32
+    values per output (gm_exact_range's count and the rounding's divisor)."""
+    return plan.dtype in LIMB_COUNT and plan.n_reduce < 1 << 32
+
+
+@dataclass(frozen=True)
+class LimbsVariant:
+    """gm_reduce_limbs(_serial): the macros of the plan's GM_EXACT variant (REDUCE AVERAGE of the
+    same input: the superaccumulator type and its walk), the launch, and how each output's values are
+    cut into runs (n_chunks runs of clen values, each writing its own limbs)."""
+    macros: dict
+    launch: Launch
+    n_chunks: int
+    clen: int
+    limbs: int          # K, the limbs of a run (K + 1 longs with the flags)
+    n_out: int
+
+    @property
+    def words(self) -> int:
+        """The longs the kernel writes: K + 1 per (run, output) pair."""
+        return self.n_chunks * self.n_out * (self.limbs + 1)
+
+    def args(self, inp, in_off, part, part_off, meta, n: int) -> tuple:
+        u64, i64 = np.uint64, np.int64
+        return (inp, u64(in_off), part, u64(part_off), meta, i64(self.n_out), u64(n), i64(self.n_chunks),
+                i64(self.clen))
+
+
+def limbs_variant(plan: planning.ReducePlan, *, cpu_shaped: bool, fp64: bool, compute_units: int = 1,
+                  sms: int = 1, tuning: opencl_geometry.OpenCLTuning = opencl_geometry.DEFAULT_TUNING,
+                  checked: bool = False) -> LimbsVariant:
+    """The exact partials' kernel for ``plan`` (a REDUCE_MEAN plan of a FLOAT32, FLOAT16 or BFLOAT16
+    input, ``limbs_ok``): enough runs per output that the device has work for every core (CPU shape:
+    16 work-items per compute unit; GPU shape: 8 work-groups per SM), none shorter than LIMBS_MIN_RUN."""
+    assert plan.op == KernelOp.REDUCE_MEAN and limbs_ok(plan)
+    # FLOAT16 means of few values have no GM_EXACT variant with fp64 (f16_direct): the macros without
+    # fp64 then (the limbs kernel uses no floating point)
+    fp64 = fp64 and exact_mean(plan, fp64)
+    n, n_out = plan.n_reduce, plan.n_out
+    if cpu_shaped:
+        m = cpu_variant(plan, compute_units=compute_units, fp64=fp64, tuning=tuning, checked=checked).macros
+        target = compute_units * 16
+    else:
+        m = gpu_variant(plan, sms=sms, fp64=fp64, checked=checked).macros
+        target = sms * 8
+    want = _cdiv(target, max(n_out, 1))
+    n_chunks = max(1, min(want, n // LIMBS_MIN_RUN))
+    clen = _cdiv(max(n, 1), n_chunks)
+    n_chunks = _cdiv(max(n, 1), clen)
+    pairs = n_chunks * n_out
+    if cpu_shaped:
+        launch = Launch("gm_reduce_limbs_serial", (pairs,), (1,))
+    else:
+        groups = max(1, min(pairs, sms * 8, gpu_geometry.MAX_X))
+        launch = Launch("gm_reduce_limbs", (groups * EX_WG,), (EX_WG,))
+    return LimbsVariant(m, launch, n_chunks, clen, LIMB_COUNT[plan.dtype], n_out)

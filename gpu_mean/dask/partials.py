@@ -1,10 +1,12 @@
 """The three steps of a Dask reduction for ReduceMean: chunk, combine, aggregate. No Dask import here.
 
 A partial is a sum, never a mean: ``PartialSum(hi, lo, count)`` holds, for every output element, the
-total of ``count`` inputs in the wide type of ``gm.ext.ReduceSumDesc``. Float chunks summed on the
-CPU device give exact totals instead (``PartialSum.digits``: runtime/exact.py's superaccumulator
-digits and flags), added exactly and rounded once: the correctly rounded mean at any chunking and
-``split_every`` (issue 22; the OpenCL and CUDA kernels' exact partials are its stage 2).
+total of ``count`` inputs in the wide type of ``gm.ext.ReduceSumDesc``. Float numpy chunks give
+exact totals instead (``PartialSum.digits``: runtime/exact.py's superaccumulator digits and flags;
+on the CPU device from numpy, on OpenCL and CUDA devices for FLOAT32/FLOAT16/BFLOAT16 from the
+kernels' superaccumulator, ``Device.exact_partials``, with or without fp64), added exactly and
+rounded once: the correctly rounded mean at any chunking and ``split_every`` (issue 22). The rest
+of this docstring is about the wide partials (CuPy chunks, FLOAT64 on a device, integers).
 
 * chunk: one ``ReduceSumDesc`` launch on the worker's device per chunk. FLOAT32/FLOAT16/BFLOAT16 give
   FLOAT64 totals accumulated as REDUCE AVERAGE accumulates; INT32/UINT32 give exact INT64/UINT64 totals
@@ -165,20 +167,27 @@ def chunk_sum(block, axis=None, keepdims=True, device=None, computing_meta=False
     count = math.prod(block.shape[a] for a in axes)
     if _exact_chunk(block, device):
         stats["launched"] += 1
-        return PartialSum(None, None, count, False, exact.limbs(block, axes, block.dtype),
-                          exact.nonfinite_flags(block, axes), block.dtype)
+        dev = get_device(device)
+        if dev.info.backend == "cpu":
+            digits, flags = exact.limbs(block, axes, block.dtype), exact.nonfinite_flags(block, axes)
+        else:   # the device's superaccumulator, chunk by chunk of what one buffer takes
+            totals = split.exact_totals(Call([block], dev, "ReduceMean"), axes)
+            digits, flags = totals.digits, totals.flags
+        return PartialSum(None, None, count, False, digits, flags, block.dtype)
     total = run_sum(block, axes, device)
     hi, lo = total if isinstance(total, tuple) else (total, None)
     return PartialSum(hi, lo, count, cupy_module(block) is not None)
 
 
 def _exact_chunk(block, device) -> bool:
-    """Whether a chunk's total is exact: float values summed by the CPU device (numpy chunks).
-    The OpenCL and CUDA kernels give FLOAT64 partials until issue 22's stage 2."""
+    """Whether a chunk's total is exact (numpy chunks): float values summed by the CPU device, and
+    FLOAT32, FLOAT16 and BFLOAT16 values summed by an OpenCL or CUDA device's superaccumulator
+    (``Device.exact_partials``; no fp64 needed). CuPy chunks and FLOAT64 on the devices keep the
+    wide partials."""
     if cupy_module(block) is not None or block.size == 0:
         return False
     dt = data_type_of(block.dtype, "ReduceMean")
-    return dt.is_float and get_device(device).info.backend == "cpu"
+    return dt.is_float and (get_device(device).info.backend == "cpu" or dt in split.DEVICE_EXACT)
 
 
 def _as_words(p: PartialSum) -> PartialSum:

@@ -16,18 +16,14 @@ launches are compiled and cached.
 
 Element-wise means, and reductions whose reduced axes are never cut, run each piece as a call of
 its own (``Call.piece``) that writes its part of the result where it belongs: bit for bit the same
-arithmetic as one launch, element by element. When a reduced axis is cut, each piece gives the wide
-partial sums of ``gm.ext.ReduceSumDesc`` (FLOAT64, INT64, UINT64, the partials gpu_mean.dask
-combines), read back to the host, added exactly (floats in double-double, integers in 64 bits or
-Python integers), and the mean is formed once, as the device's kernel forms it from its own total:
-FLOAT64 division and one rounding on a device with fp64, the total rounded to FLOAT32 and a FLOAT32
-division on one without (the compensated accumulator's last step); integers truncate toward zero.
-So the result is bit-identical to one launch's wherever the device's wide accumulation is exact
-(always for integers; for floats when no FLOAT64 addition rounds, as with float32 data of moderate
-length and exponent range), and within the same accuracy bound everywhere. A device without fp64
-cannot write FLOAT64 partials: its pieces are summed by the CPU device (host arrays in place).
-On the CPU device itself, float pieces give exact totals (``runtime/exact.py``: superaccumulator
-digits), so a cut reduced axis gives the correctly rounded mean, the bits of one launch (issue 22).
+arithmetic as one launch, element by element. When a reduced axis is cut, float pieces (FLOAT32,
+FLOAT16, BFLOAT16 on every device; FLOAT64 on the CPU device) give exact totals
+(``exact_totals``: ``Device.exact_partials``, the kernels' superaccumulator on OpenCL and CUDA with
+or without fp64, numpy's on the CPU device), added digit by digit and rounded once: the correctly
+rounded mean, one launch's bits (issue 22; docs/design.md, "Partials across boundaries"). INT32 and
+UINT32 pieces give the wide partial sums of ``gm.ext.ReduceSumDesc`` (INT64, UINT64: the partials
+gpu_mean.dask combines), read back and added exactly (64 bits, then Python integers), and the mean
+truncates toward zero once: one launch's result. Other types with a cut reduced axis are refused.
 """
 from __future__ import annotations
 
@@ -40,11 +36,16 @@ import numpy as np
 from ..backends.arrays import aligned_empty, hand_back
 from ..descriptors.tables import EXTENSION_TYPES, WIDE_SUM_TYPE
 from ..descriptors.tensor import MAX_ELEMENTS, packed_strides
+from ..descriptors.types import DataType
 from ..errors import InvalidArgumentError, UnsupportedError
 from ..runtime import exact, numerics, wide
 from .arrays import Call, Operand, data_type_of, get_device
 
 PAGE = 4096
+# the float types whose pieces an OpenCL or CUDA device sums exactly (opencl_kernels/reduce.cl:
+# gm_reduce_limbs), and the superaccumulator's limbs per output (exact.h: GM_XK_F, GM_XK_H)
+DEVICE_LIMBS = {DataType.FLOAT32: 10, DataType.BFLOAT16: 10, DataType.FLOAT16: 3}
+DEVICE_EXACT = tuple(DEVICE_LIMBS)
 
 
 def plan_chunks(shape, tensors, max_bytes: int | None, max_elements: int = MAX_ELEMENTS) -> tuple:
@@ -192,29 +193,18 @@ def sum_pieces(call: Call, axes: tuple, make_desc, exact_ok: bool = True) -> Tot
     op = call.ops[0]
     shape, dtype = op.shape, op.dtype
     dt = data_type_of(dtype, call.what)
-    # the CPU device's float pieces give exact totals (docs/design.md, "Correct rounding (issue 22)"),
-    # and so do a device without fp64's, whose pieces the host sums anyway (no FLOAT64 partials there)
-    exact_parts = exact_ok and dt.is_float and (call.dev.info.backend == "cpu" or not call.dev.info.fp64)
+    # float pieces give exact totals (docs/design.md, "Partials across boundaries"): on the CPU device
+    # in numpy, on OpenCL and CUDA devices from the kernels' superaccumulator (FLOAT32, FLOAT16,
+    # BFLOAT16; no fp64 needed)
+    exact_parts = exact_ok and dt.is_float and (call.dev.info.backend == "cpu" or dt in DEVICE_EXACT)
     if dt in EXTENSION_TYPES and not exact_parts:
         raise UnsupportedError(f"{call.what}: a {dt.name} tensor past one launch of {call.dev.name} (a buffer of at "
                                f"most {call.limit} bytes, a tensor of at most 2^32 - 1 elements) with a reduced axis "
                                "cut into pieces: the extension types' partial sums are not combined yet; reduce over "
                                "inner axes first, or use a Device without max_alloc_bytes")
-    out_keep = tuple(1 if d in axes else s for d, s in enumerate(shape))
     if exact_parts:
-        if call.dev.info.backend != "cpu":
-            warnings.warn(f"{call.what}: {call.dev.name} has no fp64, so the pieces of this {dt.name} tensor (past "
-                          f"one launch: a buffer of at most {call.limit} bytes) whose reduced axes are cut are summed "
-                          "exactly on the CPU device (the host), where the device cannot write the partial sums the "
-                          "combine needs", RuntimeWarning, stacklevel=4)
-        chunks = plan_chunks(shape, [(op.strides, dtype.itemsize)], call.limit)
-        totals = Totals(out_keep, None, dtype)
-        for box in boxes(shape, chunks):
-            piece = op.piece(box)
-            arr = piece.array if piece.kind == "host" else call.host_copy(piece)
-            totals.add_exact(tuple(slice(None) if d in axes else b for d, b in enumerate(box)),
-                             exact.limbs(arr, axes, dtype), exact.nonfinite_flags(arr, axes))
-        return totals
+        return exact_totals(call, axes)
+    out_keep = tuple(1 if d in axes else s for d, s in enumerate(shape))
     wide = WIDE_SUM_TYPE[dt]
     out_strides = tuple(0 if d in axes else s for d, s in enumerate(packed_strides(out_keep)))
     chunks = plan_chunks(shape, [(op.strides, dtype.itemsize), (out_strides, int(wide.element_size))], call.limit)
@@ -234,6 +224,28 @@ def sum_pieces(call: Call, axes: tuple, make_desc, exact_ok: bool = True) -> Tot
         part = pc.run(("sum piece", pc.signature, axes),
                       lambda pc=pc: make_desc(pc, pc.ops[0], axes, None, True), to_host=True)
         totals.add(tuple(slice(None) if d in axes else b for d, b in enumerate(box)), part)
+    return totals
+
+
+def exact_totals(call: Call, axes: tuple) -> Totals:
+    """The exact totals over ``axes`` of a call's one float operand, piece by piece (pieces that fit
+    one buffer of the device, their limbs too): each piece's superaccumulator digits and flags
+    (``Device.exact_partials``: the device's kernel, or numpy on the CPU device), added exactly."""
+    op = call.ops[0]
+    shape, dtype = op.shape, op.dtype
+    dt = data_type_of(dtype, call.what)
+    out_keep = tuple(1 if d in axes else s for d, s in enumerate(shape))
+    tensors = [(op.strides, dtype.itemsize)]
+    if call.dev.info.backend != "cpu":      # a device writes K + 1 longs per output (and per run)
+        out_strides = tuple(0 if d in axes else s for d, s in enumerate(packed_strides(out_keep)))
+        tensors.append((out_strides, 8 * (DEVICE_LIMBS[dt] + 1)))
+    chunks = plan_chunks(shape, tensors, call.limit)
+    totals = Totals(out_keep, None, dtype)
+    for box in boxes(shape, chunks):
+        piece = op.piece(box)
+        arr = piece.array if piece.kind == "host" else call.host_copy(piece)
+        digits, flags = call.dev.exact_partials(arr, axes, dt)
+        totals.add_exact(tuple(slice(None) if d in axes else b for d, b in enumerate(box)), digits, flags)
     return totals
 
 

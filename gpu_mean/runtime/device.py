@@ -113,6 +113,32 @@ class Device:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def exact_partials(self, x, axes: tuple, dt: DataType):
+        """The exact totals of the host array ``x`` (FLOAT32, FLOAT16 or BFLOAT16 values, type ``dt``)
+        over ``axes`` (kept as size 1), as ``runtime/exact.py``'s (digits, flags): the partial sums
+        that split pieces and gpu_mean.dask chunks add in any grouping and round once (docs/design.md,
+        "Partials across boundaries"). OpenCL and CUDA: the device's superaccumulator
+        (``KernelBackend.exact_limbs``, no fp64 needed); the CPU device: numpy. ``x`` must fit one
+        buffer of the device (the caller cuts larger arrays)."""
+        import numpy as np
+
+        from . import exact
+        self.executor.check_alive()
+        axes = tuple(sorted(int(a) for a in axes))
+        kept = tuple(1 if d in axes else s for d, s in enumerate(x.shape))
+        be = self.backend
+        if getattr(be, "exact_limbs", None) is None or x.size == 0:
+            return exact.limbs(x, axes, x.dtype), exact.nonfinite_flags(x, axes)
+        shape = tuple(int(s) for s in x.shape)
+        strides = _packed(shape)
+        out_strides = tuple(0 if d in axes else s for d, s in enumerate(_packed(kept)))
+        plan = planning.plan_reduce(KernelOp.REDUCE_MEAN, dt, shape, strides, out_strides, axes)
+        if plan.n_reduce >= 1 << 32:
+            return exact.limbs(x, axes, x.dtype), exact.nonfinite_flags(x, axes)
+        with self.executor.lock:
+            words = self.executor.guard("exact partial sums", be.exact_limbs, plan, np.asarray(x))
+        return exact.from_device_limbs(words, x.dtype, kept)
+
     @property
     def name(self) -> str:
         return f"{self.info.id} ({self.info.name})"
@@ -255,3 +281,12 @@ class Device:
             label = {"opencl": "an OpenCL", "cuda": "a CUDA"}[kind]
             raise UnsupportedError(f"{self.name} is not {label} device; it has no {attr} handle")
         return getattr(self.backend, attr)
+
+
+def _packed(shape: tuple) -> tuple:
+    """Row-major element strides of ``shape``."""
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return tuple(reversed(strides))

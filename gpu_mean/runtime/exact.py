@@ -140,6 +140,43 @@ def add_limbs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return normalize(a + b)
 
 
+# exact.h's flags beside the device's limbs (GM_XF_*)
+_XF_NAN, _XF_PINF, _XF_NINF, _XF_NOT_NEG0 = 1, 2, 4, 8
+
+
+def from_device_limbs(words: np.ndarray, dtype, kept: tuple):
+    """A device's exact partials (``KernelBackend.exact_limbs``: (n_out, K + 1) int64, K limbs of
+    32-bit digits in units of 2^-149 for FLOAT32 and BFLOAT16 values, 2^-24 for FLOAT16, then
+    exact.h's flags) as this module's (digits, flags) of shape ``kept``: the digits normalized
+    (``limbs``' layout: 16-bit digits in units of the type's smallest subnormal), the flags as
+    ``nonfinite_flags``. Exact: integers only."""
+    f = fmt(dtype)
+    K = words.shape[1] - 1
+    d = words[:, :K].T.copy()                     # (K, n_out)
+    for j in range(K - 1):                        # 32-bit carries: each limb in [0, 2^32) but the top
+        carry = d[j] >> 32
+        d[j] &= 0xFFFFFFFF
+        d[j + 1] += carry
+    out = np.empty((2 * K, d.shape[1]), np.int64)
+    out[0::2] = d & _MASK
+    out[1::2] = d >> DIGIT                        # the top limb's high half keeps the sign
+    # BFLOAT16 values were deposited as FLOAT32 bits: the device's unit is 2^16 of this module's
+    # smaller (2^-149 against 2^-133), and every total is a multiple of 2^-133: its lowest digit is 0
+    drop = (f.unit + 149) // DIGIT if f.ebits == 8 else 0
+    out = out[drop:]
+    if out.shape[0] > f.digits:                   # fold the digits above this module's top into it
+        top = f.digits - 1
+        for j in range(out.shape[0] - 1, top, -1):
+            out[j - 1] += out[j] << DIGIT
+        out = out[:f.digits]
+    elif out.shape[0] < f.digits:
+        out = np.concatenate([out, np.zeros((f.digits - out.shape[0], out.shape[1]), np.int64)])
+    w = words[:, K]
+    # exact.h notes "a value other than -0.0" for finite values only; an inf or NaN is one too
+    flags = np.stack([(w & _XF_NAN) != 0, (w & _XF_PINF) != 0, (w & _XF_NINF) != 0, (w & 15) == 0])
+    return normalize(out).reshape((f.digits,) + tuple(kept)), flags.reshape((4,) + tuple(kept))
+
+
 def nonfinite_flags(x: np.ndarray, axes: tuple) -> np.ndarray:
     """(NaN present, +inf present, -inf present, every value -0.0) over ``axes``, kept as size 1: a
     bool array (4, *kept shape) -- what the exact total leaves out, combined across chunks by ``|``

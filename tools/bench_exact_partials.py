@@ -1,0 +1,88 @@
+"""The cost of a Dask-like chunk's exact partials against the FLOAT64 partials of ReduceSumDesc (a
+benchmark, not a test; docs/design.md, "Partials across boundaries").
+
+    python tools/bench_exact_partials.py                          # opencl:0, 4096 x 4096 float32
+    python tools/bench_exact_partials.py --device opencl:0 --rows 4096 --cols 4096 --repeat 7
+    python tools/bench_exact_partials.py --nofp64                 # the same device without fp64
+
+For one chunk (seeded normal values) and each reduction (axis 0, axis 1, every axis), rounds take
+turns (each first in turn) between:
+
+* ``wide``: ``gpu_mean.dask.partials.run_sum``, the chunk's ReduceSumDesc launch (FLOAT64 totals,
+  the chunk bound in place where the device works in host memory), what a device chunk gave before;
+  skipped without fp64 (there the CPU device summed the chunk: ``cpu-digits``);
+* ``exact``: ``Device.exact_partials``, the device's superaccumulator limbs, converted to the CPU
+  digits (the chunk copied into a device buffer, the runs' limbs added on the host);
+* ``cpu-digits``: ``runtime.exact.limbs`` and ``nonfinite_flags`` in numpy (the CPU device's exact
+  partials, and what a device without fp64 used for split pieces).
+
+Prints the median seconds of each, GB/s of the chunk's bytes, and exact / wide; then checks that the
+exact partials equal the CPU digits bit for bit.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gpu_mean as gm  # noqa: E402
+from gpu_mean.dask import partials  # noqa: E402
+from gpu_mean.frontends.arrays import data_type_of  # noqa: E402
+from gpu_mean.runtime import exact  # noqa: E402
+
+
+def device_of(spec: str, nofp64: bool):
+    if nofp64:
+        from gpu_mean.backends import opencl
+        return gm.Device(opencl.make_backend(int(spec.split(":")[1]), allow_fp64=False))
+    return gm.create_device(spec)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="opencl:0")
+    ap.add_argument("--nofp64", action="store_true", help="the OpenCL device with fp64 switched off")
+    ap.add_argument("--rows", type=int, default=4096)
+    ap.add_argument("--cols", type=int, default=4096)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args(argv)
+    dev = device_of(args.device, args.nofp64)
+    x = np.random.default_rng(0).standard_normal((args.rows, args.cols)).astype(np.float32)
+    dt = data_type_of(x.dtype, "bench")
+    print(f"device {dev.name}, fp64 {dev.info.fp64}; chunk {x.shape} float32 ({x.nbytes / 2**20:.0f} MiB); "
+          f"median of {args.repeat} interleaved rounds")
+    ways = {"exact": lambda axes: dev.exact_partials(x, axes, dt),
+            "cpu-digits": lambda axes: (exact.limbs(x, axes, x.dtype), exact.nonfinite_flags(x, axes))}
+    if dev.info.fp64:
+        ways["wide"] = lambda axes: partials.run_sum(x, axes, dev)
+    for axes in ((0,), (1,), (0, 1)):
+        for fn in ways.values():       # warm-up: compile, pools
+            fn(axes)
+        times = {k: [] for k in ways}
+        names = list(ways)
+        for r in range(args.repeat):
+            order = names[r % len(names):] + names[:r % len(names)]
+            for k in order:
+                t0 = time.perf_counter()
+                ways[k](axes)
+                times[k].append(time.perf_counter() - t0)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        line = ", ".join(f"{k} {med[k] * 1e3:.1f} ms ({x.nbytes / med[k] / 1e9:.2f} GB/s)" for k in names)
+        ratio = f"; exact / wide {med['exact'] / med['wide']:.2f}x" if "wide" in med else ""
+        print(f"axes {axes}: {line}{ratio}")
+        d, f = ways["exact"](axes)
+        same = np.array_equal(d, exact.limbs(x, axes, x.dtype)) and np.array_equal(f, exact.nonfinite_flags(x, axes))
+        print(f"  exact partials == CPU digits: {same}")
+        if not same:
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
