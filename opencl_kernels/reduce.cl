@@ -397,7 +397,7 @@ GM_INLINE void gm_exact_store(gm_xacc* x, ulong n, __global OUT_T* out, long i G
 }
 #endif  // GM_EXACT
 
-#if GM_EXACT
+#if GM_EXACT && !GM_X_D     // (not FLOAT64's yet)
 // ---- exact partials (gm_reduce_limbs, both shapes) -----------------------------------------
 // The partial sums that cross split pieces and gpu_mean.dask chunks (docs/design.md, "Partials
 // across boundaries"): every output's values deposited into exact.h's superaccumulator, no bound
@@ -721,7 +721,7 @@ __kernel void gm_reduce_exact(__global const T* restrict in, ulong in_off, __glo
 }
 #endif
 
-#if GM_EXACT
+#if GM_EXACT && !GM_X_D     // (not FLOAT64's yet)
 // Exact partials, GPU shape: a work-group of EX_WG work-items per (run, output) pair (grid-stride);
 // each work-item deposits a contiguous share of the run, the shares merge through local memory in a
 // halving tree and work-item 0 writes the limbs. Every work-item reaches every barrier.
@@ -1432,7 +1432,7 @@ __kernel void gm_reduce_exact_serial(__global const T* in, ulong in_off, __globa
 }
 #endif
 
-#if GM_EXACT
+#if GM_EXACT && !GM_X_D     // (not FLOAT64's yet)
 // Exact partials, CPU shape: a work-item per (run, output) pair, its run deposited serially.
 __kernel void gm_reduce_limbs_serial(__global const T* in, ulong in_off, __global long* part, ulong part_off,
                                      __constant const gm_rmeta* m, long n_out, ulong n, long n_chunks,
