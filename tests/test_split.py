@@ -423,3 +423,19 @@ def test_extension_types_in_pieces_where_no_reduced_axis_is_cut(pieces):
     assert oracle.equal_bits(gm.reduce_mean(x, [0], device=small), gm.reduce_mean(x, [0], device="cpu"))
     with pytest.raises(gm.UnsupportedError, match=f"INT64 .*{SMALL} bytes"):
         gm.reduce_mean(x.astype(np.int64), [0], device=small)
+
+
+def test_float64_with_a_cut_reduced_axis_is_refused_on_kernel_devices(device):
+    """FLOAT64 on an OpenCL or CUDA device: a cut reduced axis is refused, naming the type and the
+    limit (the kernels' exact partials cover FLOAT32, FLOAT16 and BFLOAT16); the CPU device adds its
+    pieces' exact totals, one launch's bits."""
+    if device.info.backend != "cpu" and not device.info.fp64:
+        pytest.skip("FLOAT64 needs fp64")
+    x = data("positive", (300, 100), np.float64, 18)
+    small = gm.Device(device.backend, device.feature_level, max_alloc_bytes=SMALL)
+    if device.info.backend == "cpu":
+        assert oracle.equal_bits(gm.reduce_mean(x, [0], device=small), gm.reduce_mean(x, [0], device=device))
+        return
+    assert oracle.equal_bits(gm.reduce_mean(x, [1], device=small), gm.reduce_mean(x, [1], device=device))
+    with pytest.raises(gm.UnsupportedError, match=f"FLOAT64 .*{SMALL} bytes.*not combined yet"):
+        gm.reduce_mean(x, [0], device=small)
