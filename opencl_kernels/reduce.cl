@@ -675,6 +675,21 @@ __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong par
 
 
 #if GM_EXACT
+// The EX_WG work-items' superaccumulators in xs merged through local memory by a halving tree (a
+// fixed order; exact anyway): the total is in xs[0] when it returns. Every work-item of the group
+// calls it (its barriers).
+GM_INLINE void gm_xacc_tree(LOCAL_PTR gm_xacc* xs, const int lid) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int o = EX_WG / 2; o > 0; o >>= 1) {
+        if (lid < o) {
+            gm_xacc a = xs[lid], b = xs[lid + o];
+            GM_XMERGE(&a, &b);
+            xs[lid] = a;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
 // The exact path, GPU shape: work-groups of EX_WG work-items over blocks of EX_WG outputs (grid-
 // stride). The block's flags are read once (coalesced) into local memory; a block with none set
 // costs that read alone. For each open output, every work-item deposits a contiguous share of the
@@ -701,15 +716,7 @@ __kernel void gm_reduce_exact(__global const T* restrict in, ulong in_off, __glo
             gm_exact_range(&x, in, (long)in_off + gm_keep_offset(m, k, 1), m, j0, min((long)n, j0 + share) GM_CHK_A);
             GM_XNORM(&x);
             xs[lid] = x;
-            barrier(CLK_LOCAL_MEM_FENCE);
-            for (int o = EX_WG / 2; o > 0; o >>= 1) {
-                if (lid < o) {
-                    gm_xacc a = xs[lid], b = xs[lid + o];
-                    GM_XMERGE(&a, &b);
-                    xs[lid] = a;
-                }
-                barrier(CLK_LOCAL_MEM_FENCE);
-            }
+            gm_xacc_tree(xs, lid);
             if (lid == 0) {
                 gm_xacc a = xs[0];
                 gm_exact_store(&a, n, out, (long)out_off + gm_keep_offset(m, k, 2) GM_CHK_A);
@@ -741,15 +748,7 @@ __kernel void gm_reduce_limbs(__global const T* restrict in, ulong in_off, __glo
         gm_limbs_range(&x, in, (long)in_off + gm_keep_offset(m, k, 1), m, j0, min(end, j0 + share) GM_CHK_A);
         GM_XNORM(&x);
         xs[lid] = x;
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (int o = EX_WG / 2; o > 0; o >>= 1) {
-            if (lid < o) {
-                gm_xacc a = xs[lid], b = xs[lid + o];
-                GM_XMERGE(&a, &b);
-                xs[lid] = a;
-            }
-            barrier(CLK_LOCAL_MEM_FENCE);
-        }
+        gm_xacc_tree(xs, lid);
         if (lid == 0) {
             gm_xacc a = xs[0];
             gm_limbs_write(&a, part, (long)part_off + t * (GM_XK + 1) GM_CHK_A);
