@@ -73,16 +73,12 @@
 
 // NARY_MEAN: a wide sum, one division, one rounding. Without fp64, a Neumaier-compensated float sum.
 // The 64-bit types (NARY_WIDE) accumulate as the reductions do (common.h): FLOAT64 in gm_dd4,
-// INT64 / UINT64 as the sums of the high and the low 32-bit halves; BFLOAT16 without fp64 in two
-// compensated float pairs (NARY_WIDE 2, 1, 3).
+// INT64 / UINT64 as the sums of the high and the low 32-bit halves (NARY_WIDE 2, 1). The float
+// types' n-ary mean is correctly rounded (NARY_CR, below).
 #if OP == 4 && NARY_WIDE == 2
 #define GM_ACC_INIT(acc, c) { GM_DD4_ZERO(acc) (void)(c); }
 #define GM_ACC_ADD(acc, c, x, V) GM_DD4_ADD(acc, x)
 #define GM_ACC_RESULT(acc, c, V) gm_dd4_mean(acc, NIN)
-#elif OP == 4 && NARY_WIDE == 3     // BFLOAT16 without fp64 (common.h: gm_ff4)
-#define GM_ACC_INIT(acc, c) { GM_FF4_ZERO(acc) (void)(c); }
-#define GM_ACC_ADD(acc, c, x, V) GM_FF4_ADD(acc, x)
-#define GM_ACC_RESULT(acc, c, V) gm_ff4_mean(acc, NIN)
 #elif OP == 4 && NARY_WIDE == 1
 #define GM_ACC_INIT(acc, c) { (acc) = 0; (c) = 0; }
 #define GM_ACC_ADD(acc, c, x, V) GM_WIDE_ADD(acc, c, x)
@@ -463,7 +459,7 @@ GM_BF16_VEC(16)
 #define GM_XCAT(a, b) GM_CAT(a, b)
 #if OP == 4 && NARY_WIDE
 // The two-word accumulators lane by lane (ELEM_AT(k, l) is the address of input k's element in lane
-// l where LOADV_AT(k) loads a vector): BFLOAT16 without fp64, and the rare FLOAT64 lanes below.
+// l where LOADV_AT(k) loads a vector): the rare FLOAT64 lanes below.
 #define GM_ADD_LANE(k) GM_ACC_ADD(acc_, cmp_, LOAD1(ELEM_AT(k, l_)), ACC_T)
 #define GM_LANES(res) { CT rl_[VW]; \
     for (int l_ = 0; l_ < VW; ++l_) { ACC_T acc_, cmp_; GM_ACC_INIT(acc_, cmp_); FOREACH_INPUT(GM_ADD_LANE) \

@@ -157,20 +157,20 @@ def common_macros(plan: planning.ElementwisePlan, fp64: bool) -> dict:
     if nary_float:
         ct = D.FLOAT32 if dt in (D.FLOAT16, D.BFLOAT16) else dt
     # the 64-bit types' n-ary mean accumulates in two words (opencl_kernels/common.h)
-    # NARY_WIDE: 1 INT64 / UINT64, 2 FLOAT64, 3 BFLOAT16 without fp64
+    # NARY_WIDE: 1 INT64 / UINT64, 2 FLOAT64
     nary_wide = 0
     if nary and dt in WIDE_64:
         nary_wide = 2 if dt == D.FLOAT64 else 1
     acc_t = ("double" if fp64 else "float") if nary_float else spell(ct)
     if nary_wide:
-        acc_t = {1: "ulong", 2: "gm_dd4", 3: "gm_ff4"}[nary_wide]
+        acc_t = {1: "ulong", 2: "gm_dd4"}[nary_wide]
     idx32 = index_is_32bit(plan)
     arith = not plan.bit_copy
     cr = nary_rounding(plan, fp64)
     return {**cr, "OP": OP_CODE[plan.op], "NIN": plan.n_inputs, "NDIM": plan.ndim,
             "IS_FLOAT": int(dt.is_float and arith), "HAS_SCALE_BIAS": int(plan.has_scale_bias),
             "WIDE_COMPUTE": int(dt == D.FLOAT16 and arith), "ACC_DOUBLE": int(nary_float and fp64),
-            "IS_BF16": int(dt == D.BFLOAT16 and arith), "NARY_WIDE": nary_wide, "GM_BF16_NOFP64": int(nary_wide == 3),
+            "IS_BF16": int(dt == D.BFLOAT16 and arith), "NARY_WIDE": nary_wide,
             "WIDE_INT": int(plan.op == KernelOp.MEAN and dt in (D.INT64, D.UINT64)),
             "IS_SIGNED": int(dt == D.INT64),
             "USE_FP64": int((nary_float and fp64) or (dt == D.FLOAT64 and arith)),
