@@ -14,7 +14,7 @@
 //   CT           compute scalar type;  ACC_T the n-ary sum's type (double, float, or CT for integers)
 //   IS_FLOAT, WIDE_COMPUTE (FLOAT16 computed in float32), ACC_DOUBLE (n-ary float sums in fp64),
 //   IS_BF16 (BFLOAT16 storage), WIDE_INT + IS_SIGNED (the INT64 / UINT64 mean), NARY_WIDE (the
-//   n-ary mean's two-word accumulators: 1 INT64 / UINT64, 2 FLOAT64, 3 BFLOAT16 without fp64),
+//   n-ary mean's two-word accumulator: 1 INT64 / UINT64),
 //   HAS_SCALE_BIAS, NDIM (rank of the coalesced iteration space), DIMS_BYTES (sizeof(gm_dims) on the host)
 //   IDX, ST      index and stride types of gm_dims (uint when every offset fits: IDX32, magic division)
 //   inputs (a seam each API fills its own way): GM_INPUT_PARAMS (the parameter list, after a comma),
@@ -72,14 +72,9 @@
 #endif
 
 // NARY_MEAN: a wide sum, one division, one rounding. Without fp64, a Neumaier-compensated float sum.
-// The 64-bit types (NARY_WIDE) accumulate as the reductions do (common.h): FLOAT64 in gm_dd4,
-// INT64 / UINT64 as the sums of the high and the low 32-bit halves (NARY_WIDE 2, 1). The float
-// types' n-ary mean is correctly rounded (NARY_CR, below).
-#if OP == 4 && NARY_WIDE == 2
-#define GM_ACC_INIT(acc, c) { GM_DD4_ZERO(acc) (void)(c); }
-#define GM_ACC_ADD(acc, c, x, V) GM_DD4_ADD(acc, x)
-#define GM_ACC_RESULT(acc, c, V) gm_dd4_mean(acc, NIN)
-#elif OP == 4 && NARY_WIDE == 1
+// INT64 / UINT64 accumulate as the reductions do (common.h): the sums of the high and the low 32-bit
+// halves (NARY_WIDE 1). The float types' n-ary mean is correctly rounded (NARY_CR, below).
+#if OP == 4 && NARY_WIDE == 1
 #define GM_ACC_INIT(acc, c) { (acc) = 0; (c) = 0; }
 #define GM_ACC_ADD(acc, c, x, V) GM_WIDE_ADD(acc, c, x)
 #define GM_ACC_RESULT(acc, c, V) gm_wide_div(acc, c, NIN, IS_SIGNED)
@@ -516,14 +511,6 @@ GM_BF16_VEC(16)
 #define GM_CAT(a, b) a##b
 #define GM_XCAT(a, b) GM_CAT(a, b)
 #if OP == 4 && NARY_WIDE
-// The two-word accumulators lane by lane (ELEM_AT(k, l) is the address of input k's element in lane
-// l where LOADV_AT(k) loads a vector): the rare FLOAT64 lanes below.
-#define GM_ADD_LANE(k) GM_ACC_ADD(acc_, cmp_, LOAD1(ELEM_AT(k, l_)), ACC_T)
-#define GM_LANES(res) { CT rl_[VW]; \
-    for (int l_ = 0; l_ < VW; ++l_) { ACC_T acc_, cmp_; GM_ACC_INIT(acc_, cmp_); FOREACH_INPUT(GM_ADD_LANE) \
-        rl_[l_] = (CT)GM_ACC_RESULT(acc_, cmp_, ACC_T); } \
-    res = VLOADV(0, rl_); }
-#if NARY_WIDE == 1
 // INT64 / UINT64: the halves' sums in vectors (common.h: GM_WIDE_ADD), the division lane by lane
 #define GM_ULONGV GM_XCAT(ulong, VW)
 #define GM_ADD_INPUT(k) { const CTV x_ = LOADV_AT(k); \
@@ -532,26 +519,6 @@ GM_BF16_VEC(16)
     ulong h_[VW], l_[VW]; CT r_[VW]; GM_XCAT(vstore, VW)(hs_, 0, h_); GM_XCAT(vstore, VW)(ls_, 0, l_); \
     for (int j_ = 0; j_ < VW; ++j_) r_[j_] = (CT)gm_wide_div(h_[j_], l_[j_], NIN, IS_SIGNED); \
     res = VLOADV(0, r_); }
-#elif NARY_WIDE == 2
-// FLOAT64: gm_dd4's double-double of the values below 2^960 in vectors (the same operations as
-// GM_DD_ADD1 and gm_dd_div, lane for lane); a vector with a larger, infinite or NaN input in any
-// lane is computed again lane by lane through gm_dd4
-#define GM_LONGV GM_XCAT(long, VW)
-#define GM_ADD_INPUT(k) { const CTV x_ = LOADV_AT(k); \
-    big_ |= isgreaterequal(fabs(x_), (CTV)(0x1p960)) | isnan(x_); \
-    const CTV s_ = h_ + x_, bb_ = s_ - h_; \
-    const CTV e_ = ((h_ - (s_ - bb_)) + (x_ - bb_)) + l_; \
-    h_ = select(s_ + e_, s_, e_ == (CTV)(0.0)); \
-    l_ = e_ - (h_ - s_); }
-#define GM_COMPUTE(res) { CTV h_ = (CTV)(-0.0), l_ = (CTV)(0.0); GM_LONGV big_ = (GM_LONGV)(0); \
-    FOREACH_INPUT(GM_ADD_INPUT) \
-    const CTV nd_ = (CTV)((double)NIN), q_ = h_ / nd_, p_ = q_ * nd_, pe_ = fma(q_, nd_, -p_); \
-    const CTV r_ = (((h_ - p_) - pe_) + l_) / nd_; \
-    res = select(q_ + r_, q_, r_ == (CTV)(0.0)); \
-    if (any(big_)) GM_LANES(res) }
-#else
-#define GM_COMPUTE(res) GM_LANES(res)
-#endif
 #define RESV CTV
 #elif OP == 4 && NARY_CR
 // the exact path of lane l_ (GM_NL lanes: VW, or 1 in the scalar loops): its inputs read again
