@@ -253,11 +253,14 @@ def cpu_vector_width(plan: planning.ElementwisePlan) -> int:
     vload_half16 at the copy kernel's speed, a vload_half4 at 0.75-0.95x of it) and BFLOAT16 (its
     rounding on 16 lanes: about 1.3x of 4 lanes' mean on PoCL, 3x for the n-ary mean) and the FLOAT32
     n-ary mean (its exactness test in 16 lanes: PoCL then uses 512-bit registers, and the correctly
-    rounded mean runs at the speed of 4 lanes' plain one; on 4 lanes, about 0.5x), otherwise 4."""
+    rounded mean runs at the speed of 4 lanes' plain one; on 4 lanes, about 0.5x) and 8 for the
+    FLOAT64 n-ary mean (its TwoSum pair and decision: 2.5x of 4 lanes on PoCL), otherwise 4."""
     converts = plan.op in (KernelOp.MEAN, KernelOp.ADD, KernelOp.NARY_MEAN) or \
         (plan.op == KernelOp.IDENTITY and plan.has_scale_bias)
     if plan.op == KernelOp.NARY_MEAN and plan.dtype == D.FLOAT32:
         return 16
+    if plan.op == KernelOp.NARY_MEAN and plan.dtype == D.FLOAT64:
+        return 8
     return 16 if plan.dtype in (D.FLOAT16, D.BFLOAT16) and converts else 4
 
 
