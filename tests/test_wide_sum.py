@@ -108,7 +108,7 @@ def _seed(*parts) -> int:
 def test_integer_totals_are_python_sums_bit_for_bit_the_cpu_device(device_or_checked, cpu, dt, case):
     _, shape, axes = case
     for j, x in enumerate(int_data(dt, shape, axes, _seed(dt.name, shape))):
-        got = run_or_refused(device_or_checked, SUM, dt, lambda: wide_sum(device_or_checked, x, dt, axes))
+        got = run_or_refused(device_or_checked, SUM, dt, lambda x=x: wide_sum(device_or_checked, x, dt, axes))
         want = wide_sum(cpu, x, dt, axes)
         assert got[0].dtype == NP[dt] and got[1].dtype == np.uint64
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
