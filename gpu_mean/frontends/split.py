@@ -23,7 +23,10 @@ or without fp64, numpy's on the CPU device), added digit by digit and rounded on
 rounded mean, one launch's bits (issue 22; docs/design.md, "Partials across boundaries"). INT32 and
 UINT32 pieces give the wide partial sums of ``gm.ext.ReduceSumDesc`` (INT64, UINT64: the partials
 gpu_mean.dask combines), read back and added exactly (64 bits, then Python integers), and the mean
-truncates toward zero once: one launch's result. Other types with a cut reduced axis are refused.
+truncates toward zero once: one launch's result. INT64 and UINT64 pieces give their 128-bit totals
+in two words (``word_totals``: ReduceSumDesc's high and low word, the kernels' on OpenCL and CUDA),
+added with carries, truncated once: one launch's result. Other types with a cut reduced axis are
+refused.
 """
 from __future__ import annotations
 
