@@ -228,3 +228,41 @@ def test_the_low_word_is_bound_in_the_checked_build(checked_device, dt):
                          also=(dt,))
     if got is not None and dt != D.FLOAT64:
         assert [int(h) * 2**64 + int(lo) for h, lo in zip(got[0].ravel(), got[1].ravel())] == python_sums(x, (1,))
+
+
+def test_a_planted_low_word_write_is_caught(checked_device, monkeypatch):
+    """The low word's offset planted one element too far in the launch that stores the totals (the
+    main kernel, or the finalize pass of a chunked reduction): the unchecked build writes into the
+    bytes after the binding, the checked build raises KernelBoundsError naming the low word."""
+    from test_checked import _plant, _unchecked_twin
+    x = int_data(D.INT64, (4, 1000), (1,), 5)[0]
+    desc = gm.ext.ReduceSumDesc(T(D.INT64, x.shape), T(D.INT64, (4, 1)), (1,), T(D.UINT64, (4, 1)))
+    plan = planning.plan_operator(desc)
+    guard = np.full(32, 0x5A5A5A5A5A5A5A5A, np.uint64)
+
+    def launch(dev, plant: bool):
+        v = programs.reduce_variant(dev.backend, plan)
+        # the low word's offset: after the finalize pass's ten arguments and its buffer, or after the
+        # main kernel's ten, its tail and its buffer
+        kernel, arg = (v.finalize.kernel, 11) if v.finalize else (v.main.kernel, 11 + len(v.tail))
+        cop = dev.compile_operator(dev.create_operator(desc))
+        ib = upload(dev, desc.input, x)
+        hb = dev.create_buffer(32)
+        lb = dev.create_buffer(32 + guard.nbytes)
+        lb.write(np.concatenate([np.zeros(4, np.uint64), guard]).view(np.uint8))
+        with monkeypatch.context() as m:
+            if plant:
+                _plant(m, kernel, arg, 1)
+            cop.execute(inputs=[gm.BufferBinding(ib, 0, x.nbytes)],
+                        outputs=[gm.BufferBinding(hb, 0, 32), gm.BufferBinding(lb, 0, 32)])
+        raw = lb.read().view(np.uint64)
+        return raw[:4], raw[4:]
+
+    _, after = launch(_unchecked_twin(checked_device), True)
+    assert np.any(after != guard), "the planted write should land past the binding"
+    with pytest.raises(gm.KernelBoundsError) as e:
+        launch(checked_device, True)
+    assert e.value.argument == "output low word", str(e.value)
+    lo, after = launch(checked_device, False)       # an honest launch passes the checks
+    assert np.all(after == guard)
+    assert [int(v) for v in lo] == [t % 2**64 for t in python_sums(x, (1,))]
