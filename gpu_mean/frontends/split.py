@@ -285,10 +285,19 @@ _two_word_ops: dict = {}    # compiled two-word sums, by (device, descriptor)
 def _two_words(dev, arr: np.ndarray, axes: tuple, dt: DataType) -> tuple:
     """(high word, low word) of the host array ``arr``'s totals over ``axes`` (kept as size 1) on
     ``dev``: one ReduceSumDesc with two outputs over a packed copy."""
-    from .functional import merge_dims  # (functional imports this module)
     arr = np.ascontiguousarray(arr)
     out_shape = tuple(1 if d in axes else s for d, s in enumerate(arr.shape))
-    sizes, _, red = merge_dims(arr.shape, packed_strides(arr.shape), axes)
+    # packed: neighbours of the same kind (both reduced or both kept) merge, size-1 dims drop
+    sizes, kinds = [], []
+    for d, n in enumerate(arr.shape):
+        if n != 1:
+            if kinds and kinds[-1] == (d in axes):
+                sizes[-1] *= n
+            else:
+                sizes.append(n)
+                kinds.append(d in axes)
+    sizes, kinds = sizes or [1], kinds or [False]
+    red = tuple(i for i, r in enumerate(kinds) if r)
     in_desc = TensorDesc(dt, sizes)
     outs = [TensorDesc(t, tuple(1 if d in red else s for d, s in enumerate(sizes)))
             for t in (WIDE_SUM_TYPE[dt], WIDE_SUM_LOW_TYPE[dt])]
