@@ -56,6 +56,28 @@
 // an open output's flag (GM_EXACT): a byte per output, or a bit per output in bytes of eight (GM_FLAG_BITS)
 #define GM_FLAG(i) (*GM_AT(GM_A_FLAG, uchar, flag, i, 1))
 
+#ifndef GM_WIDE_SUM
+#define GM_WIDE_SUM 0
+#endif
+#if GM_WIDE_SUM
+// The wide sum's two-word totals (gm.ext.ReduceSumDesc over FLOAT64, INT64, UINT64; the host sets
+// GM_WIDE_SUM and LO_T): a second output, the low word (argument GM_A_LO, element type LO_T, its own
+// element offset and kept strides, gm_rmeta's keep_lo). Every function that touches global memory
+// takes GM_CHK_P last and is called with GM_CHK_A last, so the low word's pointer and offset ride
+// along with them: every kernel takes them after its own arguments (before the checked build's status
+// buffer), and gm_store writes both words. Variants without GM_WIDE_SUM are unchanged.
+#define GM_A_LO 4
+#undef GM_CHK_P
+#undef GM_CHK_A
+#if GM_CHECKED
+#define GM_CHK_P , __global LO_T* gm_lo, ulong gm_lo_off, __global long* gm_chk
+#define GM_CHK_A , gm_lo, gm_lo_off, gm_chk
+#else
+#define GM_CHK_P , __global LO_T* gm_lo, ulong gm_lo_off
+#define GM_CHK_A , gm_lo, gm_lo_off
+#endif
+#endif
+
 #if COMPENSATED
 typedef struct { ACC s; ACC c; } gm_acc;
 // s from -0.0 (zeros alone keep IEEE's sign: -0.0 from -0.0s alone), c from +0.0
@@ -145,6 +167,9 @@ typedef struct {
     long keep_shape[KNA], keep_in[KNA], keep_out[KNA];
     long red_shape[RNA], red_in[RNA];
     long depth;     // GM_EXACT: no value passes through more additions than this (gm_settle's bound)
+#if GM_WIDE_SUM
+    long keep_lo[KNA];  // the low word's kept strides
+#endif
 } gm_rmeta;
 GM_STATIC_ASSERT(sizeof(gm_rmeta) == META_BYTES, gm_rmeta_differs_from_the_host_layout);
 
@@ -271,6 +296,47 @@ GM_INLINE void gm_store(gm_acc a, ulong n, __global OUT_T* out, long i, __global
     const int ok = gm_settle(a, n, m->depth, &bits);
     GM_STORE_BITS(GM_AT(GM_A_OUT, OUT_T, out, i, 1), bits);
     GM_FLAG(fi) = (uchar)(ok ? 0 : 1);
+}
+#elif GM_WIDE_SUM
+// The two-word total of output element i (an element index into out; the low word's element from
+// its own offset and strides). The wide sum has no flags: the host binds flag_off 0, so that fi is
+// the output's kept index k (every caller passes flag_off + k).
+GM_INLINE long gm_keep_lo_offset(__constant const gm_rmeta* m, long k) {
+    long off = 0;
+#pragma unroll
+    for (int d = KN - 1; d > 0; --d) {
+        long q = gm_div(k, m->keep_shape[d]);
+        off += (k - q * m->keep_shape[d]) * m->keep_lo[d];
+        k = q;
+    }
+    return KN > 0 ? off + k * m->keep_lo[0] : 0;
+}
+#if WIDE_INT
+// INT64 / UINT64: the total s 2^32 + c as hi 2^64 + lo (gpu_mean/runtime/wide.py: int_sum0 then
+// words128): A = s + (c >> 32) (its true value fits A's type), then hi = A >> 32 with the type's own
+// shift (arithmetic for INT64), lo = (A << 32) | (c mod 2^32)
+#define GM_WIDE_WORDS(a, hi, lo) { const ulong A_ = (a).s + ((a).c >> 32); \
+    hi = (OUT_T)((T)A_ >> 32); lo = (A_ << 32) | ((a).c & 0xFFFFFFFFUL); }
+#else
+// FLOAT64: gm_dd4's total as a normalized double-double (hi == fl(hi + lo)), with the CPU device's
+// rules (wide.py: f64_sum0): an inf or NaN input gives NaN if a NaN or both infinities are present,
+// else the infinity, and lo 0; a total past DBL_MAX gives the infinity and lo 0; a zero total is -0.0
+// only when every input is (bhi is +0.0 once big values cancelled, and hi + bhi is then +0.0).
+// With values from 2^960 on, (bhi + blo) 2^64 + hi + lo is added scaled by 2^-64 (AccurateDWPlusDW)
+// and scaled back (exact).
+#define GM_WIDE_WORDS(a, hi, lo) { const gm_dd4 a_ = (a); \
+    if (!isfinite(a_.bhi)) { hi = isnan(a_.bhi) ? as_double(0x7FF8000000000000UL) : a_.bhi; lo = 0.0; } \
+    else if (a_.bhi == 0) { hi = a_.hi + a_.bhi; lo = a_.lo; } \
+    else { double h_ = a_.bhi, l_ = a_.blo; GM_DD_ADD2(h_, l_, a_.hi * 0x1p-64, a_.lo * 0x1p-64) \
+        hi = h_ * 0x1p64; lo = isfinite(hi) ? l_ * 0x1p64 : 0.0; } }
+#endif
+GM_INLINE void gm_store(gm_acc a, ulong n, __global OUT_T* out, long i, __global uchar* flag, long fi,
+                        __constant const gm_rmeta* m GM_CHK_P) {
+    OUT_T hi;
+    LO_T lo;
+    GM_WIDE_WORDS(a, hi, lo)
+    *GM_AT(GM_A_OUT, OUT_T, out, i, 1) = hi;
+    *GM_AT(GM_A_LO, LO_T, gm_lo, (long)gm_lo_off + gm_keep_lo_offset(m, fi), 1) = lo;
 }
 #else
 // Divide once, round once, store output element i (an element index into out); no flags.

@@ -74,7 +74,14 @@ RED_CASES = [(gm.ReduceDesc, D.FLOAT32, (64, 1024), (1,)), (gm.ReduceDesc, D.FLO
              (gm.ext.ReduceMeanDesc, D.FLOAT64, (6, 5, 7, 3), (0, 2)),
              (gm.ext.ReduceMeanDesc, D.INT64, (8, 100000), (1,)), (gm.ext.ReduceMeanDesc, D.INT64, (300, 64), (0,)),
              (gm.ext.ReduceMeanDesc, D.UINT64, (7, 11, 13), (0, 1, 2)),
-             (gm.ext.ReduceSumDesc, D.BFLOAT16, (64, 1024), (1,))]
+             (gm.ext.ReduceSumDesc, D.BFLOAT16, (64, 1024), (1,)),
+             # the wide sum's two-word totals (GM_WIDE_SUM: the low word's output): row, split row
+             # (finalize), col, general
+             (gm.ext.ReduceSumDesc, D.FLOAT64, (64, 1024), (1,)), (gm.ext.ReduceSumDesc, D.FLOAT64, (1 << 20,), (0,)),
+             (gm.ext.ReduceSumDesc, D.FLOAT64, (300, 64), (0,)), (gm.ext.ReduceSumDesc, D.INT64, (8, 100000), (1,)),
+             (gm.ext.ReduceSumDesc, D.INT64, (6, 5, 7, 3), (0, 2)), (gm.ext.ReduceSumDesc, D.UINT64, (1 << 20,), (0,)),
+             (gm.ext.ReduceSumDesc, D.UINT64, (300, 64), (0,))]
+LOW_WORD = {D.FLOAT64: D.FLOAT64, D.INT64: D.UINT64, D.UINT64: D.UINT64}
 
 
 def reduce_desc(cls, dt, shape, axes):
@@ -82,7 +89,18 @@ def reduce_desc(cls, dt, shape, axes):
     out_dt = {D.FLOAT32: D.FLOAT64, D.FLOAT16: D.FLOAT64, D.BFLOAT16: D.FLOAT64}.get(dt, dt) \
         if cls is gm.ext.ReduceSumDesc else dt
     x, y = gm.TensorDesc(dt, shape), gm.TensorDesc(out_dt, out_shape)
+    if cls is gm.ext.ReduceSumDesc and dt in LOW_WORD:      # the two-word total: its low word too
+        return cls(x, y, axes, gm.TensorDesc(LOW_WORD[dt], out_shape))
     return cls(gm.ReduceFunction.AVERAGE, x, y, axes) if cls is gm.ReduceDesc else cls(x, y, axes)
+
+
+def outputs_of(plan, mem, off):
+    """The output bindings a program's run takes: the wide sum's two-word totals have two."""
+    return [(mem, off)] * (len(plan.tensors) - 1 if isinstance(plan, planning.ReducePlan) else 1)
+
+
+def is_wide_sum(plan) -> bool:
+    return isinstance(plan, planning.ReducePlan) and reduce_kernels.wide_sum(plan)
 
 
 def all_plans():
@@ -250,18 +268,20 @@ def test_integer_add_wraps_through_unsigned():
 
 # --- the argument tuples the CUDA programs pass, checked against the kernels' signatures ---------
 
-def signatures(checked: bool = False):
+def signatures(checked: bool = False, wide: bool = False):
     """{kernel name: [parameter types]} of every kernel CUDA compiles: the GPU-shaped kernels of the
     portable files (the CPU-shaped *_serial kernels are OpenCL's only). The input seam
     (GM_INPUT_PARAMS) is CUDA's by-value ``gm_inputs``, the metadata argument its struct; a checked
-    build's kernels take the status buffer last (GM_CHK_P)."""
+    build's kernels take the status buffer last (GM_CHK_P); ``wide``: the wide sum's two-word totals
+    (reduce.cl's GM_WIDE_SUM), whose kernels take the low word's pointer and offset before it."""
     sigs = {}
     for fname in ("elementwise.cl", "reduce.cl"):
         for m in re.finditer(r"__kernel void (\w+)\(((?:[^()]|\([^()]*\))*)\)", kernel_source("opencl_kernels", fname)):
             if m.group(1).endswith("_serial"):
                 continue
             text = m.group(2).replace("GM_INPUT_PARAMS", ", gm_inputs ins")
-            text = text.replace("GM_CHK_P", ", long* gm_chk" if checked else "")
+            lo = ", LO_T* gm_lo, ulong gm_lo_off" if wide and fname == "reduce.cl" else ""
+            text = text.replace("GM_CHK_P", lo + (", long* gm_chk" if checked else ""))
             params = [" ".join(p.replace("restrict", "").replace("__global", "").replace("const ", "").split())
                       for p in re.split(r",(?![^()]*\))", text)]
             sigs[m.group(1)] = [re.sub(r"GM_META_ARG\((\w+), \w+\)", r"\1 meta", p).rsplit(" ", 1)[0]
@@ -275,14 +295,16 @@ _STRUCTS = {"gm_inputs": ("p",), "gm_dims": ("size", "magic", "shift", "stride")
             "gm_rmeta": ("keep_shape", "keep_in", "keep_out", "red_shape", "red_in", "depth")}
 
 
-def check_args(kernel: str, args, checked: bool = False):
-    sig = signatures(checked)[kernel]
+def check_args(kernel: str, args, checked: bool = False, wide: bool = False):
+    sig = signatures(checked, wide)[kernel]
     assert len(args) == len(sig), f"{kernel}: {len(args)} arguments for {len(sig)} parameters"
     for i, (ctype, arg) in enumerate(zip(sig, args)):
         if ctype.endswith("*"):
             assert isinstance(arg, np.uint64), f"{kernel} arg {i} ({ctype}): {type(arg).__name__}"
         elif ctype in _STRUCTS:
             fields = ("p", "off") if checked and ctype == "gm_inputs" else _STRUCTS[ctype]
+            if wide and ctype == "gm_rmeta":
+                fields += ("keep_lo",)
             assert isinstance(arg, np.ndarray) and arg.shape == (1,) and arg.dtype.names == fields, \
                 f"{kernel} arg {i}: the by-value struct {ctype}"
         else:
@@ -301,10 +323,10 @@ def test_arguments_match_the_kernels_and_launch_on_the_backend_stream(name, plan
     tmp = (Mem(1 << 20), 256) if prog.temporary_size else None
     for off in (0, 4):   # aligned and unaligned bindings
         n_in = plan.n_inputs if isinstance(plan, planning.ElementwisePlan) else 1
-        prog.run([(Mem(4096), off)] * n_in, [(Mem(8192), off)], tmp)
+        prog.run([(Mem(4096), off)] * n_in, outputs_of(plan, Mem(8192), off), tmp)
     assert be.calls
     for kname, grid, block, args, stream in be.calls:
-        check_args(kname, args)
+        check_args(kname, args, wide=is_wide_sum(plan))
         # no table in device memory: every argument is a pointer to a binding or a value (the
         # stride table that was uploaded on CuPy's current stream is gone)
         assert stream is be.stream
@@ -326,11 +348,11 @@ def test_checked_programs_pass_the_status_buffer_and_read_it_after_every_launch(
     assert all(m["GM_CHECKED"] == 1 for _, m, _ in be.requests)
     tmp = (Mem(1 << 20), 256) if prog.temporary_size else None
     n_in = plan.n_inputs if isinstance(plan, planning.ElementwisePlan) else 1
-    prog.run([(Mem(4096), 16)] * n_in, [(Mem(8192), 32)], tmp)
+    prog.run([(Mem(4096), 16)] * n_in, outputs_of(plan, Mem(8192), 32), tmp)
     kernels = [c[0] for c in be.calls]
     assert be.log == ["arm"] + [f"read after {k}" for k in kernels]
     for kname, _, _, args, _ in be.calls:
-        check_args(kname, args, checked=True)
+        check_args(kname, args, checked=True, wide=is_wide_sum(plan))
         assert int(args[-1]) == 1 << 40     # the status buffer, last
     if isinstance(plan, planning.ElementwisePlan):    # buffer starts and element offsets apart
         ins = be.calls[0][3][-2]

@@ -361,7 +361,8 @@ def test_plan_names_the_accumulators():
 
 def test_cuda_backend_follows_the_same_table():
     """The CUDA backend (no GPU here: its object without a context; create_operator compiles nothing)
-    accepts what the table lists and refuses the rest naming itself (the two-word wide sums)."""
+    accepts what the table lists and refuses the rest naming itself (nothing since the two-word wide
+    sums were built)."""
     from gpu_mean.backends import cuda
     from gpu_mean.runtime.device import DeviceInfo
     be = object.__new__(cuda.CudaBackend)

@@ -421,8 +421,64 @@ def test_extension_types_in_pieces_where_no_reduced_axis_is_cut(pieces):
         assert oracle.equal_bits(got, want)
     assert len(pieces) > 4
     assert oracle.equal_bits(gm.reduce_mean(x, [0], device=small), gm.reduce_mean(x, [0], device="cpu"))
-    with pytest.raises(gm.UnsupportedError, match=f"INT64 .*{SMALL} bytes"):
-        gm.reduce_mean(x.astype(np.int64), [0], device=small)
+    xi = x.astype(np.int64)     # INT64 with a cut reduced axis: the pieces' two-word totals (below)
+    np.testing.assert_array_equal(gm.reduce_mean(xi, [0], device=small), gm.reduce_mean(xi, [0], device="cpu"))
+
+
+def int64_data(dtype, shape, seed):
+    """Full-range INT64 / UINT64 values with rows and columns of the extremes (INT64_MIN, INT64_MAX,
+    UINT64_MAX): totals past 2^63 and 2^64 whichever axes are reduced."""
+    x = data("wide", shape, dtype, seed)
+    info = np.iinfo(dtype)
+    x[:, 0] = info.min if dtype == np.int64 else info.max
+    x[0, :] = info.max
+    x[1, ::2] = info.min
+    return x
+
+
+@pytest.mark.parametrize("axes", [[0], [1], None], ids=["crossing", "inside", "all"])
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64])
+def test_int64_pieces_give_two_word_totals(device, pieces, axes, dtype):
+    """INT64 / UINT64 with a reduced axis cut (issue 26): each piece's 128-bit total (ReduceSumDesc's
+    two words, on the device), added with carries, the mean truncated toward zero once: the unsplit
+    call's result bit for bit, and the oracle's (check_reduce), on every device variant."""
+    x = int64_data(dtype, (300, 1000), 19)
+    check_reduce(device, x, axes)
+    assert len(pieces) > 1
+    ax = (0, 1) if axes is None else tuple(axes)
+    totals = np.sum(x.astype(object), axis=ax)
+    assert np.max(np.abs(totals)) >= 2**64     # the sums pass 2^64 (and 2^63)
+
+
+def test_int64_totals_in_pieces_are_exact(device, pieces):
+    """The combined words themselves (split.word_totals) are Python's integer sums."""
+    small = lowered(device, SMALL)
+    for dtype in (np.int64, np.uint64):
+        x = int64_data(dtype, (300, 1000), 20)
+        call = arrays.Call([x], small, "ReduceMean")
+        assert call.mode == "split"
+        hi, lo = split.word_totals(call, (0,)).words()
+        assert [int(h) * 2**64 + int(w) for h, w in zip(hi.ravel(), lo.ravel())] == \
+            [int(t) for t in np.sum(x.astype(object), axis=0)]
+    assert len(pieces) > 2
+
+
+def test_a_dask_int64_chunk_past_one_buffer_gives_two_words(device, pieces):
+    """gpu_mean.dask: an INT64 / UINT64 chunk past one buffer of the device sums in pieces, its
+    128-bit total in two words (the chunk partial of ReduceSumDesc's two outputs)."""
+    pytest.importorskip("dask")
+    from gpu_mean.dask import partials
+    small = lowered(device, SMALL)
+    for dtype in (np.int64, np.uint64):
+        x = int64_data(dtype, (300, 1000), 21)
+        for axes in ((0,), (1,), (0, 1)):
+            p = partials.chunk_sum(x, axes, device=small)
+            totals = np.sum(x.astype(object), axis=axes, keepdims=True)
+            assert p.hi.shape == totals.shape and p.lo.dtype == np.uint64
+            assert [int(h) * 2**64 + int(w) for h, w in zip(p.hi.ravel(), p.lo.ravel())] == \
+                [int(t) for t in totals.ravel()]
+            np.testing.assert_array_equal(partials.finish(p, dtype), gm.reduce_mean(x, axes, device=device))
+    assert len(pieces) > 4
 
 
 def test_float64_with_a_cut_reduced_axis_is_refused_on_kernel_devices(device):

@@ -66,6 +66,12 @@ def reduce_bounds(plan: planning.ReducePlan, in_off: int, out_off: int, part_off
             Bound("partials", part_off, part_off + n_parts), Bound("flags", flag_off, flag_off + n_flags)]
 
 
+def low_word_bound(plan: planning.ReducePlan, lo_off: int) -> Bound:
+    """The wide sum's low-word output (reduce.cl: GM_A_LO, after the four above), from its offset in
+    elements and its own kept strides."""
+    return Bound("output low word", lo_off, lo_off + span(plan.keep_shape, plan.keep_lo_strides))
+
+
 def elementwise_bounds(plan: planning.ElementwisePlan, in_offs, out_off: int) -> list[Bound]:
     """The element-wise kernels' arguments (elementwise.cl: input k is argument k, the output NIN),
     each indexed from its buffer's start; ``in_offs`` and ``out_off`` in elements."""

@@ -233,20 +233,25 @@ class ReduceProgram(Program):
         self.out_itemsize = int(plan.output_type.element_size)
         self.part_bytes = v.acc_bytes     # one chunk partial (16 or 32 bytes for the extension types)
         self.traffic = (plan.n_reduce * self.itemsize + self.out_itemsize) * plan.n_out
-        self.checked = _Checked(be, 4) if be.checked else None
+        # the wide sum's two-word totals: a second output, the low word (reduce.cl: GM_WIDE_SUM)
+        self.wide = reduce_kernels.wide_sum(plan)
+        self.checked = _Checked(be, 5 if self.wide else 4) if be.checked else None
         self._last = None       # (bindings, main, finalize and exact args, element offsets) of the last run
 
     def run(self, inputs, outputs, temporary):
         v = self.variant
-        key = (inputs[0], outputs[0], temporary if v.temporary_size else None)
+        key = (inputs[0], outputs[0], temporary if v.temporary_size else None, outputs[1] if self.wide else None)
         last = self._last
         if last is None or last[0] != key:
-            last = self._last = (key, *self._arguments(inputs[0], outputs[0], temporary))
+            last = self._last = (key, *self._arguments(inputs[0], outputs[0], temporary,
+                                                       outputs[1] if self.wide else None))
         _, main, fin, exact, offs = last
         be, chk = self.be, self.checked
         if chk is not None:
-            chk.status.arm(checked.reduce_bounds(self.plan, *offs, v.partial_bytes // self.part_bytes,
-                                                 v.flag_bytes))
+            bounds = checked.reduce_bounds(self.plan, *offs[:4], v.partial_bytes // self.part_bytes, v.flag_bytes)
+            if self.wide:
+                bounds.append(checked.low_word_bound(self.plan, offs[4]))
+            chk.status.arm(bounds)
         be.launch(self.main, main, v.main, self.traffic)
         if chk is not None:
             chk.status.check(v.main.kernel)
@@ -259,25 +264,30 @@ class ReduceProgram(Program):
             if chk is not None:
                 chk.status.check(v.exact.kernel)
 
-    def _arguments(self, binding_in, binding_out, temporary) -> tuple:
+    def _arguments(self, binding_in, binding_out, temporary, binding_lo=None) -> tuple:
         v, be = self.variant, self.be
         (ib, ioff), (ob, ooff) = binding_in, binding_out
         tb, toff = temporary if v.temporary_size else (None, 0)
-        # the flags follow the partials in the temporary (element offsets in bytes: uchar)
-        foff = toff + v.partial_bytes
+        # the flags follow the partials in the temporary (element offsets in bytes: uchar); the wide
+        # sum has none and binds flag_off 0 (its gm_store reads the output's kept index there)
+        foff = 0 if self.wide else toff + v.partial_bytes
         ioff, ooff, toff = ioff // self.itemsize, ooff // self.out_itemsize, toff // self.part_bytes
         inp, out = be.buffer_arg(ib), be.buffer_arg(ob)
         part = be.buffer_arg(tb if v.finalize else None)
         flag = be.buffer_arg(tb if v.flag_bytes else None)
+        lo, loff = (), 0
+        if binding_lo is not None:      # the low word: 8-byte elements (UINT64 or FLOAT64)
+            loff = binding_lo[1] // 8
+            lo = (be.buffer_arg(binding_lo[0]), np.uint64(loff))
         tail = self.checked.tail if self.checked is not None else ()
-        main = v.main_args(inp, ioff, out, ooff, part, toff, flag, foff, self.meta) + tail
+        main = v.main_args(inp, ioff, out, ooff, part, toff, flag, foff, self.meta, lo) + tail
         n_out, n = self.plan.n_out, self.plan.n_reduce
         fin = exact = None
         if v.finalize:
-            fin = v.finalize_args(part, toff, out, ooff, flag, foff, self.meta, n_out, n) + tail
+            fin = v.finalize_args(part, toff, out, ooff, flag, foff, self.meta, n_out, n, lo) + tail
         if v.exact:
             exact = v.exact_args(inp, ioff, out, ooff, flag, foff, self.meta, n_out, n) + tail
-        return main, fin, exact, (ioff, ooff, toff, foff)
+        return main, fin, exact, (ioff, ooff, toff, foff, loff)
 
     def forget_bindings(self):
         self._last = None

@@ -57,12 +57,22 @@ def f16_direct(plan: planning.ReducePlan, fp64: bool) -> bool:
     return plan.op == KernelOp.REDUCE_MEAN and plan.dtype == D.FLOAT16 and fp64 and plan.n_reduce <= F16_DIRECT
 
 
+def wide_sum(plan: planning.ReducePlan) -> bool:
+    """Whether the plan is the wide sum's two-word total (REDUCE_SUM of FLOAT64, INT64, UINT64: a
+    high and a low output, GM_WIDE_SUM)."""
+    return plan.op == KernelOp.REDUCE_SUM and (plan.dtype in WIDE_INT or plan.dtype == D.FLOAT64)
+
+
 def meta_struct(plan: planning.ReducePlan) -> np.dtype:
     """numpy twin of the kernels' ``gm_rmeta`` (arrays of at least one element: C has no empty ones);
-    the kernel checks its size against META_BYTES in both languages."""
+    the kernel checks its size against META_BYTES in both languages. The wide sum's two-word totals
+    add the low word's kept strides (``keep_lo``) at the end."""
     kn, rn = max(len(plan.keep_shape), 1), max(len(plan.red_shape), 1)
-    return np.dtype([("keep_shape", np.int64, (kn,)), ("keep_in", np.int64, (kn,)), ("keep_out", np.int64, (kn,)),
-                     ("red_shape", np.int64, (rn,)), ("red_in", np.int64, (rn,)), ("depth", np.int64)], align=True)
+    fields = [("keep_shape", np.int64, (kn,)), ("keep_in", np.int64, (kn,)), ("keep_out", np.int64, (kn,)),
+              ("red_shape", np.int64, (rn,)), ("red_in", np.int64, (rn,)), ("depth", np.int64)]
+    if wide_sum(plan):
+        fields.append(("keep_lo", np.int64, (kn,)))
+    return np.dtype(fields, align=True)
 
 
 def pack_meta(plan: planning.ReducePlan, depth: int = 0) -> np.ndarray:
@@ -75,6 +85,8 @@ def pack_meta(plan: planning.ReducePlan, depth: int = 0) -> np.ndarray:
                             ("keep_out", plan.keep_out_strides, kn), ("red_shape", plan.red_shape, rn),
                             ("red_in", plan.red_strides, rn)):
         arr[name][0, :n] = values
+    if wide_sum(plan):
+        arr["keep_lo"][0, :kn] = plan.keep_lo_strides
     return arr
 
 
@@ -87,8 +99,6 @@ def type_macros(plan: planning.ReducePlan, fp64: bool, checked: bool = False) ->
     dt = plan.dtype
     kn, rn = len(plan.keep_shape), len(plan.red_shape)
     wide_int, wide_float = dt in WIDE_INT, dt == D.FLOAT64
-    if plan.op == KernelOp.REDUCE_SUM and (wide_int or wide_float):
-        raise NotImplementedError(f"the two-word sum of {dt.name} has no kernel (backends/support.py)")
     exact = exact_mean(plan, fp64)
     bf16_ff = dt == D.BFLOAT16 and not fp64 and not exact    # two compensated float pairs (common.h: gm_ff4)
     compensated = dt.is_float and not fp64 and not bf16_ff and not exact
@@ -100,6 +110,10 @@ def type_macros(plan: planning.ReducePlan, fp64: bool, checked: bool = False) ->
          "GM_ACC0": "-0.0" if acc in ("float", "double") else "0"}
     if checked:
         m["GM_CHECKED"] = 1
+    if wide_sum(plan):
+        # the two-word total: gm_store writes the high word to out and the low word to the extra
+        # output (reduce.cl: GM_WIDE_SUM); no STORE_RESULT (a kernel that used it would not compile)
+        m.update({"GM_WIDE_SUM": 1, "LO_T": "double" if wide_float else "ulong"})
     if exact:
         m.update({"GM_EXACT": 1, "GM_FF": int(not fp64), "GM_X_H": int(dt == D.FLOAT16),
                   "GM_X_BF16": int(dt == D.BFLOAT16), "GM_X_D": int(wide_float)})
@@ -111,7 +125,9 @@ def type_macros(plan: planning.ReducePlan, fp64: bool, checked: bool = False) ->
         m["LOAD1(p)"] = "(*(p))"      # the accumulator splits the value itself
     else:
         m["LOAD1(p)"] = f"(({acc})*(p))"
-    if plan.op == KernelOp.REDUCE_SUM:
+    if wide_sum(plan):
+        pass
+    elif plan.op == KernelOp.REDUCE_SUM:
         m["STORE_RESULT(t, n, p)"] = "(*(p) = (t))"
     elif dt == D.FLOAT16:
         m["STORE_RESULT(t, n, p)"] = f"vstore_half_rte((t) / ({acc})(n), 0, (p))"
@@ -218,16 +234,18 @@ class ReduceVariant:
         """Bytes of chunk partials at the temporary's start (the flags follow them)."""
         return self.temporary_size - self.flag_bytes
 
-    def main_args(self, inp, in_off, out, out_off, part, part_off, flag, flag_off, meta) -> tuple:
-        """The main kernel's arguments: buffers (whatever the backend passes for them) and element offsets."""
+    def main_args(self, inp, in_off, out, out_off, part, part_off, flag, flag_off, meta, lo: tuple = ()) -> tuple:
+        """The main kernel's arguments: buffers (whatever the backend passes for them) and element offsets;
+        ``lo``: the wide sum's low word (its buffer and element offset, GM_WIDE_SUM), after the rest."""
         u64 = np.uint64
         return (inp, u64(in_off), out, u64(out_off), part, u64(part_off), flag, u64(flag_off),
-                np.int32(self.n_chunks > 1), meta) + self.tail
+                np.int32(self.n_chunks > 1), meta) + self.tail + lo
 
-    def finalize_args(self, part, part_off, out, out_off, flag, flag_off, meta, n_out: int, n: int) -> tuple:
+    def finalize_args(self, part, part_off, out, out_off, flag, flag_off, meta, n_out: int, n: int,
+                      lo: tuple = ()) -> tuple:
         u64 = np.uint64
         return (part, u64(part_off), np.int64(self.n_chunks), np.int64(n_out), out, u64(out_off), flag,
-                u64(flag_off), meta, u64(n))
+                u64(flag_off), meta, u64(n)) + lo
 
     def exact_args(self, inp, in_off, out, out_off, flag, flag_off, meta, n_out: int, n: int) -> tuple:
         u64 = np.uint64

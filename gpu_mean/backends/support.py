@@ -7,8 +7,8 @@ every backend. A type a device's hardware lacks (FLOAT64 without fp64) is refuse
 is read (``Backend.storage_refusal``).
 
 Issue 21 adds BFLOAT16, FLOAT64, INT64 and UINT64 (``tables.EXTENSION_TYPES``): the CPU device and
-the OpenCL and CUDA kernels compute them (docs/design.md, "The extension types' kernels"), except the
-wide sum's two-word totals on OpenCL and CUDA. Every test that reads this table computes where it
+the OpenCL and CUDA kernels compute them (docs/design.md, "The extension types' kernels"), the wide
+sum's two-word totals included. Every test that reads this table computes where it
 says so, against the exact oracle, and checks the refusal elsewhere.
 """
 from __future__ import annotations
@@ -19,10 +19,9 @@ from ..descriptors.types import DataType, KernelOp
 MEAN_OPS = (KernelOp.MEAN, KernelOp.NARY_MEAN, KernelOp.REDUCE_MEAN, KernelOp.REDUCE_SUM)
 _ALL = DIRECTML_MEAN_TYPES | EXTENSION_TYPES
 
-# the GPU kernels (OpenCL and CUDA: one source): the wide sum's two-word totals (FLOAT64, INT64, UINT64
-# inputs, two output tensors) have no kernel yet
-_GPU = {KernelOp.MEAN: _ALL, KernelOp.NARY_MEAN: _ALL, KernelOp.REDUCE_MEAN: _ALL,
-        KernelOp.REDUCE_SUM: DIRECTML_MEAN_TYPES | {DataType.BFLOAT16}}
+# the GPU kernels (OpenCL and CUDA: one source): every type, the wide sum's two-word totals (FLOAT64,
+# INT64, UINT64 inputs, two output tensors: reduce.cl's GM_WIDE_SUM) included
+_GPU = {KernelOp.MEAN: _ALL, KernelOp.NARY_MEAN: _ALL, KernelOp.REDUCE_MEAN: _ALL, KernelOp.REDUCE_SUM: _ALL}
 KERNEL_TYPES: dict[str, dict[KernelOp, frozenset]] = {
     "cpu": {op: _ALL for op in MEAN_OPS},
     "opencl": dict(_GPU),

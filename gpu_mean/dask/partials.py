@@ -110,7 +110,15 @@ def run_sum(block, axes, device):
         zeros = (cp or np).zeros(out_shape, wide.numpy_dtype)   # nothing to sum: no launch, as gm.reduce_mean
         return zeros if low is None else (zeros, (cp or np).zeros(out_shape, low.numpy_dtype))
     if low is not None:
-        return _run_two_words(block, axes, _sum_device(device, wide, cp), dt, (wide, low), out_shape, cp)
+        dev = _sum_device(device, wide, cp)
+        if cp is None and dt in split.WORD_TYPES and _past_one_buffer(block, dev):
+            # an INT64 / UINT64 chunk past one buffer of the device: its pieces' two-word totals,
+            # added with carries (frontends/split.py: word_totals)
+            call = Call([block], dev, "ReduceMean")
+            if call.mode == "split":
+                stats["launched"] += 1
+                return split.word_totals(call, axes).words()
+        return _run_two_words(block, axes, dev, dt, (wide, low), out_shape, cp)
     call = Call([block], _sum_device(device, wide, cp), "ReduceMean")
     if call.mode == "split":    # a chunk past one buffer of the device: its pieces' totals, added exactly
         stats["launched"] += 1
@@ -125,6 +133,12 @@ def run_sum(block, axes, device):
         return ReduceSumDesc(in_desc, out_desc, red), out_shape
     stats["launched"] += 1
     return call.run(("reduce_sum", call.signature, axes), make)
+
+
+def _past_one_buffer(block, dev) -> bool:
+    """Whether a numpy chunk is past one buffer of ``dev`` or a DirectML tensor (split.too_big's limits)."""
+    limit = dev.max_alloc_bytes
+    return block.size > split.MAX_ELEMENTS or (limit is not None and block.nbytes > limit)
 
 
 _two_word_ops: dict = {}   # this process's compiled two-word sums, by (device, descriptor)

@@ -23,7 +23,10 @@ or without fp64, numpy's on the CPU device), added digit by digit and rounded on
 rounded mean, one launch's bits (issue 22; docs/design.md, "Partials across boundaries"). INT32 and
 UINT32 pieces give the wide partial sums of ``gm.ext.ReduceSumDesc`` (INT64, UINT64: the partials
 gpu_mean.dask combines), read back and added exactly (64 bits, then Python integers), and the mean
-truncates toward zero once: one launch's result. Other types with a cut reduced axis are refused.
+truncates toward zero once: one launch's result. INT64 and UINT64 pieces give their 128-bit totals
+in two words (``word_totals``: ReduceSumDesc's high and low word, the kernels' on OpenCL and CUDA),
+added with carries, truncated once: one launch's result. Other types with a cut reduced axis are
+refused.
 """
 from __future__ import annotations
 
@@ -34,8 +37,9 @@ import warnings
 import numpy as np
 
 from ..backends.arrays import aligned_empty, hand_back
-from ..descriptors.tables import EXTENSION_TYPES, WIDE_SUM_TYPE
-from ..descriptors.tensor import MAX_ELEMENTS, packed_strides
+from ..descriptors.ext import ReduceSumDesc
+from ..descriptors.tables import EXTENSION_TYPES, WIDE_SUM_LOW_TYPE, WIDE_SUM_TYPE
+from ..descriptors.tensor import MAX_ELEMENTS, TensorDesc, packed_strides
 from ..descriptors.types import DataType
 from ..errors import InvalidArgumentError, UnsupportedError
 from ..runtime import exact, numerics, wide
@@ -46,6 +50,8 @@ PAGE = 4096
 # gm_reduce_limbs), and the superaccumulator's limbs per output (exact.h: GM_XK_F, GM_XK_H)
 DEVICE_LIMBS = {DataType.FLOAT32: 10, DataType.BFLOAT16: 10, DataType.FLOAT16: 3}
 DEVICE_EXACT = tuple(DEVICE_LIMBS)
+# the integer types whose pieces give 128-bit totals in two words (ReduceSumDesc's high and low word)
+WORD_TYPES = (DataType.INT64, DataType.UINT64)
 
 
 def plan_chunks(shape, tensors, max_bytes: int | None, max_elements: int = MAX_ELEMENTS) -> tuple:
@@ -186,10 +192,11 @@ def run_reduce(call: Call, axes: tuple, out_shape, make_desc):
     return hand_back(res, call.rule, dtype)
 
 
-def sum_pieces(call: Call, axes: tuple, make_desc, exact_ok: bool = True) -> Totals:
+def sum_pieces(call: Call, axes: tuple, make_desc, exact_ok: bool = True) -> Totals | WordTotals:
     """The totals over ``axes`` of a call's one operand, piece by piece: each piece's wide partial sums
     (ReduceSumDesc) added in ``Totals``; on the CPU device (``exact_ok``), each float piece's exact
-    total (``runtime/exact.py``: superaccumulator digits and the inf/NaN/-0 flags)."""
+    total (``runtime/exact.py``: superaccumulator digits and the inf/NaN/-0 flags); INT64 and UINT64
+    pieces' two-word totals in ``WordTotals`` (``word_totals``)."""
     op = call.ops[0]
     shape, dtype = op.shape, op.dtype
     dt = data_type_of(dtype, call.what)
@@ -197,6 +204,8 @@ def sum_pieces(call: Call, axes: tuple, make_desc, exact_ok: bool = True) -> Tot
     # in numpy, on OpenCL and CUDA devices from the kernels' superaccumulator (FLOAT32, FLOAT16,
     # BFLOAT16; no fp64 needed)
     exact_parts = exact_ok and dt.is_float and (call.dev.info.backend == "cpu" or dt in DEVICE_EXACT)
+    if dt in WORD_TYPES:
+        return word_totals(call, axes)
     if dt in EXTENSION_TYPES and not exact_parts:
         raise UnsupportedError(f"{call.what}: a {dt.name} tensor past one launch of {call.dev.name} (a buffer of at "
                                f"most {call.limit} bytes, a tensor of at most 2^32 - 1 elements) with a reduced axis "
@@ -247,6 +256,90 @@ def exact_totals(call: Call, axes: tuple) -> Totals:
         digits, flags = call.dev.exact_partials(arr, axes, dt)
         totals.add_exact(tuple(slice(None) if d in axes else b for d, b in enumerate(box)), digits, flags)
     return totals
+
+
+def word_totals(call: Call, axes: tuple) -> WordTotals:
+    """The exact totals over ``axes`` of a call's one INT64 or UINT64 operand, piece by piece: each
+    piece's 128-bit total from ``gm.ext.ReduceSumDesc`` on the call's device (two words: the kernels'
+    GM_WIDE_SUM on OpenCL and CUDA, numpy on the CPU device), read back and added with carries
+    (``WordTotals``). Device operands are read back for it, as for ``exact_totals``."""
+    op = call.ops[0]
+    shape, dtype = op.shape, op.dtype
+    dt = data_type_of(dtype, call.what)
+    out_keep = tuple(1 if d in axes else s for d, s in enumerate(shape))
+    out_strides = tuple(0 if d in axes else s for d, s in enumerate(packed_strides(out_keep)))
+    # a piece binds its values packed (a copy) and the two words of its totals
+    chunks = plan_chunks(shape, [(packed_strides(shape), dtype.itemsize), (out_strides, 8)], call.limit)
+    totals = WordTotals(out_keep, np.dtype(WIDE_SUM_TYPE[dt].numpy_dtype))
+    for box in boxes(shape, chunks):
+        piece = op.piece(box)
+        arr = piece.array if piece.kind == "host" else call.host_copy(piece)
+        totals.add(tuple(slice(None) if d in axes else b for d, b in enumerate(box)),
+                   *_two_words(call.dev, arr, axes, dt))
+    return totals
+
+
+_two_word_ops: dict = {}    # compiled two-word sums, by (device, descriptor)
+
+
+def _two_words(dev, arr: np.ndarray, axes: tuple, dt: DataType) -> tuple:
+    """(high word, low word) of the host array ``arr``'s totals over ``axes`` (kept as size 1) on
+    ``dev``: one ReduceSumDesc with two outputs over a packed copy."""
+    arr = np.ascontiguousarray(arr)
+    out_shape = tuple(1 if d in axes else s for d, s in enumerate(arr.shape))
+    # packed: neighbours of the same kind (both reduced or both kept) merge, size-1 dims drop
+    sizes, kinds = [], []
+    for d, n in enumerate(arr.shape):
+        if n != 1:
+            if kinds and kinds[-1] == (d in axes):
+                sizes[-1] *= n
+            else:
+                sizes.append(n)
+                kinds.append(d in axes)
+    sizes, kinds = sizes or [1], kinds or [False]
+    red = tuple(i for i, r in enumerate(kinds) if r)
+    in_desc = TensorDesc(dt, sizes)
+    outs = [TensorDesc(t, tuple(1 if d in red else s for d, s in enumerate(sizes)))
+            for t in (WIDE_SUM_TYPE[dt], WIDE_SUM_LOW_TYPE[dt])]
+    key = (dev, ReduceSumDesc(in_desc, outs[0], red, outs[1]))
+    cop = _two_word_ops.get(key)
+    if cop is None:
+        if len(_two_word_ops) >= 64:
+            _two_word_ops.clear()
+        cop = _two_word_ops[key] = dev.compile_operator(dev.create_operator(key[1]))
+    inp = dev.create_buffer(max(in_desc.total_size_in_bytes, 4))
+    inp.write(arr.reshape(-1).view(np.uint8))
+    bufs = [dev.create_buffer(max(t.total_size_in_bytes, 4)) for t in outs]
+    cop.execute(inputs=[inp], outputs=bufs)
+    return tuple(b.read_tensor(t).reshape(out_shape) for b, t in zip(bufs, outs))
+
+
+class WordTotals:
+    """Exact INT64 / UINT64 totals as two 64-bit words, hi * 2^64 + lo (hi of the type, lo UINT64),
+    added with a carry (hi cannot wrap: 2^63 * 2^64 would take more values than any array holds)."""
+
+    def __init__(self, shape, wide: np.dtype):
+        self.hi = np.zeros(shape, wide)
+        self.lo = np.zeros(shape, np.uint64)
+
+    def add(self, index: tuple, hi: np.ndarray, lo: np.ndarray) -> None:
+        s = self.lo[index] + lo
+        carry = (s < lo).astype(self.hi.dtype)
+        self.hi[index] = self.hi[index] + hi + carry
+        self.lo[index] = s
+
+    def words(self) -> tuple:
+        return self.hi, self.lo
+
+    def mean(self, n: int, dtype, fp64: bool = True) -> np.ndarray:
+        """(hi * 2^64 + lo) / n truncated toward zero once (as the kernels and the CPU device do): in
+        32-bit digits where that fits (``wide.trunc_div128``), else in Python integers."""
+        dtype = np.dtype(dtype)
+        ab = wide.from_words128(self.hi, self.lo) if n < 1 << 32 else None
+        if ab is not None:
+            return wide.trunc_div128(*ab, n).astype(dtype)
+        total = self.hi.astype(object) * (1 << 64) + self.lo.astype(object)
+        return np.vectorize(lambda t: -(-t // n) if t < 0 else t // n, otypes=[object])(total).astype(dtype)
 
 
 def run_sum(call: Call, axes: tuple, make_desc):

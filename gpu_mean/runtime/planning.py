@@ -155,6 +155,7 @@ class ReducePlan:
     out_dtype: DataType | None = None   # None: the input's type (REDUCE_SUM writes the wide type)
     tensors: tuple = ()     # the validated (input, output[, output low word]) TensorDescs
     axes: tuple = ()        # the descriptor's axes (the CPU device reduces over these)
+    keep_lo_strides: tuple = ()     # the wide sum's low word (output_low): its kept strides (else empty)
 
     @property
     def acc(self) -> DataType:
@@ -209,7 +210,10 @@ def _coalesce_group(dims, shape, stride_lists):
     return tuple(out_shape), tuple(tuple(s) for s in out_strides)
 
 
-def plan_reduce(op: KernelOp, dtype: DataType, in_sizes, in_strides, out_strides, axes, **extra) -> ReducePlan:
+def plan_reduce(op: KernelOp, dtype: DataType, in_sizes, in_strides, out_strides, axes, lo_strides=None,
+                **extra) -> ReducePlan:
+    """``lo_strides``: the wide sum's low-word output (its own strides; the kept dims coalesce only
+    where every output allows it)."""
     shape = tuple(int(s) for s in in_sizes)
     axes = set(int(a) for a in axes)
     red = [d for d in range(len(shape)) if d in axes and shape[d] != 1]
@@ -218,7 +222,10 @@ def plan_reduce(op: KernelOp, dtype: DataType, in_sizes, in_strides, out_strides
     for d in red:
         n *= shape[d]
     red_shape, (red_strides,) = _coalesce_group(red, shape, [in_strides])
-    keep_shape, (kin, kout) = _coalesce_group(keep, shape, [in_strides, out_strides])
+    lists = [in_strides, out_strides] + ([lo_strides] if lo_strides is not None else [])
+    keep_shape, (kin, kout, *klo) = _coalesce_group(keep, shape, lists)
+    if klo:
+        extra["keep_lo_strides"] = klo[0]
     if len(red_shape) == 1 and red_strides[0] == 1:
         cls = "row"
     elif len(red_shape) == 1 and keep_shape and kin[-1] == 1 and kout[-1] == 1:
@@ -258,7 +265,7 @@ def plan_operator(desc):
         x = ins[0]
         return plan_reduce(op, x.data_type, x.sizes, x.effective_strides, out.effective_strides, desc.axes,
                            out_dtype=out.data_type if out.data_type != x.data_type else None,
-                           tensors=(x,) + outs)
+                           tensors=(x,) + outs, lo_strides=outs[1].effective_strides if len(outs) > 1 else None)
     ts = ins + outs
     shape, strides = coalesce_elementwise(out.sizes, [t.effective_strides for t in ts])
     sb = getattr(desc, "scale_bias", None)
