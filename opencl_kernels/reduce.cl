@@ -907,6 +907,7 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
     // up: every run's rounding and the finalize pass's additions are within the bound's
     // depth u n m (reduce_kernels.cpu_variant: depth 1 + the finalize pass's).
     const long i0 = i;
+    const double8 one = (double8)((double)(n != 0));    // 1.0 (n >= 1), opaque: FMAs stay FMAs
     double8 o8 = (double8)(-0.0);
     long8 t8 = (long8)(0);
     while (i + 8 <= end) {
@@ -914,10 +915,10 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
         double8 s0 = (double8)(-0.0), s1 = (double8)(-0.0), s2 = (double8)(-0.0), s3 = (double8)(-0.0);
         for (; i < bend; i += 32) {
             GM_PREFETCH(in, b + i, PREFETCH); GM_PREFETCH(in, b + i + 16, PREFETCH);
-            const float16 r01 = vload_half16(0, GM_AT(GM_A_IN, const T, in, b + i, 16));
-            const float16 r23 = vload_half16(0, GM_AT(GM_A_IN, const T, in, b + i + 16, 16));
-            s0 += convert_double8(r01.lo); s1 += convert_double8(r01.hi);
-            s2 += convert_double8(r23.lo); s3 += convert_double8(r23.hi);
+            s0 = fma(convert_double8(vload_half8(0, GM_AT(GM_A_IN, const T, in, b + i, 8))), one, s0);
+            s1 = fma(convert_double8(vload_half8(0, GM_AT(GM_A_IN, const T, in, b + i + 8, 8))), one, s1);
+            s2 = fma(convert_double8(vload_half8(0, GM_AT(GM_A_IN, const T, in, b + i + 16, 8))), one, s2);
+            s3 = fma(convert_double8(vload_half8(0, GM_AT(GM_A_IN, const T, in, b + i + 24, 8))), one, s3);
         }
         if (bend == i && i + 32 > end)      // the last passes of eight (at most three)
             for (; i + 8 <= end; i += 8) s0 += convert_double8(vload_half8(0, GM_AT(GM_A_IN, const T, in, b + i, 8)));
