@@ -57,8 +57,8 @@ print(json.dumps({f"{case.klass} {case.dtype.name}": case.traffic / t / 1e9}))
 def measure(tree: Path, device: str, n: int, repeat: int, which: int, dtypes: str, stat: str = "median",
             data: str = "ones") -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree))
-    out = subprocess.run([sys.executable, "-c", PROBE, device, str(n), str(repeat), str(which), dtypes, stat, data], env=env,
-                         capture_output=True, text=True, check=True, cwd=tree)
+    out = subprocess.run([sys.executable, "-c", PROBE, device, str(n), str(repeat), str(which), dtypes, stat, data],
+                         env=env, capture_output=True, text=True, check=True, cwd=tree)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
