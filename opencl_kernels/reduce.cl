@@ -905,7 +905,8 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
     // double from -0.0, for IEEE's inf and NaN and the sign of a zero total (-0.0 only from -0.0s).
     // The partial is the total rounded once to double, and as its m |s| / (values of the run) rounded
     // up: every run's rounding and the finalize pass's additions are within the bound's
-    // depth u n m (reduce_kernels.cpu_variant: depth 1 + the finalize pass's).
+    // depth u n m (reduce_kernels.cpu_variant: depth 1 + the finalize pass's). The lanes add through
+    // FMAs by an opaque 1.0 (the same sums): PoCL's conversions and adds then use different pipes.
     const long i0 = i;
     const double8 one = (double8)((double)(n != 0));    // 1.0 (n >= 1), opaque: FMAs stay FMAs
     double8 o8 = (double8)(-0.0);

@@ -64,8 +64,8 @@ H16_RUN = 1 << 22       # GM_H16: runs shorter than this (2^22 values of at most
 def h16_rows(plan: planning.ReducePlan, fp64: bool, g) -> bool:
     """Whether the CPU shape's row kernel sums FLOAT16 REDUCE AVERAGE runs exactly (reduce.cl: GM_H16):
     blocks of halves in double lanes (exact), their totals in integer lanes; the run's total rounded
-    once is the partial, no largest magnitude kept (issue 24: the bound's m cost a quarter of the
-    loop's speed). With fp64, in the row kernel, for runs shorter than H16_RUN (the integer lanes)."""
+    once is the partial, no largest magnitude kept (issue 24; docs/design.md, "The kernels' fast path
+    and exact pass"). With fp64, in the row kernel, for runs shorter than H16_RUN (the integer lanes)."""
     run = g.length if g.row_multi else g.chunk
     return (plan.op == KernelOp.REDUCE_MEAN and plan.dtype == D.FLOAT16 and fp64 and g.kernel == "row"
             and (exact_mean(plan, fp64) or f16_direct(plan, fp64)) and run < H16_RUN)
