@@ -962,6 +962,51 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
         GM_ACC_ADD(a2, GM_IN1(b + i + 2)); GM_ACC_ADD(a3, GM_IN1(b + i + 3));
     }
     GM_ACC_MERGE(a, a1); GM_ACC_MERGE(a2, a3); GM_ACC_MERGE(a, a2);
+#elif GM_H16
+    // FLOAT16 REDUCE AVERAGE with fp64 (issue 24): the run's exact total, no largest magnitude. A
+    // FLOAT64 sum of at most 2^13 halves is exact in any order (multiples of 2^-24 below 2^29), so
+    // each block of GM_H16_PASSES passes is summed in four vectors of double lanes (at most
+    // 4 * GM_H16_PASSES values per joined lane) and joins t8 as an integer count of 2^-24: exact
+    // while the run is shorter than 2^22 values (the host's condition). o8 adds the same blocks in
+    // double from -0.0, for IEEE's inf and NaN and the sign of a zero total (-0.0 only from -0.0s).
+    // The partial is the total rounded once to double, and as its m |s| / (values of the run) rounded
+    // up: every run's rounding and the finalize pass's additions are within the bound's
+    // depth u n m (reduce_kernels.cpu_variant: depth 1 + the finalize pass's). The lanes add through
+    // FMAs by an opaque 1.0 (the same sums): PoCL's conversions and adds then use different pipes.
+    const long i0 = i;
+    const double8 one = (double8)((double)(n != 0));    // 1.0 (n >= 1), opaque: FMAs stay FMAs
+    double8 o8 = (double8)(-0.0);
+    long8 t8 = (long8)(0);
+    while (i + 8 <= end) {
+        const long bend = i + min((long)(32 * GM_H16_PASSES), (end - i) & ~31l);
+        double8 s0 = (double8)(-0.0), s1 = (double8)(-0.0), s2 = (double8)(-0.0), s3 = (double8)(-0.0);
+        for (; i < bend; i += 32) {
+            GM_PREFETCH(in, b + i, PREFETCH); GM_PREFETCH(in, b + i + 16, PREFETCH);
+            s0 = fma(convert_double8(vload_half8(0, GM_AT(GM_A_IN, const T, in, b + i, 8))), one, s0);
+            s1 = fma(convert_double8(vload_half8(0, GM_AT(GM_A_IN, const T, in, b + i + 8, 8))), one, s1);
+            s2 = fma(convert_double8(vload_half8(0, GM_AT(GM_A_IN, const T, in, b + i + 16, 8))), one, s2);
+            s3 = fma(convert_double8(vload_half8(0, GM_AT(GM_A_IN, const T, in, b + i + 24, 8))), one, s3);
+        }
+        if (bend == i && i + 32 > end)      // the last passes of eight (at most three)
+            for (; i + 8 <= end; i += 8) s0 += convert_double8(vload_half8(0, GM_AT(GM_A_IN, const T, in, b + i, 8)));
+        const double8 blk = (s0 + s1) + (s2 + s3);
+        o8 += blk;
+        t8 += convert_long8(select((double8)(0.0), blk, isfinite(blk)) * 0x1p24);
+    }
+    t8.lo += t8.hi; t8.s01 += t8.s23;
+    long t = t8.s0 + t8.s1;
+    double o = ((o8.s0 + o8.s1) + (o8.s2 + o8.s3)) + ((o8.s4 + o8.s5) + (o8.s6 + o8.s7));
+    for (; i < end; ++i) {
+        const double x = (double)vload_half(0, GM_AT(GM_A_IN, const T, in, b + i, 1));
+        o += x;
+        t += (long)(isfinite(x) ? x * 0x1p24 : 0.0);
+    }
+    gm_acc a;
+    GM_ACC_ZERO(a);
+    a.s = !isfinite(o) ? o : t != 0 ? (double)t * 0x1p-24 : o == 0.0 ? o : 0.0;
+#if GM_EXACT
+    a.m = (isfinite(a.s) && end > i0) ? fabs(a.s) / (double)(end - i0) * (1.0 + 0x1p-50) : 0.0;
+#endif
 #else
     // four independent accumulators: one add chain would be bound by the adder's latency
     ACC8 s8 = GM_Z8, c8 = (ACC8)(0), s8b = GM_Z8, c8b = (ACC8)(0);

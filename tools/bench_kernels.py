@@ -32,7 +32,13 @@ else:
     dev = gm.create_device(spec)
 n, repeat, which = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 case = profiler.class_cases(n, tuple(gm.DataType[t] for t in sys.argv[5].split(",")))[which]
-go = profiler.prepare_device(dev, case)
+if sys.argv[7] == "normal":     # seeded standard normal values (zero mean: the bound tests' hard case)
+    import numpy as np
+    rng = np.random.default_rng(24)
+    go = profiler.prepare_device(dev, case, [rng.standard_normal(t.total_size_in_bytes // t.numpy_dtype.itemsize)
+                                             .astype(t.numpy_dtype) for t in case.desc().input_tensors()])
+else:
+    go = profiler.prepare_device(dev, case)
 if sys.argv[6] == "min":
     import time
     go()
@@ -48,10 +54,11 @@ print(json.dumps({f"{case.klass} {case.dtype.name}": case.traffic / t / 1e9}))
 """
 
 
-def measure(tree: Path, device: str, n: int, repeat: int, which: int, dtypes: str, stat: str = "median") -> dict:
+def measure(tree: Path, device: str, n: int, repeat: int, which: int, dtypes: str, stat: str = "median",
+            data: str = "ones") -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree))
-    out = subprocess.run([sys.executable, "-c", PROBE, device, str(n), str(repeat), str(which), dtypes, stat], env=env,
-                         capture_output=True, text=True, check=True, cwd=tree)
+    out = subprocess.run([sys.executable, "-c", PROBE, device, str(n), str(repeat), str(which), dtypes, stat, data],
+                         env=env, capture_output=True, text=True, check=True, cwd=tree)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -69,6 +76,9 @@ def main() -> int:
     ap.add_argument("--stat", choices=("median", "min"), default="median",
                     help="each process's figure: the median of its runs (default), or the fastest run (less "
                     "sensitive to other users' load on a shared machine; a best case, not a typical one)")
+    ap.add_argument("--data", choices=("ones", "normal"), default="ones",
+                    help="the inputs' values: all ones (default), or seeded standard normal values (zero mean; "
+                    "needs profiler.prepare_device's data argument in both trees)")
     a = ap.parse_args()
     trees = {"before": a.before.resolve(), "after": Path(__file__).resolve().parent.parent}
     n = a.mb * (1 << 20) // 4
@@ -77,13 +87,13 @@ def main() -> int:
     cases = profiler.class_cases(n, tuple(DataType[t] for t in a.dtypes.split(",")))
     chosen = [i for i, c in enumerate(cases) if a.only in f"{c.klass} {c.dtype.name}"]
     print(f"{a.device}, {a.mb} MiB float32 inputs, GB/s, median of {a.rounds} alternating rounds "
-          f"(each the {a.stat} of {a.repeat} runs)")
+          f"(each the {a.stat} of {a.repeat} runs), {a.data} data")
     print(f"{'class':34s} {'before':>8s} {'after':>8s} {'after/before':>13s}   rounds before | after", flush=True)
     for which in chosen:
         runs: dict = {label: {} for label in trees}
         for _ in range(a.rounds):
             for label, tree in trees.items():
-                for key, v in measure(tree, a.device, n, a.repeat, which, a.dtypes, a.stat).items():
+                for key, v in measure(tree, a.device, n, a.repeat, which, a.dtypes, a.stat, a.data).items():
                     runs[label].setdefault(key, []).append(v)
         for key, f in runs["after"].items():
             b = runs["before"][key]

@@ -63,6 +63,20 @@ def wide_sum(plan: planning.ReducePlan) -> bool:
     return plan.op == KernelOp.REDUCE_SUM and (plan.dtype in WIDE_INT or plan.dtype == D.FLOAT64)
 
 
+H16_PASSES = 256        # GM_H16: passes of 32 halves per block (at most 4 * 256 values per double lane)
+H16_RUN = 1 << 22       # GM_H16: runs shorter than this (2^22 values of at most 2^40 units of 2^-24: a long)
+
+
+def h16_rows(plan: planning.ReducePlan, fp64: bool, g) -> bool:
+    """Whether the CPU shape's row kernel sums FLOAT16 REDUCE AVERAGE runs exactly (reduce.cl: GM_H16):
+    blocks of halves in double lanes (exact), their totals in integer lanes; the run's total rounded
+    once is the partial, no largest magnitude kept (issue 24; docs/design.md, "The kernels' fast path
+    and exact pass"). With fp64, in the row kernel, for runs shorter than H16_RUN (the integer lanes)."""
+    run = g.length if g.row_multi else g.chunk
+    return (plan.op == KernelOp.REDUCE_MEAN and plan.dtype == D.FLOAT16 and fp64 and g.kernel == "row"
+            and (exact_mean(plan, fp64) or f16_direct(plan, fp64)) and run < H16_RUN)
+
+
 def meta_struct(plan: planning.ReducePlan) -> np.dtype:
     """numpy twin of the kernels' ``gm_rmeta`` (arrays of at least one element: C has no empty ones);
     the kernel checks its size against META_BYTES in both languages. The wide sum's two-word totals
@@ -322,7 +336,9 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
             m["EXACT_BF16"] = 1
             m["STORE8_FLOAT(t, p)"] = ("vstore8(convert_double8(t), 0, (p))" if plan.op == KernelOp.REDUCE_SUM
                                        else "GM_VSTORE_BF16(8, gm_float8_to_bf16((t) * 0.125f), (p))")
+    h16 = h16_rows(plan, fp64, g)
     m.update({"GM_CPU_SHAPE": 1, "GM_XBLOCK": XBLOCK, "COLS": g.cols, "ROW_MULTI": int(g.row_multi),
+              "GM_H16": int(h16), "GM_H16_PASSES": H16_PASSES,
               "PREFETCH": g.prefetch,
               # the row kernel's float pre-sum of halves (the other kernels' FLOAT16 sums stay exact)
               "HALF_BLOCKS": int(dt == D.FLOAT16 and g.kernel == "row" and not f16_direct(plan, fp64)
@@ -366,6 +382,8 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
     # the column's chain (col), the walk (general); then the finalize pass's chain of chunks
     if short:
         per_chunk = short
+    elif h16:                   # the run's exact total rounded once (reduce.cl: GM_H16)
+        per_chunk = 1
     elif g.kernel == "row":     # blocks of XBLOCK passes of 32 values (a lane's chain), then the rest
         per_chunk = XBLOCK + _cdiv(g.chunk, 32 * XBLOCK) + 32
     elif g.kernel == "col" and plan.inner % g.cols == 0:

@@ -1,0 +1,123 @@
+"""The CPU shape's exact FLOAT16 row sums (issue 24, reduce.cl: GM_H16, reduce_kernels.h16_rows):
+FLOAT16 REDUCE AVERAGE through the row kernel with fp64 sums each run exactly (blocks of halves in
+double lanes, their totals in integer lanes) and keeps no largest magnitude. Every device variant
+against the exact oracle, bit for bit, on the runs that path cuts differently: tails that are no
+multiple of 8 or 32, more than one block, runs cut into chunks (the finalize pass), interleaved axes
+(a run per outer index), means beside and on half midpoints past 2^13 values (the bound then leaves
+outputs to the exact pass), the zero rule, infinities and NaN."""
+from __future__ import annotations
+
+import numpy as np
+import oracle
+import pytest
+from helpers import run
+from test_fast_paths_exact import _near_midpoints
+
+import gpu_mean as gm
+from gpu_mean import DataType as D
+from gpu_mean.backends import opencl_geometry, reduce_kernels
+from gpu_mean.descriptors.types import KernelOp
+from gpu_mean.runtime import planning
+
+T = gm.TensorDesc
+
+
+def _mean(device, x: np.ndarray, axes) -> np.ndarray:
+    out = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+    desc = gm.ReduceDesc(gm.ReduceFunction.AVERAGE, T(D.FLOAT16, x.shape), T(D.FLOAT16, out), tuple(axes))
+    return run(device, desc, [x])
+
+
+def _check(device, x: np.ndarray, axes) -> None:
+    got = _mean(device, x, axes)
+    want = oracle.reduce_mean(x, tuple(axes), np.float16)
+    g, w = got.reshape(-1), want.reshape(-1)
+    assert np.array_equal(np.isnan(g), np.isnan(w))
+    fin = ~np.isnan(w)
+    bad = np.nonzero(g[fin].view(np.uint16) != w[fin].view(np.uint16))[0]
+    assert bad.size == 0, f"{bad.size} outputs differ, first {g[fin][bad[:3]]} against {w[fin][bad[:3]]}"
+
+
+def _plan(shape, axes):
+    strides = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+    out = tuple(1 if i in axes else s for i, s in enumerate(shape))
+    out_strides = tuple(int(np.prod(out[i + 1:])) for i in range(len(out)))
+    return planning.plan_reduce(KernelOp.REDUCE_MEAN, D.FLOAT16, shape, strides, out_strides, axes)
+
+
+@pytest.mark.parametrize("shape, axes, fp64, want", [
+    ((1 << 20,), (0,), True, True),                 # a full reduction: chunks and the finalize pass
+    ((4, 20000), (1,), True, True),                 # rows past 2^13 values
+    ((64, 4096), (1,), True, True),                 # rows of at most 2^13 (f16_direct)
+    ((16, 8, 40, 40), (0, 2, 3), True, True),       # interleaved axes: a run per outer index
+    ((1 << 20,), (0,), False, False),               # no fp64: the float-float path
+    ((4096, 8), (1,), True, False),                 # short rows: their own kernel
+    ((64, 4096), (0,), True, False),                # columns
+])
+def test_h16_rows_chosen(shape, axes, fp64, want):
+    """The planner's choice: the row kernel with fp64 only (a test of this file would pass vacuously
+    if the shapes below never reached GM_H16)."""
+    plan = _plan(shape, axes)
+    g = opencl_geometry.reduce_geometry(plan, compute_units=2)
+    v = reduce_kernels.cpu_variant(plan, compute_units=2, fp64=fp64)
+    assert bool(v.macros.get("GM_H16")) == want
+    if want:
+        assert g.kernel == "row" and reduce_kernels.h16_rows(plan, fp64, g)
+
+
+def test_h16_long_runs_keep_the_bound_path():
+    """Runs of 2^22 values or more would pass a long's range in the integer lanes: the old loop."""
+    plan = _plan((1, 1 << 23), (1,))
+    g = opencl_geometry.reduce_geometry(plan, compute_units=1)
+    run_len = g.length if g.row_multi else g.chunk
+    assert (run_len >= reduce_kernels.H16_RUN) != reduce_kernels.h16_rows(plan, True, g)
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 31, 33, 511, 513, 8193, 20011])
+def test_row_tails(device, n):
+    """Rows whose length cuts the blocks, the passes of 32 and of 8 anywhere; normal and wide values."""
+    rng = np.random.default_rng(n)
+    x = np.stack([rng.standard_normal(n), rng.standard_normal(n) * 3000.0,
+                  rng.standard_normal(n) * 2.0 ** -18, np.where(rng.random(n) < 0.5, 65504.0, -65504.0)])
+    _check(device, x.astype(np.float16), (1,))
+
+
+def test_full_reduction_in_chunks(device):
+    """One output of 2^20 + 13 values: the row kernel's chunks and the finalize pass."""
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((1 << 20) + 13) * 100.0).astype(np.float16)
+    _check(device, x, (0,))
+    _check(device, np.concatenate([x, -x]), (0,))      # an exact zero total: +0.0
+
+
+def test_interleaved_axes(device):
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((16, 8, 40, 41)) * 40.0).astype(np.float16)
+    _check(device, x, (0, 2, 3))
+
+
+@pytest.mark.parametrize("n", [8194, 20002])
+def test_means_beside_midpoints_past_2_13(device, n):
+    """Means 2^-24 / n beside a midpoint or on it: the sum is exact, the rounding of its quotient is not
+    decided by the bound alone (the exact pass), and every answer is the correctly rounded one."""
+    x, want = _near_midpoints(np.random.default_rng(n), n, binades=(15, 0, -10))
+    got = _mean(device, x, (1,)).reshape(-1)
+    assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+@pytest.mark.parametrize("n", [40, 20000, 1 << 20])
+def test_zero_rule_and_specials(device, n):
+    """-0.0 from -0.0s alone, +0.0 for any other zero total; inf, NaN, inf with -inf as IEEE."""
+    rows = np.full((7, n), -0.0)
+    rows[1, 3] = 0.0                            # one +0.0: +0.0
+    rows[2, 1], rows[2, n - 1] = 2.0, -2.0      # cancelling values: +0.0
+    rows[3, n // 2] = np.inf
+    rows[4, 0], rows[4, n - 1] = np.inf, -np.inf
+    rows[5, n // 3] = np.nan
+    rows[6] = np.random.default_rng(n).standard_normal(n)
+    rows[6, n - 2] = -np.inf
+    x = rows.astype(np.float16)
+    got = _mean(device, x, (1,)).reshape(-1)
+    assert got[0].view(np.uint16) == 0x8000 and got[1].view(np.uint16) == 0 and got[2].view(np.uint16) == 0
+    assert got[3] == np.inf and np.isnan(got[4]) and np.isnan(got[5]) and got[6] == -np.inf
+    _check(device, x, (1,))
