@@ -160,7 +160,7 @@ def program_variants(checked: bool = False):
         be = FakeBackend(checked)
         make_program(be, plan)
         if (isinstance(plan, planning.ReducePlan) and reduce_kernels.exact_mean(plan, True)
-                and reduce_kernels.limbs_ok(plan)):     # (no FLOAT64 limbs kernel yet)
+                and reduce_kernels.limbs_ok(plan)):
             programs.LimbsProgram(be, plan)     # the exact partials (gm_reduce_limbs), same macros
         fname, macros, _ = be.requests[0]
         assert all(r[0] == fname and r[1] == macros for r in be.requests)

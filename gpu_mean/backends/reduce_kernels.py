@@ -389,7 +389,7 @@ def _temporary(plan: planning.ReducePlan, n_chunks: int, nbytes: int) -> int:
 
 # -- exact partials (gm_reduce_limbs; docs/design.md, "Partials across boundaries") -----------------
 
-LIMB_COUNT = {D.FLOAT32: 10, D.BFLOAT16: 10, D.FLOAT16: 3}     # exact.h's GM_XK_F, GM_XK_H
+LIMB_COUNT = {D.FLOAT32: 10, D.BFLOAT16: 10, D.FLOAT16: 3, D.FLOAT64: 68}    # exact.h's GM_XK_F, _H, _D
 LIMBS_MIN_RUN = 1 << 12     # values per run at least (a run's limbs cost (K + 1) * 8 bytes to write and add)
 
 

@@ -17,7 +17,7 @@ launches are compiled and cached.
 Element-wise means, and reductions whose reduced axes are never cut, run each piece as a call of
 its own (``Call.piece``) that writes its part of the result where it belongs: bit for bit the same
 arithmetic as one launch, element by element. When a reduced axis is cut, float pieces (FLOAT32,
-FLOAT16, BFLOAT16 on every device; FLOAT64 on the CPU device) give exact totals
+FLOAT16, BFLOAT16 and FLOAT64 on every device that holds them) give exact totals
 (``exact_totals``: ``Device.exact_partials``, the kernels' superaccumulator on OpenCL and CUDA with
 or without fp64, numpy's on the CPU device), added digit by digit and rounded once: the correctly
 rounded mean, one launch's bits (issue 22; docs/design.md, "Partials across boundaries"). INT32 and
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import warnings
 
 import numpy as np
 
@@ -39,12 +38,13 @@ from ..descriptors.tensor import MAX_ELEMENTS, packed_strides
 from ..descriptors.types import DataType
 from ..errors import InvalidArgumentError, UnsupportedError
 from ..runtime import exact, numerics, wide
-from .arrays import Call, Operand, data_type_of, get_device
+from .arrays import Call, Operand, data_type_of
 
 PAGE = 4096
 # the float types whose pieces an OpenCL or CUDA device sums exactly (opencl_kernels/reduce.cl:
-# gm_reduce_limbs), and the superaccumulator's limbs per output (exact.h: GM_XK_F, GM_XK_H)
-DEVICE_LIMBS = {DataType.FLOAT32: 10, DataType.BFLOAT16: 10, DataType.FLOAT16: 3}
+# gm_reduce_limbs), and the superaccumulator's limbs per output (exact.h: GM_XK_F, GM_XK_H, GM_XK_D;
+# FLOAT64 tensors exist only on devices with fp64)
+DEVICE_LIMBS = {DataType.FLOAT32: 10, DataType.BFLOAT16: 10, DataType.FLOAT16: 3, DataType.FLOAT64: 68}
 DEVICE_EXACT = tuple(DEVICE_LIMBS)
 
 
@@ -195,7 +195,7 @@ def sum_pieces(call: Call, axes: tuple, make_desc, exact_ok: bool = True) -> Tot
     dt = data_type_of(dtype, call.what)
     # float pieces give exact totals (docs/design.md, "Partials across boundaries"): on the CPU device
     # in numpy, on OpenCL and CUDA devices from the kernels' superaccumulator (FLOAT32, FLOAT16,
-    # BFLOAT16; no fp64 needed)
+    # BFLOAT16 with or without fp64; FLOAT64, which only devices with fp64 hold)
     exact_parts = exact_ok and dt.is_float and (call.dev.info.backend == "cpu" or dt in DEVICE_EXACT)
     if dt in EXTENSION_TYPES and not exact_parts:
         raise UnsupportedError(f"{call.what}: a {dt.name} tensor past one launch of {call.dev.name} (a buffer of at "
@@ -208,19 +208,11 @@ def sum_pieces(call: Call, axes: tuple, make_desc, exact_ok: bool = True) -> Tot
     wide = WIDE_SUM_TYPE[dt]
     out_strides = tuple(0 if d in axes else s for d, s in enumerate(packed_strides(out_keep)))
     chunks = plan_chunks(shape, [(op.strides, dtype.itemsize), (out_strides, int(wide.element_size))], call.limit)
-    # a device without fp64 cannot write FLOAT64 partials: the CPU device sums its pieces
-    sum_dev = get_device("cpu") if dt.is_float and not call.dev.info.fp64 else None
-    if sum_dev is not None:
-        warnings.warn(f"{call.what}: {call.dev.name} has no fp64, so the pieces of this {dt.name} tensor (past one "
-                      f"launch: a buffer of at most {call.limit} bytes) whose reduced axes are cut are summed on the "
-                      "CPU device, which writes the FLOAT64 partial sums the combine needs", RuntimeWarning,
-                      stacklevel=4)
+    # (float pieces reach this loop only from gpu_mean.dask's CuPy chunks, on CUDA devices, which have
+    # fp64: numpy float chunks and split calls take exact_totals)
     totals = Totals(out_keep, np.dtype(wide.numpy_dtype))
     for box in boxes(shape, chunks):
-        piece = op.piece(box)
-        if sum_dev is not None and piece.kind != "host":
-            piece = Operand("host", call.host_copy(piece), piece.shape, piece.dtype, piece.strides)
-        pc = Call.piece(call, [piece], None, sum_dev)
+        pc = Call.piece(call, [op.piece(box)], None)
         part = pc.run(("sum piece", pc.signature, axes),
                       lambda pc=pc: make_desc(pc, pc.ops[0], axes, None, True), to_host=True)
         totals.add(tuple(slice(None) if d in axes else b for d, b in enumerate(box)), part)
