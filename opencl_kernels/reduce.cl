@@ -550,6 +550,44 @@ GM_INLINE void gm_limbs_write(gm_xacc* x, __global long* part, long i GM_CHK_P) 
 }
 #endif
 
+#if GM_EXACT
+// ---- exact partials combined on the device (issue 26: split calls) ---------------------------
+// Both shapes, a work-item per output. gm_limbs_add adds one piece's partials (its n_chunks runs'
+// limbs and flags, as gm_reduce_limbs wrote them at part) into the running totals acc (GM_XK limbs
+// and the flags per output of the whole call; output k of the piece is acc's output dst[k]): the
+// limbs added digit by digit, the carries moved up (every limb but the top one back in [0, 2^32),
+// as exact.h's normalize leaves them), the flags ORed. A limb's sum stays far below 2^63 (a digit
+// below 2^32 per run, plus the carry). gm_limbs_round rounds each output's running total to the
+// output type (exact.h: the division, the zero rule, IEEE's inf and NaN) and stores it at out[k].
+__kernel void gm_limbs_add(__global const long* restrict part, __global long* restrict acc,
+                           __global const long* restrict dst, long n_out, long n_chunks GM_CHK_P) {
+    const long k = (long)get_global_id(0);
+    if (k >= n_out) return;
+    const long a = *GM_AT(GM_A_FLAG, const long, dst, k, 1) * (GM_XK + 1);
+    long carry = 0, flags = *GM_AT(GM_A_PART, long, acc, a + GM_XK, 1);
+    for (long c = 0; c < n_chunks; ++c)
+        flags |= *GM_AT(GM_A_IN, const long, part, (c * n_out + k) * (GM_XK + 1) + GM_XK, 1);
+    for (int j = 0; j < GM_XK; ++j) {
+        long d = *GM_AT(GM_A_PART, long, acc, a + j, 1) + carry;
+        for (long c = 0; c < n_chunks; ++c) d += *GM_AT(GM_A_IN, const long, part, (c * n_out + k) * (GM_XK + 1) + j, 1);
+        carry = j < GM_XK - 1 ? d >> 32 : 0;        // arithmetic shift: floor(d / 2^32)
+        *GM_AT(GM_A_PART, long, acc, a + j, 1) = d - carry * 4294967296l;
+    }
+    *GM_AT(GM_A_PART, long, acc, a + GM_XK, 1) = flags;
+}
+
+__kernel void gm_limbs_round(__global const long* restrict acc, __global OUT_T* restrict out, long n_out,
+                             ulong n GM_CHK_P) {
+    const long k = (long)get_global_id(0);
+    if (k >= n_out) return;
+    gm_xacc x;
+#pragma unroll
+    for (int j = 0; j < GM_XK; ++j) x.d[j] = *GM_AT(GM_A_PART, const long, acc, k * (GM_XK + 1) + j, 1);
+    x.flags = (uint)*GM_AT(GM_A_PART, const long, acc, k * (GM_XK + 1) + GM_XK, 1);
+    gm_exact_store(&x, n, out, k GM_CHK_A);
+}
+#endif
+
 // ---- GPU-shaped kernels ----------------------------------------------------------------------
 #if !GM_CPU_SHAPE
 

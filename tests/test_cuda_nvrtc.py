@@ -157,9 +157,9 @@ def _float64_exact_pass(macros: dict, kernel: str) -> bool:
     bits and the count), too many for registers, and a value's digits go to limbs chosen at run time,
     so the array lives in CUDA's local memory (the per-thread "stack", cached in L1). Only this kernel
     may use it: it runs for the outputs the bound test leaves open (docs/design.md, "The exact path");
-    so does FLOAT64's exact partials kernel (gm_reduce_limbs: split pieces and Dask chunks), which
-    deposits into the same accumulator."""
-    return bool(macros.get("GM_X_D")) and kernel in ("gm_reduce_exact", "gm_reduce_limbs")
+    so do FLOAT64's exact partials kernel (gm_reduce_limbs: split pieces and Dask chunks), which
+    deposits into the same accumulator, and the rounding of their running totals (gm_limbs_round)."""
+    return bool(macros.get("GM_X_D")) and kernel in ("gm_reduce_exact", "gm_reduce_limbs", "gm_limbs_round")
 
 
 def test_float64_exact_pass_is_the_only_stack_user(rtc):

@@ -37,9 +37,13 @@ def lowered(device, limit: int):
 
 
 def counting(monkeypatch):
-    """The pieces a call is cut into, and the devices that summed a piece exactly."""
-    seen, real = [], gm.Device.exact_partials
+    """The pieces a call is cut into, and the devices that summed a piece exactly (read back, or
+    added into running totals on the device)."""
+    from gpu_mean.runtime import device as device_mod
+    seen, real, real_add = [], gm.Device.exact_partials, device_mod._DeviceTotals.add
     monkeypatch.setattr(gm.Device, "exact_partials", lambda self, *a: seen.append(self) or real(self, *a))
+    monkeypatch.setattr(device_mod._DeviceTotals, "add",
+                        lambda self, *a: seen.append(self.device) or real_add(self, *a))
     return seen
 
 
@@ -290,3 +294,45 @@ def test_float64_dask_chunks_on_a_device_without_fp64(device):
         assert fell_back and partials.stats["cpu_fallback"] > before
     else:
         assert not fell_back and partials.stats["cpu_fallback"] == before
+
+
+@pytest.mark.parametrize("dt", ALL, ids=ALL_IDS)
+def test_split_pieces_combine_on_the_device(device_or_checked, dt, monkeypatch):
+    """Issue 26: on an OpenCL (or CUDA) device a split call's pieces add their exact partials into
+    running totals on the device (reduce.cl: gm_limbs_add) and are rounded there once
+    (gm_limbs_round): no piece's limbs are read back (LimbsProgram.run never runs), only the means;
+    the oracle's bits, one launch's and the CPU device's, at several cuts and permutations; every
+    axis cut; named sets (+-largest cancelling, whole exponent range, subnormals, ties, -0.0 alone,
+    inf and NaN: adversarial_matrix's rows)."""
+    device = device_or_checked
+    held64(device, dt)
+    if device.info.backend == "cpu":
+        pytest.skip("the CPU device adds its pieces' digits in numpy")
+    from gpu_mean.backends import programs
+    reads, means, real_mean = [], [], programs.LimbsTotals.mean
+    monkeypatch.setattr(programs.LimbsProgram, "run", lambda self, data: reads.append(1) / 0)
+    monkeypatch.setattr(programs.LimbsTotals, "mean",
+                        lambda self, *a: means.append(self.n_total) or real_mean(self, *a))
+    seen = counting(monkeypatch)
+    rng = np.random.default_rng(101)
+    x = np.ascontiguousarray(adversarial_matrix(dt, rng).T)             # (240 values, outputs)
+    want = want_reduce(x, (0,), dt)
+    check_bits(gm.reduce_mean(x, axes=[0], device="cpu"), want, f"{dt} the CPU device")
+    one = gm.reduce_mean(x, axes=[0], device=device)
+    check_bits(one, want, f"{dt} one launch")
+    totals = x.shape[1] * 8 * (split.DEVICE_LIMBS[data_type_of(dt, "t")] + 1)    # the running totals fit too
+    limits = [limit for limit in (4096, 8192, 12288, 24576, 32768, 49152) if totals <= limit < x.nbytes]
+    assert len(limits) >= 2
+    for limit in limits:
+        seen.clear()
+        means.clear()
+        got = gm.reduce_mean(x, axes=[0], device=lowered(device, limit))
+        check_bits(got, want, f"{dt} combined on the device, pieces of at most {limit} bytes")
+        assert len(seen) > 1 and means == [x.shape[1]], (limit, len(seen), means)
+    for seed in range(2):
+        perm = np.ascontiguousarray(x[np.random.default_rng(seed).permutation(x.shape[0])])
+        check_bits(gm.reduce_mean(perm, axes=[0], device=lowered(device, limits[seed])), want, f"{dt} permuted {seed}")
+    flat = np.ascontiguousarray(np.concatenate([x[:, :4], x[:, -8:]], axis=1))
+    check_bits(gm.reduce_mean(flat, axes=None, device=lowered(device, 4096)), want_reduce(flat, (0, 1), dt),
+               f"{dt} all axes combined on the device")
+    assert not reads

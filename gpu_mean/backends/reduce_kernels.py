@@ -450,3 +450,11 @@ def limbs_variant(plan: planning.ReducePlan, *, cpu_shaped: bool, fp64: bool, co
         groups = max(1, min(pairs, sms * 8, gpu_geometry.MAX_X))
         launch = Launch("gm_reduce_limbs", (groups * EX_WG,), (EX_WG,))
     return LimbsVariant(m, launch, n_chunks, clen, LIMB_COUNT[plan.dtype], n_out)
+
+
+def combine_launch(kernel: str, n_out: int, cpu_shaped: bool) -> Launch:
+    """gm_limbs_add / gm_limbs_round (exact partials combined on the device): a work-item per output;
+    GPU shape in groups of EX_WG."""
+    if cpu_shaped:
+        return Launch(kernel, (max(n_out, 1),), None)
+    return Launch(kernel, (_round_up(max(n_out, 1), EX_WG),), (EX_WG,))

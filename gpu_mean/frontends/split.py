@@ -178,9 +178,11 @@ def run_reduce(call: Call, axes: tuple, out_shape, make_desc):
                    lambda pc=pc, layout=layout: make_desc(pc, pc.ops[0], axes, layout, False), dest=dest)
         return hand_back(res.reshape(out_shape), call.rule, dtype)
 
-    totals = sum_pieces(call, axes, make_desc)
     n = math.prod(shape[d] for d in axes)
-    res = totals.mean(n, dtype, call.dev.info.fp64).reshape(out_shape)
+    res = device_means(call, axes, n)
+    if res is None:
+        res = sum_pieces(call, axes, make_desc).mean(n, dtype, call.dev.info.fp64)
+    res = res.reshape(out_shape)
     if call.kind != "host":
         res = call.bridge.from_host(op.array, np.ascontiguousarray(res))
     return hand_back(res, call.rule, dtype)
@@ -239,6 +241,35 @@ def exact_totals(call: Call, axes: tuple) -> Totals:
         digits, flags = call.dev.exact_partials(arr, axes, dt)
         totals.add_exact(tuple(slice(None) if d in axes else b for d, b in enumerate(box)), digits, flags)
     return totals
+
+
+def device_means(call: Call, axes: tuple, n: int):
+    """The means of a call whose reduced axis is cut, its pieces combined on the device (issue 26):
+    each piece's exact totals added into running totals kept on the device (``Device.device_totals``:
+    reduce.cl's gm_reduce_limbs then gm_limbs_add), rounded there once (gm_limbs_round); only the
+    means are read back. None where that does not apply: the CPU device, a type without device
+    limbs, 2^32 values per output or more, or running totals past one buffer of the device."""
+    op = call.ops[0]
+    shape, dtype = op.shape, op.dtype
+    dt = data_type_of(dtype, call.what)
+    if call.dev.info.backend == "cpu" or dt not in DEVICE_LIMBS or n >= 1 << 32:
+        return None
+    out_keep = tuple(1 if d in axes else s for d, s in enumerate(shape))
+    n_total = math.prod(out_keep)
+    words = 8 * (DEVICE_LIMBS[dt] + 1)
+    if too_big(call, n_total, n_total * words):
+        return None
+    totals = call.dev.device_totals(dt, n_total)
+    if totals is None:
+        return None
+    out_strides = tuple(0 if d in axes else s for d, s in enumerate(packed_strides(out_keep)))
+    chunks = plan_chunks(shape, [(op.strides, dtype.itemsize), (out_strides, words)], call.limit)
+    index = np.arange(n_total, dtype=np.int64).reshape(out_keep)
+    for box in boxes(shape, chunks):
+        piece = op.piece(box)
+        arr = piece.array if piece.kind == "host" else call.host_copy(piece)
+        totals.add(arr, axes, index[tuple(slice(None) if d in axes else b for d, b in enumerate(box))])
+    return totals.mean(n, dtype).reshape(out_keep)
 
 
 def run_sum(call: Call, axes: tuple, make_desc):
