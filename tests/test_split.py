@@ -427,9 +427,9 @@ def test_extension_types_in_pieces_where_no_reduced_axis_is_cut(pieces):
 
 def test_float64_with_a_cut_reduced_axis_gives_one_launch_bits(device, monkeypatch):
     """FLOAT64 with a cut reduced axis: every device adds its pieces' exact totals (OpenCL and CUDA:
-    the kernels' 68-limb superaccumulator, gm_reduce_limbs), the bits of one launch and of the CPU
-    device, for positive data and for +-DBL_MAX that cancel; a device without fp64 has no FLOAT64
-    tensors at all."""
+    the kernels' 68-limb superaccumulator, gm_reduce_limbs, added on the device), the bits of one
+    launch and of the CPU device, for positive data and for +-DBL_MAX that cancel; a device without
+    fp64 has no FLOAT64 tensors at all."""
     if device.info.backend != "cpu" and not device.info.fp64:
         pytest.skip("FLOAT64 needs fp64")
     x = data("positive", (300, 100), np.float64, 18)
@@ -437,8 +437,11 @@ def test_float64_with_a_cut_reduced_axis_gives_one_launch_bits(device, monkeypat
     y = np.concatenate([np.full((150, 100), big), np.full((150, 100), -big)])
     y[7] = data("positive", (1, 100), np.float64, 19)
     small = gm.Device(device.backend, device.feature_level, max_alloc_bytes=SMALL)
-    seen, real = [], gm.Device.exact_partials
+    from gpu_mean.runtime import device as device_mod
+    seen, real, real_add = [], gm.Device.exact_partials, device_mod._DeviceTotals.add
     monkeypatch.setattr(gm.Device, "exact_partials", lambda self, *a: seen.append(self) or real(self, *a))
+    monkeypatch.setattr(device_mod._DeviceTotals, "add",      # the pieces combined on the device (issue 26)
+                        lambda self, *a: seen.append(self.device) or real_add(self, *a))
     for arr in (x, y):
         seen.clear()
         one = gm.reduce_mean(arr, [0], device=device)

@@ -5,6 +5,7 @@ benchmark, not a test; docs/design.md, "Partials across boundaries").
     python tools/bench_exact_partials.py --device opencl:0 --rows 4096 --cols 4096 --repeat 7
     python tools/bench_exact_partials.py --nofp64                 # the same device without fp64
     python tools/bench_exact_partials.py --dtypes float32,float64 # FLOAT64 chunks too (fp64 devices)
+    python tools/bench_exact_partials.py --split-mb 16            # and split calls' combine, device / host
 
 For one chunk (seeded normal values) and each reduction (axis 0, axis 1, every axis), rounds take
 turns (each first in turn) between:
@@ -21,8 +22,13 @@ turns (each first in turn) between:
   rounded: the fast pass and its bound), for scale where the device has no ``wide`` sum of the type
   (FLOAT64 on OpenCL: ReduceSumDesc's two-word FLOAT64 sum is not built there).
 
+With ``--split-mb M``, also ``gm.reduce_mean`` of the chunk on the device with its buffers lowered
+to M MiB (a split call whose reduced axis is cut) two ways: ``split-device``, the pieces' partials
+added and rounded on the device (issue 26: gm_limbs_add, gm_limbs_round), and ``split-host``, the
+pieces' limbs read back and added on the host (``split.device_means`` switched off).
+
 Prints the median seconds of each, GB/s of the chunk's bytes, and exact / wide; then checks that the
-exact partials equal the CPU digits bit for bit.
+exact partials equal the CPU digits bit for bit (and the two split ways give the same bits).
 """
 from __future__ import annotations
 
@@ -57,6 +63,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cols", type=int, default=4096)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--dtypes", default="float32", help="comma-separated: float32, float16, float64")
+    ap.add_argument("--split-mb", type=int, default=0, help="also time split calls with buffers of this many MiB")
     args = ap.parse_args(argv)
     dev = device_of(args.device, args.nofp64)
     for name in args.dtypes.split(","):
@@ -64,12 +71,22 @@ def main(argv=None) -> int:
             print("float64: skipped (no fp64: the device holds no FLOAT64 tensor)")
             continue
         x = np.random.default_rng(0).standard_normal((args.rows, args.cols)).astype(name)
-        if one_type(dev, x, args.repeat):
+        if one_type(dev, x, args.repeat, args.split_mb):
             return 1
     return 0
 
 
-def one_type(dev, x, repeat: int) -> int:
+def split_host(small, x, axes):
+    from gpu_mean.frontends import split
+    real = split.device_means
+    split.device_means = lambda *a: None
+    try:
+        return gm.reduce_mean(x, axes=list(axes), device=small)
+    finally:
+        split.device_means = real
+
+
+def one_type(dev, x, repeat: int, split_mb: int = 0) -> int:
     dt = data_type_of(x.dtype, "bench")
     print(f"device {dev.name}, fp64 {dev.info.fp64}; chunk {x.shape} {x.dtype} ({x.nbytes / 2**20:.0f} MiB); "
           f"median of {repeat} interleaved rounds")
@@ -82,6 +99,10 @@ def one_type(dev, x, repeat: int) -> int:
             ways["wide"] = lambda axes: partials.run_sum(x, axes, dev)
         except gm.UnsupportedTypeError as e:
             print(f"  wide: skipped ({str(e).split('does not support: ')[-1].split(';')[0]})")
+    if split_mb:
+        small = gm.Device(dev.backend, dev.feature_level, max_alloc_bytes=split_mb << 20)
+        ways["split-device"] = lambda axes: gm.reduce_mean(x, axes=list(axes), device=small)
+        ways["split-host"] = lambda axes: split_host(small, x, axes)
     for axes in ((0,), (1,), (0, 1)):
         for fn in ways.values():       # warm-up: compile, pools
             fn(axes)
@@ -101,6 +122,10 @@ def one_type(dev, x, repeat: int) -> int:
         d, f = ways["exact"](axes)
         same = np.array_equal(d, exact.limbs(x, axes, x.dtype)) and np.array_equal(f, exact.nonfinite_flags(x, axes))
         print(f"  exact partials == CPU digits: {same}")
+        if split_mb:
+            a, b = ways["split-device"](axes), ways["split-host"](axes)
+            same = same and np.array_equal(np.asarray(a).view(np.uint8), np.asarray(b).view(np.uint8))
+            print(f"  split-device == split-host bits: {same}")
         if not same:
             return 1
     return 0
