@@ -14,7 +14,7 @@
 //   CT           compute scalar type;  ACC_T the n-ary sum's type (double, float, or CT for integers)
 //   IS_FLOAT, WIDE_COMPUTE (FLOAT16 computed in float32), ACC_DOUBLE (n-ary float sums in fp64),
 //   IS_BF16 (BFLOAT16 storage), WIDE_INT + IS_SIGNED (the INT64 / UINT64 mean), NARY_WIDE (the
-//   n-ary mean's two-word accumulators: 1 INT64 / UINT64, 2 FLOAT64, 3 BFLOAT16 without fp64),
+//   n-ary mean's two-word accumulator: 1 INT64 / UINT64),
 //   HAS_SCALE_BIAS, NDIM (rank of the coalesced iteration space), DIMS_BYTES (sizeof(gm_dims) on the host)
 //   IDX, ST      index and stride types of gm_dims (uint when every offset fits: IDX32, magic division)
 //   inputs (a seam each API fills its own way): GM_INPUT_PARAMS (the parameter list, after a comma),
@@ -72,14 +72,9 @@
 #endif
 
 // NARY_MEAN: a wide sum, one division, one rounding. Without fp64, a Neumaier-compensated float sum.
-// The 64-bit types (NARY_WIDE) accumulate as the reductions do (common.h): FLOAT64 in gm_dd4,
-// INT64 / UINT64 as the sums of the high and the low 32-bit halves (NARY_WIDE 2, 1). The float
-// types' n-ary mean is correctly rounded (NARY_CR, below).
-#if OP == 4 && NARY_WIDE == 2
-#define GM_ACC_INIT(acc, c) { GM_DD4_ZERO(acc) (void)(c); }
-#define GM_ACC_ADD(acc, c, x, V) GM_DD4_ADD(acc, x)
-#define GM_ACC_RESULT(acc, c, V) gm_dd4_mean(acc, NIN)
-#elif OP == 4 && NARY_WIDE == 1
+// INT64 / UINT64 accumulate as the reductions do (common.h): the sums of the high and the low 32-bit
+// halves (NARY_WIDE 1). The float types' n-ary mean is correctly rounded (NARY_CR, below).
+#if OP == 4 && NARY_WIDE == 1
 #define GM_ACC_INIT(acc, c) { (acc) = 0; (c) = 0; }
 #define GM_ACC_ADD(acc, c, x, V) GM_WIDE_ADD(acc, c, x)
 #define GM_ACC_RESULT(acc, c, V) gm_wide_div(acc, c, NIN, IS_SIGNED)
@@ -122,9 +117,19 @@
 //     range) and inputs below 2^-100 (the quotient near FLOAT32's subnormals, where Markstein's step
 //     is not proven) take the exact path. A zero S is its own mean (its sign kept).
 //   FLOAT32 without fp64 (NARY_CR 2): the exact path for every element.
-// NARY_FMT: 1 FLOAT32, 2 BFLOAT16, 3 FLOAT16 (the exact path's accumulator and rounding).
+//   FLOAT64 (NARY_CR 5): no wider format, so the sum is h and c, the sum of every addition's error,
+//     both by TwoSum (GM_DD_STEP); where no addition of an error rounded, S = h + c exactly and the
+//     rounding of S / k is decided exactly (gm_nary_round_f64, below). Sums past 2^1000, below
+//     2^-960 (but zero), inf, NaN and a rounded errors' sum take the exact path (gm_xacc_d).
+// NARY_FMT: 1 FLOAT32, 2 BFLOAT16, 3 FLOAT16, 4 FLOAT64 (the exact path's accumulator and rounding).
 #if OP == 4 && NARY_CR
-#if NARY_FMT == 3
+#if NARY_FMT == 4
+#define GM_XACC gm_xacc_d
+#define GM_XACC_INIT(a) gm_xacc_d_init(a)
+#define GM_XACC_ADD_P(a, p) gm_xacc_d_add(a, *(p))
+#define GM_XACC_MEAN_TS(a) as_double(gm_xacc_d_mean(a, NIN))
+#define GM_TS_TO_FLOAT(b) (b)
+#elif NARY_FMT == 3
 #define GM_XACC gm_xacc_h
 #define GM_XACC_INIT(a) gm_xacc_h_init(a)
 #define GM_XACC_ADD_P(a, p) gm_xacc_h_add(a, *(__global const ushort*)(p))
@@ -149,6 +154,39 @@
 #define GM_NARROW1(q) ((float)(q))
 #define GM_ODD1(f) (gm_as_uint(f) & 1u)
 #endif
+#if NARY_CR == 1 || NARY_CR == 5
+// one addition of x to the sum h_ by TwoSum, its error added to c_ by TwoSum: bad_ is set where that
+// second addition rounded (then h_ + c_ is no longer the exact sum)
+#define GM_DD_STEP(h_, c_, bad_, x) { const double x_ = (x), t_ = (h_) + x_, bb_ = t_ - (h_); \
+    const double e_ = ((h_) - (t_ - bb_)) + (x_ - bb_), u_ = (c_) + e_, cc_ = u_ - (c_); \
+    bad_ |= (((c_) - (u_ - cc_)) + (e_ - cc_)) != 0.0; h_ = t_; c_ = u_; }
+#endif
+#if NARY_CR == 5
+// FLOAT64: S / k rounded correctly from the exact S = h + c (no wider format). (H, L) = h + c
+// normalized; q0 = H y (y = 1/k rounded: no division), then q1 = q0 + (S - k q0) y, within half an
+// ulp and a hair of S / k, so the answer is q1 or its neighbour n1 towards S / k. Both are decided by
+// signs computed exactly: t = (H - k q1) with k q1 as the exact pair (p, fma's error) is a small
+// multiple of ulp(q1) / 4 (H - p by Sterbenz, the rest a few bits), so t and t - k (n1 - q1) / 2 are
+// exact and adding L last gives the true sign of S - k q1 and of S - k mid (mid the midpoint between
+// q1 and n1): beyond mid n1, on it the even one (ties to even), else q1. The argument needs
+// 2^-960 <= |H| < 2^1000 (no product or half-ulp underflows or overflows): elsewhere, and where the
+// errors' sum rounded (bad) or the sum is inf or NaN, *open asks for the exact path. A zero S is
+// -0.0 only when every input is (h is then -0.0: a nonzero partial sum cancelled to zero gives +0.0).
+GM_INLINE double gm_nary_round_f64(double h, double c, int bad, int* open) {
+    const double H = h + c, bb = H - h, L = (h - (H - bb)) + (c - bb);
+    const double y = GM_RCP, n = (double)NIN;
+    const double q0 = H * y, p0 = n * q0, e0 = fma(n, q0, -p0);
+    const double q1 = fma(((H - p0) - e0) + L, y, q0);
+    const double p1 = n * q1, e1 = fma(n, q1, -p1), t = (H - p1) - e1, w = t + L;
+    const ulong b = as_ulong(q1);
+    const double n1 = as_double((w > 0.0) == (q1 > 0.0) ? b + 1UL : b - 1UL);
+    const double v = (t - n * (n1 - q1) * 0.5) + L;
+    const int up = (w > 0.0 ? v > 0.0 : v < 0.0) || (v == 0.0 && (b & 1UL));
+    const double a = fabs(H);
+    *open = bad || !(a < 0x1p1000) || (a < 0x1p-960 && H != 0.0);
+    return H == 0.0 ? (h == 0.0 ? h : 0.0) : (w != 0.0 && up) ? n1 : q1;
+}
+#endif
 #if NARY_CR == 1
 // whether the FLOAT64 sum proves the rounding (above), or is inf or NaN (IEEE's answer already)
 GM_INLINE int gm_nary_certain(double acc, uint mx, uint mn) {
@@ -172,9 +210,6 @@ GM_INLINE float gm_nary_round_exact(double h, double c) {
     const double d = (H - km) + L;
     return (d > 0.0 || (d == 0.0 && GM_ODD1(lo))) ? hi : lo;
 }
-#define GM_DD_STEP(h_, c_, bad_, x) { const double x_ = (x), t_ = (h_) + x_, bb_ = t_ - (h_); \
-    const double e_ = ((h_) - (t_ - bb_)) + (x_ - bb_), u_ = (c_) + e_, cc_ = u_ - (c_); \
-    bad_ |= (((c_) - (u_ - cc_)) + (e_ - cc_)) != 0.0; h_ = t_; c_ = u_; }
 #endif
 #if NARY_CR == 4
 // whether the FLOAT32 sum is exact and its quotient proven (above); m0 the smallest nonzero magnitude's
@@ -270,7 +305,7 @@ GM_INLINE TS gm_nary_exact(GM_INPUTS_PARAM ins, __constant const gm_dims* s, con
     return GM_XACC_MEAN_TS(&a);
 }
 #endif
-#if OP == 4 && (NARY_CR == 1 || NARY_CR == 4)
+#if OP == 4 && (NARY_CR == 1 || NARY_CR == 4 || NARY_CR == 5)
 // Store the W results r, the lanes whose fast sum the test leaves open (need) from the exact path.
 // The output may be bound over an input (in place: the same element of both), and the exact path
 // reads a lane's inputs again, so no lane of the output is written before its inputs are read for
@@ -317,6 +352,24 @@ GM_INLINE TS gm_nary_exact(GM_INPUTS_PARAM ins, __constant const gm_dims* s, con
     for (int j = 0; j < W; ++j) { \
         r.v[j] = GM_NQUOT(acc[j]); \
         need |= GM_NCERTAIN(acc[j], mx[j], mn[j]) ? 0u : 1u << j; \
+    } \
+    GM_STORE_LANES(VT, r, need, W)
+#elif OP == 4 && NARY_CR == 5
+// FLOAT64: the TwoSum pair per lane and the exact decision (gm_nary_round_f64); open lanes exactly
+#define GM_APPLY_BODY(VT, W) \
+    double h[W], c[W]; int bad[W]; \
+    for (int j = 0; j < W; ++j) { h[j] = -0.0; c[j] = -0.0; bad[j] = 0; } \
+    _Pragma("unroll 4") \
+    for (int k = 0; k < NIN; ++k) { \
+        VT x = *(__global const VT*)GM_INPUT_AT(const TS, k, gm_offset(s, k, idx, last) + e, W); \
+        for (int j = 0; j < W; ++j) GM_DD_STEP(h[j], c[j], bad[j], x.v[j]) \
+    } \
+    VT r; uint need = 0u; \
+    _Pragma("unroll") \
+    for (int j = 0; j < W; ++j) { \
+        int open_; \
+        r.v[j] = gm_nary_round_f64(h[j], c[j], bad[j], &open_); \
+        need |= open_ ? 1u << j : 0u; \
     } \
     GM_STORE_LANES(VT, r, need, W)
 #elif OP == 4 && NARY_CR
@@ -458,14 +511,6 @@ GM_BF16_VEC(16)
 #define GM_CAT(a, b) a##b
 #define GM_XCAT(a, b) GM_CAT(a, b)
 #if OP == 4 && NARY_WIDE
-// The two-word accumulators lane by lane (ELEM_AT(k, l) is the address of input k's element in lane
-// l where LOADV_AT(k) loads a vector): the rare FLOAT64 lanes below.
-#define GM_ADD_LANE(k) GM_ACC_ADD(acc_, cmp_, LOAD1(ELEM_AT(k, l_)), ACC_T)
-#define GM_LANES(res) { CT rl_[VW]; \
-    for (int l_ = 0; l_ < VW; ++l_) { ACC_T acc_, cmp_; GM_ACC_INIT(acc_, cmp_); FOREACH_INPUT(GM_ADD_LANE) \
-        rl_[l_] = (CT)GM_ACC_RESULT(acc_, cmp_, ACC_T); } \
-    res = VLOADV(0, rl_); }
-#if NARY_WIDE == 1
 // INT64 / UINT64: the halves' sums in vectors (common.h: GM_WIDE_ADD), the division lane by lane
 #define GM_ULONGV GM_XCAT(ulong, VW)
 #define GM_ADD_INPUT(k) { const CTV x_ = LOADV_AT(k); \
@@ -474,26 +519,6 @@ GM_BF16_VEC(16)
     ulong h_[VW], l_[VW]; CT r_[VW]; GM_XCAT(vstore, VW)(hs_, 0, h_); GM_XCAT(vstore, VW)(ls_, 0, l_); \
     for (int j_ = 0; j_ < VW; ++j_) r_[j_] = (CT)gm_wide_div(h_[j_], l_[j_], NIN, IS_SIGNED); \
     res = VLOADV(0, r_); }
-#elif NARY_WIDE == 2
-// FLOAT64: gm_dd4's double-double of the values below 2^960 in vectors (the same operations as
-// GM_DD_ADD1 and gm_dd_div, lane for lane); a vector with a larger, infinite or NaN input in any
-// lane is computed again lane by lane through gm_dd4
-#define GM_LONGV GM_XCAT(long, VW)
-#define GM_ADD_INPUT(k) { const CTV x_ = LOADV_AT(k); \
-    big_ |= isgreaterequal(fabs(x_), (CTV)(0x1p960)) | isnan(x_); \
-    const CTV s_ = h_ + x_, bb_ = s_ - h_; \
-    const CTV e_ = ((h_ - (s_ - bb_)) + (x_ - bb_)) + l_; \
-    h_ = select(s_ + e_, s_, e_ == (CTV)(0.0)); \
-    l_ = e_ - (h_ - s_); }
-#define GM_COMPUTE(res) { CTV h_ = (CTV)(-0.0), l_ = (CTV)(0.0); GM_LONGV big_ = (GM_LONGV)(0); \
-    FOREACH_INPUT(GM_ADD_INPUT) \
-    const CTV nd_ = (CTV)((double)NIN), q_ = h_ / nd_, p_ = q_ * nd_, pe_ = fma(q_, nd_, -p_); \
-    const CTV r_ = (((h_ - p_) - pe_) + l_) / nd_; \
-    res = select(q_ + r_, q_, r_ == (CTV)(0.0)); \
-    if (any(big_)) GM_LANES(res) }
-#else
-#define GM_COMPUTE(res) GM_LANES(res)
-#endif
 #define RESV CTV
 #elif OP == 4 && NARY_CR
 // the exact path of lane l_ (GM_NL lanes: VW, or 1 in the scalar loops): its inputs read again
@@ -583,6 +608,39 @@ GM_BF16_VEC(16)
     res = VLOADV(0, rl_); }
 #endif
 #define GM_REDO_DECL GM_INTV redo_ = (GM_INTV)(0);
+#elif NARY_CR == 5
+// FLOAT64: gm_nary_round_f64 (above) lane for lane in vectors; the open lanes as NARY_CR 1's
+#define GM_LONGV GM_XCAT(long, VW)
+#define GM_DD_INPUT(k) { const CTV x_ = LOADV_AT(k), t_ = h_ + x_, bb_ = t_ - h_; \
+    const CTV e_ = (h_ - (t_ - bb_)) + (x_ - bb_), u_ = c_ + e_, cc_ = u_ - c_; \
+    bad_ |= isnotequal((c_ - (u_ - cc_)) + (e_ - cc_), (CTV)(0.0)); h_ = t_; c_ = u_; }
+#define GM_COMPUTE(res) { CTV h_ = (CTV)(-0.0), c_ = (CTV)(-0.0); GM_LONGV bad_ = (GM_LONGV)(0); \
+    FOREACH_INPUT(GM_DD_INPUT) \
+    const CTV H_ = h_ + c_, hb_ = H_ - h_, L_ = (h_ - (H_ - hb_)) + (c_ - hb_); \
+    const CTV y_ = (CTV)(GM_RCP), n_ = (CTV)((double)NIN); \
+    const CTV q0_ = H_ * y_, p0_ = n_ * q0_, e0_ = fma(n_, q0_, -p0_); \
+    const CTV q1_ = fma(((H_ - p0_) - e0_) + L_, y_, q0_); \
+    const CTV p1_ = n_ * q1_, e1_ = fma(n_, q1_, -p1_), t_ = (H_ - p1_) - e1_, w_ = t_ + L_; \
+    const GM_LONGV b_ = GM_XCAT(as_long, VW)(q1_); \
+    const CTV n1_ = GM_XCAT(as_double, VW)(b_ + select((GM_LONGV)(-1), (GM_LONGV)(1), \
+                                                       isgreater(w_, (CTV)(0.0)) == isgreater(q1_, (CTV)(0.0)))); \
+    const CTV v_ = (t_ - n_ * (n1_ - q1_) * (CTV)(0.5)) + L_; \
+    const GM_LONGV up_ = select(isless(v_, (CTV)(0.0)), isgreater(v_, (CTV)(0.0)), isgreater(w_, (CTV)(0.0))) \
+                         | (isequal(v_, (CTV)(0.0)) & -(b_ & 1L)); \
+    const GM_LONGV z_ = isequal(H_, (CTV)(0.0)); \
+    res = select(q1_, n1_, up_ & isnotequal(w_, (CTV)(0.0))); \
+    res = select(res, select((CTV)(0.0), h_, isequal(h_, (CTV)(0.0))), z_); \
+    const CTV a_ = fabs(H_); \
+    const GM_LONGV need_ = bad_ | ~isless(a_, (CTV)(0x1p1000)) | (isless(a_, (CTV)(0x1p-960)) & ~z_); \
+    if (GM_FIXING) { \
+        if (any(need_)) { CT rl_[VW]; long nd_[VW]; \
+            GM_XCAT(vstore, VW)(res, 0, rl_); GM_XCAT(vstore, VW)(need_, 0, nd_); \
+            for (int l_ = 0; l_ < GM_NL; ++l_) if (nd_[l_]) GM_EXACT_LANE(rl_[l_]) \
+            res = VLOADV(0, rl_); } \
+    } else { \
+        redo_ |= need_; \
+    } }
+#define GM_REDO_DECL GM_LONGV redo_ = (GM_LONGV)(0);
 #else
 #define GM_COMPUTE(res) { CT rl_[VW]; for (int l_ = 0; l_ < GM_NL; ++l_) GM_EXACT_LANE(rl_[l_]) \
     for (int l_ = GM_NL; l_ < VW; ++l_) rl_[l_] = rl_[0]; res = VLOADV(0, rl_); }
@@ -602,7 +660,7 @@ GM_BF16_VEC(16)
 #ifndef GM_REDO_DECL
 #define GM_REDO_DECL
 #endif
-#define GM_REDO (OP == 4 && (NARY_CR == 1 || NARY_CR == 4))     // the vector loops' second pass (above)
+#define GM_REDO (OP == 4 && (NARY_CR == 1 || NARY_CR == 4 || NARY_CR == 5))     // the vector loops' second pass (above)
 
 #if PREFETCH
 // every input PREFETCH bytes ahead of element ``at``, once per 64-byte line of elements (PF_LINE

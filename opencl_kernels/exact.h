@@ -73,9 +73,17 @@ typedef struct { long d[GM_XK_H]; uint flags; } gm_xacc_h;     // FLOAT16 values
 typedef struct { long d[GM_XK_D]; uint flags; } gm_xacc_d;     // FLOAT64 values (stage 3; bits: no double)
 
 // -- limbs, any count K (a compile-time constant at every call: the loops unroll) ----------------
+// GM_XLIMBS_LOOP 1 (a variant whose limbs live in memory anyway: the FLOAT64 n-ary mean's 68, indexed
+// at run time) keeps the loops rolled: unrolled, 68 inlined 64-bit divisions took CUDA 255 registers
+// in every kernel of the variant (30 to 40 rolled), where only the rare exact path runs them.
+#if GM_XLIMBS_LOOP
+#define GM_XUNROLL _Pragma("unroll 1")
+#else
+#define GM_XUNROLL _Pragma("unroll")
+#endif
 
 GM_INLINE void gm_xlimbs_clear(long* d, const int K) {
-#pragma unroll
+GM_XUNROLL
     for (int j = 0; j < K; j++) d[j] = 0;
 }
 
@@ -85,7 +93,7 @@ GM_INLINE void gm_xlimbs_deposit(long* d, const int K, uint m, int s, int neg) {
     const int k = s >> 5;
     long lo = (long)(v & 0xFFFFFFFFul), hi = (long)(v >> 32);
     if (neg) { lo = -lo; hi = -hi; }
-#pragma unroll
+GM_XUNROLL
     for (int j = 0; j < K; j++) {
         d[j] += (j == k) ? lo : 0;
         d[j] += (j == k + 1) ? hi : 0;
@@ -93,7 +101,7 @@ GM_INLINE void gm_xlimbs_deposit(long* d, const int K, uint m, int s, int neg) {
 }
 
 GM_INLINE void gm_xlimbs_normalize(long* d, const int K) {
-#pragma unroll
+GM_XUNROLL
     for (int j = 0; j < K - 1; j++) {
         const long carry = d[j] >> 32;          // arithmetic shift: floor(d / 2^32)
         d[j] -= carry * 4294967296l;            // now in [0, 2^32)
@@ -102,7 +110,7 @@ GM_INLINE void gm_xlimbs_normalize(long* d, const int K) {
 }
 
 GM_INLINE void gm_xlimbs_merge(long* d, const long* e, const int K) {
-#pragma unroll
+GM_XUNROLL
     for (int j = 0; j < K; j++) d[j] += e[j];
 }
 
@@ -115,7 +123,7 @@ GM_INLINE ulong gm_xlimbs_round64(long* d, const int K, uint n, const int p, con
     *negative = neg;
     if (neg) {                                  // two's complement over the digits: ~d + 1
         long carry = 1;
-#pragma unroll
+GM_XUNROLL
         for (int j = 0; j < K; j++) {
             const long t = (j < K - 1 ? (0xFFFFFFFFl - d[j]) : (-1 - d[j])) + carry;
             carry = (j < K - 1) ? (t >> 32) : 0;
@@ -124,7 +132,7 @@ GM_INLINE ulong gm_xlimbs_round64(long* d, const int K, uint n, const int p, con
     }
     // long division from the top digit: quotient digits in place, remainder r < n
     ulong r = 0;
-#pragma unroll
+GM_XUNROLL
     for (int j = K - 1; j >= 0; j--) {
         const ulong cur = (r << 32) | (ulong)d[j];
         const ulong q = cur / n;
@@ -133,14 +141,14 @@ GM_INLINE ulong gm_xlimbs_round64(long* d, const int K, uint n, const int p, con
     }
     // the quotient's leading bit b (-1 for a zero quotient)
     int b = -1;
-#pragma unroll
+GM_XUNROLL
     for (int j = K - 1; j >= 0; j--)
         if (b < 0 && d[j] != 0) b = 32 * j + 31 - (int)gm_clz32((uint)d[j]);
     // the lowest place kept: the format's subnormal place at least
     const int L = max(b - (p - 1), shift0);
     ulong m = 0;                                // the kept bits: quotient >> L (at most p bits)
     uint rbit = 0, sticky = (r != 0);           // the rounding bit below them, anything lower
-#pragma unroll
+GM_XUNROLL
     for (int j = 0; j < K; j++) {
         const ulong dj = (ulong)d[j];
         const int sh = 32 * j - L;              // where digit j lands relative to place L

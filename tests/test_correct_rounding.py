@@ -177,15 +177,11 @@ def test_reduce_many_outputs(device, dt):
 
 
 def nary_device(device, dt, k=3):
-    """The device for a test of ``gm.mean`` over k inputs of ``dt``, or a skip: FLOAT64 needs fp64, and
-    its n-ary kernels (three inputs and more) are not correctly rounded yet (issue 22, stage 3: the
-    CPU device only). ``gm.mean`` runs one input as a copy and two as the element-wise mean
-    (ELEMENT_WISE_MEAN, or gm.ext.MeanDesc for the extension types), which are."""
-    if dt == np.float64 and device.info.backend != "cpu":
-        if not device.info.fp64:
-            pytest.skip("no fp64 on this device")
-        if k > 2:
-            pytest.skip("FLOAT64's n-ary mean is correctly rounded on the CPU device only (issue 22, stage 3)")
+    """The device for a test of ``gm.mean`` over k inputs of ``dt``, or a skip: FLOAT64 needs fp64.
+    ``gm.mean`` runs one input as a copy, two as the element-wise mean (ELEMENT_WISE_MEAN, or
+    gm.ext.MeanDesc for the extension types) and more as the n-ary mean."""
+    if dt == np.float64 and device.info.backend != "cpu" and not device.info.fp64:
+        pytest.skip("no fp64 on this device")
     return device
 
 
@@ -277,15 +273,18 @@ def random_bits(rng, shape, dt) -> np.ndarray:
     u = np.dtype(f"u{dt.itemsize}")
     b = rng.integers(0, 1 << (8 * dt.itemsize), shape, dtype=np.uint64).astype(u)
     x = b.view(dt)
-    return np.where(np.isfinite(x.astype(np.float32)), x, dt.type(1.5))
+    with np.errstate(invalid="ignore"):             # NaN bit patterns (replaced)
+        finite = np.isfinite(x.astype(np.float64))
+    return np.where(finite, x, dt.type(1.5))
 
 
-@pytest.mark.parametrize("dt", TYPES[:3], ids=IDS[:3])
+@pytest.mark.parametrize("dt", TYPES, ids=IDS)
 @pytest.mark.parametrize("k", [3, 5, 6, 11])
 def test_nary_many_values(device, cpu, dt, k):
     """Many elements per kernel shape's vectors and runs: random bit patterns, normal values, small
     integers (exact ties galore), exact ties and values 2^-12 apart (the FLOAT32 sum of halves
     proved exact or not), in one long run; the oracle's bits and the CPU device's."""
+    device = nary_device(device, dt, k)
     rng = np.random.default_rng(1000 + k)
     n = 6000
     parts = [random_bits(rng, (n, k), dt), as_type(rng.standard_normal((n, k)), dt),
@@ -448,7 +447,7 @@ def test_zero_rule(device, dt):
         check_bits(col, got, f"{dt} columns of {n}")
 
 
-@pytest.mark.parametrize("dt", TYPES[:3], ids=IDS[:3])
+@pytest.mark.parametrize("dt", TYPES, ids=IDS)
 @pytest.mark.parametrize("k", [2, 3])
 @pytest.mark.parametrize("layout", ["packed", "padded_rows"])
 def test_nary_in_place(device, dt, k, layout):
@@ -457,6 +456,7 @@ def test_nary_in_place(device, dt, k, layout):
     inputs again, so it must read them before the result overwrites input 0 (the fuzzer found a
     one-element case on the GPU shape that read the result back as an input)."""
     from helpers import upload
+    device = nary_device(device, dt, k)
     rng = np.random.default_rng(31 + k)
     shape, strides = ((1000,), None) if layout == "packed" else ((8, 100), (128, 1))
     n = int(np.prod(shape))
@@ -467,7 +467,8 @@ def test_nary_in_place(device, dt, k, layout):
     x[far, -1] = as_type(rng.uniform(-1, 1, far.sum()) * 2.0 ** -14, dt)
     xs = [np.ascontiguousarray(x[:, i]).reshape(shape) for i in range(k)]
     want = oracle.nary_mean(xs, dt)
-    gt = {np.dtype(np.float16): gm.DataType.FLOAT16, np.dtype(np.float32): gm.DataType.FLOAT32}.get(dt)
+    gt = {np.dtype(np.float16): gm.DataType.FLOAT16, np.dtype(np.float32): gm.DataType.FLOAT32,
+          np.dtype(np.float64): gm.DataType.FLOAT64}.get(dt)
     t = gm.TensorDesc(gt or gm.DataType.BFLOAT16, shape, strides)
     bufs = [upload(device, t, xi, pad=32) for xi in xs]
     binds = [gm.BufferBinding(b, 32, t.total_size_in_bytes) for b in bufs]

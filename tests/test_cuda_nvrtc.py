@@ -129,10 +129,17 @@ def _resources(rtc, name: str, fname: str = "elementwise.cl") -> dict:
                                   "ew_nary_BFLOAT16_64_strided"])
 def test_many_input_mean_does_not_spill(rtc, name):
     # loading all 64 vectors before summing took 255 registers and spilled; the strided kernel had a
-    # 2 KB stack. Inputs in the outer loop keep VEC accumulators and one vector live.
+    # 2 KB stack. Inputs in the outer loop keep VEC accumulators and one vector live. The FLOAT64
+    # n-ary mean's exact path (elements whose TwoSum errors' sum rounded, sums past 2^1000 or below
+    # 2^-960, inf, NaN) is FLOAT64's superaccumulator, whose 68 limbs live in local memory as in the
+    # reduction's exact pass (_float64_exact_pass below): that array and nothing more.
+    allowed = XACC_D_BYTES if "FLOAT64" in name else 0
     for kernel, (regs, stack, spill) in _resources(rtc, name).items():
-        assert stack == 0 and spill == 0, f"{name} {kernel}: {stack} B stack, {spill} B spilled"
+        assert stack <= allowed and spill == 0, f"{name} {kernel}: {stack} B stack, {spill} B spilled"
         assert regs <= 64, f"{name} {kernel}: {regs} registers"
+
+
+XACC_D_BYTES = 8 * 68 + 8      # exact.h: gm_xacc_d, 68 limbs and the flags word, padded to 8
 
 
 def test_correctly_rounded_reductions_do_not_spill(rtc):

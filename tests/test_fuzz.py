@@ -13,8 +13,8 @@ Property: each generated case is either
   (``correctly_rounded``: the CPU device, the OpenCL devices for FLOAT16, FLOAT32, BFLOAT16 and
   FLOAT64; issue 22), on data of mixed signs with zeros, infinities, NaN, +-max and subnormals, the
   exact oracle's bits (tests/oracle.py); the float n-ary mean the exact mean rounded once, bit for
-  bit (every float type on the CPU device, FLOAT16, FLOAT32 and BFLOAT16 on the kernels); other float
-  reductions (and the kernels' FLOAT64 n-ary mean) on positive data, within 1 ulp of the exact mean;
+  bit (every float type on every device); other float reductions on positive data, within 1 ulp of
+  the exact mean;
   every output buffer has poisoned guard
   bytes before and after its binding, and poisoned bytes inside its range that its strides do not
   address: all must be untouched.
@@ -207,12 +207,6 @@ def exact_bits(desc, xs, dt: D) -> np.ndarray:
     return want.astype(dt.numpy_dtype).reshape(desc.output.sizes)
 
 
-def nary_correctly_rounded(dev, dt: D) -> bool:
-    """Where the n-ary mean is correctly rounded (issue 22): every float type on the CPU device;
-    FLOAT16, FLOAT32 and BFLOAT16 on the OpenCL and CUDA kernels (FLOAT64 there: stage 3)."""
-    return dev.info.backend == "cpu" or dt != D.FLOAT64
-
-
 def run_case(device, case: fuzz_cases.Case):
     dev = at_level(device, case.level)
     if case.bad_type is not None:
@@ -262,7 +256,7 @@ def run_case(device, case: fuzz_cases.Case):
     elif exact:
         want = exact_bits(desc, xs, dt)
         assert oracle.equal_bits(got, want), f"{dev.name}: not the correctly rounded means:\n{got}\n{want}"
-    elif case.float_reduction and isinstance(desc, gm.ext.NaryMeanDesc) and nary_correctly_rounded(dev, dt):
+    elif case.float_reduction and isinstance(desc, gm.ext.NaryMeanDesc):
         # issue 22: the exact mean rounded once, bit for bit (-0.0 for an exact zero total of -0.0s)
         want = oracle.nary_mean(xs, dt.numpy_dtype)
         assert oracle.equal_bits(got, want), f"{dev.name}: not the correctly rounded n-ary mean:\n{got}\n{want}"

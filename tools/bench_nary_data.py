@@ -11,7 +11,8 @@ the values: ``ones`` (what tools/bench_kernels.py times), ``normal`` (standard n
 whose TwoSum step decides it), ``inexact`` (FLOAT32: 1, 2^-40 and -2^-80 times values in [1, 2):
 the FLOAT64 sum rounds, the sum of its errors does not, the same TwoSum step; FLOAT16: 1, 2^-12,
 -2^-23, the FLOAT32 sum rounds), ``superacc`` (FLOAT32: -2^-100 for the third: the errors' sum
-rounds too, the superaccumulator for every element; FLOAT16 as ``inexact``).
+rounds too, the superaccumulator for every element; FLOAT16 as ``inexact``; FLOAT64, which has no
+wider sum: ``inexact`` 1, 2^-30, -2^-45 (the TwoSum pair exact), ``superacc`` 1, 2^-60, -2^-130).
 Each round runs one fresh process per tree and data kind, alternating trees; each process times the
 3-input mean over (n/1024, 1024) tensors on device buffers (median of ``--repeat`` runs after a
 warm-up) and prints GB/s (inputs read once and the output written once, over time).
@@ -35,7 +36,7 @@ from gpu_mean.tools import profiler
 spec, n, repeat, dtname, kind = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 dev = gm.create_device(spec)
 dt = getattr(gm.DataType, dtname)
-npdt = np.dtype({"FLOAT32": np.float32, "FLOAT16": np.float16}[dtname])
+npdt = np.dtype({"FLOAT32": np.float32, "FLOAT16": np.float16, "FLOAT64": np.float64}[dtname])
 rows = n // 1024
 t = gm.TensorDesc(dt, (rows, 1024))
 desc = gm.ext.NaryMeanDesc([t] * 3, t)
@@ -47,7 +48,7 @@ if kind == "ones":
 elif kind == "normal":
     data = [rng.standard_normal(n).astype(npdt) for _ in range(3)]
 elif kind == "ties":       # every mean exactly a midpoint (tests/test_correct_rounding.py: exact_ties)
-    p = {"FLOAT32": 24, "FLOAT16": 11}[dtname]
+    p = {"FLOAT32": 24, "FLOAT16": 11, "FLOAT64": 53}[dtname]
     head = np.floor(rng.uniform(1.5, 2.0, (2, n)) * 2.0 ** (p - 1)) / 2.0 ** (p - 1)
     s = head.sum(axis=0)
     odd = np.floor(((s + 0.75) * 2.0 ** p / 3 - 1) / 2) * 2 + 1
@@ -55,7 +56,8 @@ elif kind == "ties":       # every mean exactly a midpoint (tests/test_correct_r
 elif kind in ("inexact", "superacc"):   # exponents far apart: a FLOAT64 sum that rounds
     u = [rng.uniform(1.0, 2.0, n) for _ in range(3)]
     far = -(2.0 ** -80) if kind == "inexact" else -(2.0 ** -100)
-    sc = (1.0, 2.0 ** -40, far) if dtname == "FLOAT32" else (1.0, 2.0 ** -12, -(2.0 ** -23))
+    far64 = (1.0, 2.0 ** -30, -(2.0 ** -45)) if kind == "inexact" else (1.0, 2.0 ** -60, -(2.0 ** -130))
+    sc = {"FLOAT32": (1.0, 2.0 ** -40, far), "FLOAT16": (1.0, 2.0 ** -12, -(2.0 ** -23)), "FLOAT64": far64}[dtname]
     data = [(a * s).astype(npdt) for a, s in zip(u, sc)]
 else:                      # adversarial: +-largest and a tiny value in every element
     sign = np.where(rng.random(n) < 0.5, -1.0, 1.0)

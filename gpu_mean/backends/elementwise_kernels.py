@@ -157,13 +157,13 @@ def common_macros(plan: planning.ElementwisePlan, fp64: bool) -> dict:
     if nary_float:
         ct = D.FLOAT32 if dt in (D.FLOAT16, D.BFLOAT16) else dt
     # the 64-bit types' n-ary mean accumulates in two words (opencl_kernels/common.h)
-    # NARY_WIDE: 1 INT64 / UINT64, 2 FLOAT64
+    # NARY_WIDE: 1 INT64 / UINT64 (FLOAT64 is correctly rounded: NARY_CR 5, below)
     nary_wide = 0
-    if nary and dt in WIDE_64:
-        nary_wide = 2 if dt == D.FLOAT64 else 1
+    if nary and dt in WIDE_64 and dt != D.FLOAT64:
+        nary_wide = 1
     acc_t = ("double" if fp64 else "float") if nary_float else spell(ct)
     if nary_wide:
-        acc_t = {1: "ulong", 2: "gm_dd4"}[nary_wide]
+        acc_t = "ulong"
     idx32 = index_is_32bit(plan)
     arith = not plan.bit_copy
     cr = nary_rounding(plan, fp64)
@@ -191,7 +191,10 @@ def nary_rounding(plan: planning.ElementwisePlan, fp64: bool) -> dict:
     otherwise; the CPU shape takes it for FLOAT16 with fp64 too), 2 for FLOAT32 without fp64: the
     superaccumulator for every element. NARY_EXP_OK: exponents at most P - p - ceil(log2 k) apart make
     any sum of the k inputs in a format of P bits (53, or 24) exact; that plus one, shifted into the
-    exponent field. GM_RCP: 1/k rounded to nearest float, the quotient's first guess."""
+    exponent field. GM_RCP: 1/k rounded to nearest float, the quotient's first guess. FLOAT64 (which
+    exists only with fp64): NARY_CR 5, the TwoSum pair decided exactly, GM_RCP 1/k rounded to double."""
+    if plan.op == KernelOp.NARY_MEAN and plan.dtype == D.FLOAT64:
+        return {"NARY_CR": 5, "NARY_FMT": 4, "GM_RCP": (1.0 / plan.n_inputs).hex(), "GM_XLIMBS_LOOP": 1}
     if plan.op != KernelOp.NARY_MEAN or plan.dtype not in NARY_FMT:
         return {}
     code, p = NARY_FMT[plan.dtype]
@@ -250,11 +253,14 @@ def cpu_vector_width(plan: planning.ElementwisePlan) -> int:
     vload_half16 at the copy kernel's speed, a vload_half4 at 0.75-0.95x of it) and BFLOAT16 (its
     rounding on 16 lanes: about 1.3x of 4 lanes' mean on PoCL, 3x for the n-ary mean) and the FLOAT32
     n-ary mean (its exactness test in 16 lanes: PoCL then uses 512-bit registers, and the correctly
-    rounded mean runs at the speed of 4 lanes' plain one; on 4 lanes, about 0.5x), otherwise 4."""
+    rounded mean runs at the speed of 4 lanes' plain one; on 4 lanes, about 0.5x) and 8 for the
+    FLOAT64 n-ary mean (its TwoSum pair and decision: 2.5x of 4 lanes on PoCL), otherwise 4."""
     converts = plan.op in (KernelOp.MEAN, KernelOp.ADD, KernelOp.NARY_MEAN) or \
         (plan.op == KernelOp.IDENTITY and plan.has_scale_bias)
     if plan.op == KernelOp.NARY_MEAN and plan.dtype == D.FLOAT32:
         return 16
+    if plan.op == KernelOp.NARY_MEAN and plan.dtype == D.FLOAT64:
+        return 8
     return 16 if plan.dtype in (D.FLOAT16, D.BFLOAT16) and converts else 4
 
 
@@ -376,7 +382,7 @@ def cpu_variant(plan: planning.ElementwisePlan, *, fp64: bool, max_param_bytes: 
     in_buf = not offsets_fit(plan.n_inputs, max_param_bytes)
     m = cpu_macros(plan, fp64, in_buf, tuning, checked)
     # the vector loops' second pass (GM_REDO) reads the inputs again: in place, the *_inplace_serial kernels
-    redo = plan.op == KernelOp.NARY_MEAN and m.get("NARY_CR") in (1, 4)
+    redo = plan.op == KernelOp.NARY_MEAN and m.get("NARY_CR") in (1, 4, 5)
     if plan.contiguous:
         g, local = opencl_geometry.ew_contig_geometry(plan.count, m["VW"] * m["UNROLL"])
         inplace = Launch("gm_ew_contig_inplace_serial", g, local) if redo else None
