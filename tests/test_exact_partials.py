@@ -336,3 +336,13 @@ def test_split_pieces_combine_on_the_device(device_or_checked, dt, monkeypatch):
     check_bits(gm.reduce_mean(flat, axes=None, device=lowered(device, 4096)), want_reduce(flat, (0, 1), dt),
                f"{dt} all axes combined on the device")
     assert not reads
+
+
+def test_large_pieces_combine_on_the_device(device):
+    """Pieces of 4 MiB and more (PoCL backs such buffers with host memory, USE_HOST_PTR): each piece's
+    input buffer outlives the kernels that read it while the next piece is prepared (LimbsTotals
+    holds it until a blocking command; freed early, the kernel read freed memory and the process
+    crashed); the CPU device's bits."""
+    x = as_type(np.random.default_rng(111).standard_normal((2048, 1100)), np.dtype(np.float32))
+    got = gm.reduce_mean(x, axes=[0], device=lowered(device, 8 << 20))     # two pieces of 4.3 MiB
+    check_bits(got, gm.reduce_mean(x, axes=[0], device="cpu"), "float32 pieces of 4.3 MiB")

@@ -121,8 +121,10 @@ class LimbsProgram:
         self.meta = be.struct_arg(reduce_kernels.pack_meta(plan))
         self.checked = _Checked(be, 4) if be.checked else None
 
-    def _partials(self, data: np.ndarray):
-        """The partials buffer of ``data``: each (run, output) pair's limbs and flags, on the device."""
+    def _partials(self, data: np.ndarray) -> tuple:
+        """(partials, input) buffers of ``data``: each (run, output) pair's limbs and flags, on the
+        device; the launch may still run: the caller keeps the input alive until a blocking command
+        (a buffer over host memory, PoCL's USE_HOST_PTR, must outlive the kernel that reads it)."""
         v, be, plan = self.variant, self.be, self.plan
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         inp = be.alloc(max(raw.nbytes, 16))
@@ -136,11 +138,11 @@ class LimbsProgram:
         if self.checked is not None:
             self.checked.status.check(v.launch.kernel)
         be.forget_args(self.kernel)
-        return part
+        return part, inp
 
     def run(self, data: np.ndarray) -> np.ndarray:
         v, be, plan = self.variant, self.be, self.plan
-        part = self._partials(data)
+        part, _inp = self._partials(data)
         words = be.read(part, 0, v.words * 8).view(np.int64).reshape(v.n_chunks, plan.n_out, v.limbs + 1)
         limbs = words[:, :, :v.limbs].sum(axis=0)       # runs' digits below 2^32 each: no overflow
         flags = np.bitwise_or.reduce(words[:, :, v.limbs], axis=0)
@@ -160,6 +162,7 @@ class LimbsTotals:
         self.acc = be.alloc(self.words * 8)
         be.write(self.acc, 0, np.zeros(self.words * 8, np.uint8))
         self.prog: LimbsProgram | None = None   # the last piece's program (its macros: the type's)
+        self._held: tuple = ()      # the last piece's buffers, until a blocking command has drained them
 
     def add(self, plan: planning.ReducePlan, data: np.ndarray, dst: np.ndarray) -> None:
         """Add the exact totals of the host array ``data`` (laid out as ``plan``) into outputs ``dst``
@@ -168,9 +171,9 @@ class LimbsTotals:
         prog = self.prog = be._limbs_program(plan)
         v = prog.variant
         assert v.limbs == self.limbs and dst.shape == (plan.n_out,)
-        part = prog._partials(data)
+        part, inp = prog._partials(data)
         idx = be.alloc(max(dst.nbytes, 16))
-        be.write(idx, 0, np.ascontiguousarray(dst, np.int64).view(np.uint8))
+        be.write(idx, 0, np.ascontiguousarray(dst, np.int64).view(np.uint8))   # blocking: drains the last piece
         launch = reduce_kernels.combine_launch("gm_limbs_add", plan.n_out, be.cpu_shaped)
         handle = be.kernel("reduce.cl", v.macros, launch.kernel)
         args = (be.buffer_arg(part), be.buffer_arg(self.acc), be.buffer_arg(idx), np.int64(plan.n_out),
@@ -179,6 +182,7 @@ class LimbsTotals:
                                                   checked.Bound("output", 0, 0),
                                                   checked.Bound("running totals", 0, self.words),
                                                   checked.Bound("destinations", 0, plan.n_out)])
+        self._held = (part, inp, idx)
 
     def mean(self, n: int, dtype) -> np.ndarray:
         """The correctly rounded means of the totals (``n`` values each, n < 2^32) as a flat array of
@@ -193,7 +197,9 @@ class LimbsTotals:
                                                   checked.Bound("output", 0, self.n_total),
                                                   checked.Bound("running totals", 0, self.words),
                                                   checked.Bound("flags", 0, 0)])
-        return be.read(out, 0, self.n_total * dtype.itemsize).view(dtype).copy()
+        res = be.read(out, 0, self.n_total * dtype.itemsize).view(dtype).copy()
+        self._held = ()
+        return res
 
     def _launch(self, prog: LimbsProgram, handle, args: tuple, launch: Launch, bounds: list) -> None:
         be = self.be
