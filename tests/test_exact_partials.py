@@ -343,6 +343,6 @@ def test_large_pieces_combine_on_the_device(device):
     input buffer outlives the kernels that read it while the next piece is prepared (LimbsTotals
     holds it until a blocking command; freed early, the kernel read freed memory and the process
     crashed); the CPU device's bits."""
-    x = as_type(np.random.default_rng(111).standard_normal((2048, 1100)), np.dtype(np.float32))
-    got = gm.reduce_mean(x, axes=[0], device=lowered(device, 8 << 20))     # two pieces of 4.3 MiB
-    check_bits(got, gm.reduce_mean(x, axes=[0], device="cpu"), "float32 pieces of 4.3 MiB")
+    x = as_type(np.random.default_rng(111).standard_normal((2048, 2048)), np.dtype(np.float32))
+    got = gm.reduce_mean(x, axes=[0], device=lowered(device, 4 << 20))     # four pieces of 4 MiB
+    check_bits(got, gm.reduce_mean(x, axes=[0], device="cpu"), "float32 pieces of 4 MiB")
