@@ -130,15 +130,32 @@ GM_XUNROLL
             d[j] = (j < K - 1) ? (t & 0xFFFFFFFFl) : t;
         }
     }
-    // long division from the top digit: quotient digits in place, remainder r < n
+    // long division from the top digit: quotient digits in place, remainder r < n. Leading zero
+    // digits take no division, and once the digits down to the rounding bit's (place L - 1, L the
+    // lowest kept place of a normal result) are known the rest is not divided: all it decides is
+    // whether anything is left below, which is whether the remainder or a digit not divided is
+    // nonzero (r then stands for that). A subnormal result (L = shift0 = 0) divides every digit.
     ulong r = 0;
+    int jstop = 0, top = -1;
 GM_XUNROLL
     for (int j = K - 1; j >= 0; j--) {
-        const ulong cur = (r << 32) | (ulong)d[j];
-        const ulong q = cur / n;
-        r = cur - q * n;
-        d[j] = (long)q;
+        if (j >= jstop) {
+            const ulong cur = (r << 32) | (ulong)d[j];
+            if (cur != 0) {
+                const ulong q = cur / n;
+                r = cur - q * n;
+                d[j] = (long)q;
+                if (top < 0 && q != 0) top = 32 * j + 31 - (int)gm_clz32((uint)q);
+            }
+            if (top >= 0 && top - (p - 1) > shift0 && 32 * j <= top - p) jstop = j;
+        }
     }
+    ulong rest = r;
+GM_XUNROLL
+    for (int j = 0; j < K; j++) {
+        if (j < jstop) { rest |= (ulong)d[j]; d[j] = 0; }
+    }
+    r = jstop > 0 ? (ulong)(rest != 0) : r;
     // the quotient's leading bit b (-1 for a zero quotient)
     int b = -1;
 GM_XUNROLL
