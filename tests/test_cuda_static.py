@@ -178,8 +178,10 @@ def program_variants(checked: bool = False):
         be = FakeBackend(checked)
         make_program(be, plan)
         if (isinstance(plan, planning.ReducePlan) and reduce_kernels.exact_mean(plan, True)
-                and reduce_kernels.limbs_ok(plan)):     # (no FLOAT64 limbs kernel yet)
-            programs.LimbsProgram(be, plan)     # the exact partials (gm_reduce_limbs), same macros
+                and reduce_kernels.limbs_ok(plan)):
+            prog = programs.LimbsProgram(be, plan)     # the exact partials (gm_reduce_limbs), same macros
+            for name_ in ("gm_limbs_add", "gm_limbs_round"):    # their combine on the device (LimbsTotals)
+                be.kernel("reduce.cl", prog.variant.macros, name_)
         fname, macros, _ = be.requests[0]
         assert all(r[0] == fname and r[1] == macros for r in be.requests)
         out.append((name, fname, macros, sorted({r[2] for r in be.requests})))

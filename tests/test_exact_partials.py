@@ -20,6 +20,15 @@ from gpu_mean.runtime import exact
 
 NARROW = [np.dtype(np.float32), np.dtype(np.float16), BF16]
 IDS = ["float32", "float16", "bfloat16"]
+F64 = np.dtype(np.float64)
+ALL = NARROW + [F64]           # FLOAT64: the 68-limb superaccumulator (exact.h: gm_xacc_d), fp64 devices
+ALL_IDS = IDS + ["float64"]
+
+
+def held64(device, dt):
+    """FLOAT64 tensors exist only where the device has fp64 (refused at storage elsewhere)."""
+    if dt == F64 and device.info.backend != "cpu" and not device.info.fp64:
+        pytest.skip(f"{device.info.id}: no fp64, FLOAT64 is refused")
 
 
 def lowered(device, limit: int):
@@ -28,16 +37,21 @@ def lowered(device, limit: int):
 
 
 def counting(monkeypatch):
-    """The pieces a call is cut into, and the devices that summed a piece exactly."""
-    seen, real = [], gm.Device.exact_partials
+    """The pieces a call is cut into, and the devices that summed a piece exactly (read back, or
+    added into running totals on the device)."""
+    from gpu_mean.runtime import device as device_mod
+    seen, real, real_add = [], gm.Device.exact_partials, device_mod._DeviceTotals.add
     monkeypatch.setattr(gm.Device, "exact_partials", lambda self, *a: seen.append(self) or real(self, *a))
+    monkeypatch.setattr(device_mod._DeviceTotals, "add",
+                        lambda self, *a: seen.append(self.device) or real_add(self, *a))
     return seen
 
 
-@pytest.mark.parametrize("dt", NARROW, ids=IDS)
+@pytest.mark.parametrize("dt", ALL, ids=ALL_IDS)
 def test_device_partials_are_the_exact_digits(device_or_checked, dt):
     """Device.exact_partials gives runtime/exact.py's digits and flags of the same values, bit for
     bit, over every class of axes (rows, columns, a middle axis, all axes, strided views)."""
+    held64(device_or_checked, dt)
     rng = np.random.default_rng(31)
     x = adversarial_matrix(dt, rng, n=96)                     # (outputs, 96 values), inf and NaN rows too
     cube = x.reshape(x.shape[0], 8, 12)
@@ -47,11 +61,12 @@ def test_device_partials_are_the_exact_digits(device_or_checked, dt):
         np.testing.assert_array_equal(flags, exact.nonfinite_flags(arr, axes), err_msg=f"{arr.shape} {axes}")
 
 
-@pytest.mark.parametrize("dt", NARROW, ids=IDS)
+@pytest.mark.parametrize("dt", ALL, ids=ALL_IDS)
 def test_split_chunkings_on_the_device_give_one_launch_bits(device_or_checked, dt, monkeypatch):
     """A cut reduced axis at several limits, and random permutations of the values: the bits of one
     launch, which are the oracle's; the pieces are summed by the device itself (no CPU fallback)."""
     device = device_or_checked
+    held64(device, dt)
     rng = np.random.default_rng(41)
     x = np.ascontiguousarray(adversarial_matrix(dt, rng).T)             # (240 values, outputs)
     want = want_reduce(x, (0,), dt)
@@ -74,21 +89,22 @@ def test_split_chunkings_on_the_device_give_one_launch_bits(device_or_checked, d
     check_bits(gm.reduce_mean(flat, axes=None, device=lowered(device, 4096)), total, f"{dt} all axes in pieces")
 
 
-@pytest.mark.parametrize("dt", NARROW, ids=IDS)
+@pytest.mark.parametrize("dt", ALL, ids=ALL_IDS)
 @pytest.mark.parametrize("name", ["max_cancelling", "ties", "subnormal", "negative_zero", "nonfinite"])
 def test_named_sets_in_pieces(device, dt, name):
     """Each named set alone, long enough to be cut: +-largest values that cancel beside a small one,
     exact ties, subnormals, -0.0 only (the result -0.0), inf and NaN (IEEE's)."""
+    held64(device, dt)
     rng = np.random.default_rng(51)
     info = {np.dtype(np.float16): (65504.0, 2.0 ** -24), np.dtype(np.float32): (3.4028234663852886e38, 2.0 ** -149),
-            BF16: (3.3895313892515355e38, 2.0 ** -133)}[dt]
+            BF16: (3.3895313892515355e38, 2.0 ** -133), F64: (np.finfo(np.float64).max, 5e-324)}[dt]
     n, cols = 3000, 6
     if name == "max_cancelling":
         v = as_type(rng.uniform(0.5, 1.0, (n // 2 - 1, cols)) * info[0], dt)
         x = np.concatenate([v, -v, as_type(np.full((2, cols), 3.0), dt)])
     elif name == "ties":
         a = as_type(np.ldexp(rng.uniform(1.0, 2.0, cols), 3), dt)
-        b = np.nextafter(a, np.float32(np.inf)).astype(dt) if dt != BF16 else (a.view(np.uint16) + 1).view(BF16)
+        b = np.nextafter(a, dt.type(np.inf)).astype(dt) if dt != BF16 else (a.view(np.uint16) + 1).view(BF16)
         x = np.tile(np.stack([a, b]), (n // 2, 1))
     elif name == "subnormal":
         x = as_type(rng.integers(-50, 51, (n, cols)) * info[1], dt)
@@ -105,10 +121,11 @@ def test_named_sets_in_pieces(device, dt, name):
         assert np.all(np.signbit(gm.reduce_mean(x, axes=[0], device=lowered(device, 4096)).astype(np.float32)))
 
 
-@pytest.mark.parametrize("dt", NARROW, ids=IDS)
+@pytest.mark.parametrize("dt", ALL, ids=ALL_IDS)
 def test_dask_chunkings_on_the_device_give_one_launch_bits(device, dt):
     """gpu_mean.dask on the device at several chunkings and fan-ins: the bits of one launch and of
     the oracle; every float chunk's partial is exact digits (PartialSum.digits), none a FLOAT64 total."""
+    held64(device, dt)
     da = pytest.importorskip("dask.array")
     import gpu_mean.dask as gmd
     from gpu_mean.dask import partials
@@ -200,3 +217,132 @@ def test_cuda_glue_with_a_stand_in_gpu(monkeypatch):
     digits, flags = exact.from_device_limbs(words, x.dtype, (1, 3))
     np.testing.assert_array_equal(digits, exact.limbs(x, (0,), x.dtype))
     np.testing.assert_array_equal(flags, exact.nonfinite_flags(x, (0,)))
+
+
+def float64_blocks(rng) -> dict:
+    """FLOAT64 columns of 5000 values for gm_reduce_limbs' 128-bit block sums (exponent fields within
+    63 of each other) and the blocks that fall back value by value (a wider span, inf or NaN)."""
+    n = 5000
+
+    def span(lo, width, signs=True):
+        m = rng.uniform(1.0, 2.0, n)
+        v = np.ldexp(m, rng.integers(lo, lo + width + 1, n))
+        return np.where(rng.random(n) < 0.5, -v, v) if signs else v
+
+    cols = {
+        "normal": rng.standard_normal(n),
+        "span_63": span(-30, 63),                               # the widest block sum: 2^(53 + 63 + 10)
+        "span_63_same_sign": span(-30, 63, signs=False),        # carries into the high word
+        "span_64": span(-30, 64),                               # one exponent too wide: value by value
+        "top": span(1023 - 63, 63),                             # up to DBL_MAX's binade: the top limbs
+        "max_cancelling": np.concatenate([np.full(n // 2, np.finfo(np.float64).max),
+                                          np.full(n // 2, -np.finfo(np.float64).max)]) + 0.0,
+        "subnormal_and_small": np.concatenate([rng.integers(-2 ** 52, 2 ** 52, n // 2) * 5e-324,
+                                               span(-1022, 60)[:n - n // 2]]),
+        "zeros_and_one": np.where(rng.random(n) < 0.999, -0.0, 0.0) + np.where(np.arange(n) == 4321, 1.0, 0.0) * 1,
+        "negative_zero": np.full(n, -0.0),
+        "one_nan": np.where(np.arange(n) == 3000, np.nan, rng.standard_normal(n)),
+        "whole_range": span(-1074, 2097)[:n].clip(-np.finfo(np.float64).max, np.finfo(np.float64).max),
+    }
+    cols["max_cancelling"][17] = 3.0
+    cols["negative_zero"][:] = -0.0
+    return cols
+
+
+def test_float64_blocks_are_exact(device_or_checked):
+    """FLOAT64 partials of long columns and rows, whose blocks the kernel sums in 128-bit integers
+    where the exponents allow and value by value elsewhere: runtime/exact.py's digits and flags, bit
+    for bit; random permutations and cuts of the same values give the one launch's bits."""
+    device = device_or_checked
+    held64(device, F64)
+    rng = np.random.default_rng(91)
+    cols = float64_blocks(rng)
+    x = np.ascontiguousarray(np.stack(list(cols.values()), axis=1))      # (5000 values, outputs)
+    for arr, axes in ((x, (0,)), (np.ascontiguousarray(x.T), (1,)), (x[::3], (0,)), (x, (0, 1))):
+        digits, flags = device.exact_partials(arr, axes, data_type_of(arr.dtype, "test"))
+        np.testing.assert_array_equal(digits, exact.limbs(arr, axes, arr.dtype), err_msg=f"{arr.shape} {axes}")
+        np.testing.assert_array_equal(flags, exact.nonfinite_flags(arr, axes), err_msg=f"{arr.shape} {axes}")
+    want = want_reduce(x, (0,), F64)
+    check_bits(gm.reduce_mean(x, axes=[0], device=device), want, "float64 one launch")
+    check_bits(gm.reduce_mean(x, axes=[0], device="cpu"), want, "float64 on the CPU device")
+    for seed, limit in ((0, 1 << 16), (1, 20000), (2, 8192)):
+        perm = np.ascontiguousarray(x[np.random.default_rng(seed).permutation(x.shape[0])])
+        check_bits(gm.reduce_mean(perm, axes=[0], device=lowered(device, limit)), want,
+                   f"float64 permuted {seed}, pieces of at most {limit} bytes")
+
+
+def test_float64_dask_chunks_on_a_device_without_fp64(device):
+    """A device without fp64 holds no FLOAT64 tensor: gpu_mean.dask sums its FLOAT64 chunks on the
+    CPU device (a warning says so), exact digits all the same, the CPU device's bits; with fp64 the
+    device's own superaccumulator gives them, with no warning."""
+    da = pytest.importorskip("dask.array")
+    import warnings
+
+    import gpu_mean.dask as gmd
+    from gpu_mean.dask import partials
+    x = np.ascontiguousarray(np.stack(list(float64_blocks(np.random.default_rng(93)).values()))[:, :600])
+    want = want_reduce(x, (1,), F64)
+    before = partials.stats["cpu_fallback"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        p = partials.chunk_sum(x, (1,), device=device)
+        got = gmd.reduce_mean(da.from_array(x, chunks=(5, 77)), [1], device=device).compute(scheduler="synchronous")
+    np.testing.assert_array_equal(p.digits, exact.limbs(x, (1,), x.dtype))
+    check_bits(got, want, f"float64 Dask on {device.info.id}")
+    fell_back = [w for w in caught if "no fp64" in str(w.message)]
+    if device.info.backend != "cpu" and not device.info.fp64:
+        assert fell_back and partials.stats["cpu_fallback"] > before
+    else:
+        assert not fell_back and partials.stats["cpu_fallback"] == before
+
+
+@pytest.mark.parametrize("dt", ALL, ids=ALL_IDS)
+def test_split_pieces_combine_on_the_device(device_or_checked, dt, monkeypatch):
+    """Issue 26: on an OpenCL (or CUDA) device a split call's pieces add their exact partials into
+    running totals on the device (reduce.cl: gm_limbs_add) and are rounded there once
+    (gm_limbs_round): no piece's limbs are read back (LimbsProgram.run never runs), only the means;
+    the oracle's bits, one launch's and the CPU device's, at several cuts and permutations; every
+    axis cut; named sets (+-largest cancelling, whole exponent range, subnormals, ties, -0.0 alone,
+    inf and NaN: adversarial_matrix's rows)."""
+    device = device_or_checked
+    held64(device, dt)
+    if device.info.backend == "cpu":
+        pytest.skip("the CPU device adds its pieces' digits in numpy")
+    from gpu_mean.backends import programs
+    reads, means, real_mean = [], [], programs.LimbsTotals.mean
+    monkeypatch.setattr(programs.LimbsProgram, "run", lambda self, data: reads.append(1) / 0)
+    monkeypatch.setattr(programs.LimbsTotals, "mean",
+                        lambda self, *a: means.append(self.n_total) or real_mean(self, *a))
+    seen = counting(monkeypatch)
+    rng = np.random.default_rng(101)
+    x = np.ascontiguousarray(adversarial_matrix(dt, rng).T)             # (240 values, outputs)
+    want = want_reduce(x, (0,), dt)
+    check_bits(gm.reduce_mean(x, axes=[0], device="cpu"), want, f"{dt} the CPU device")
+    one = gm.reduce_mean(x, axes=[0], device=device)
+    check_bits(one, want, f"{dt} one launch")
+    totals = x.shape[1] * 8 * (split.DEVICE_LIMBS[data_type_of(dt, "t")] + 1)    # the running totals fit too
+    limits = [limit for limit in (4096, 8192, 12288, 24576, 32768, 49152) if totals <= limit < x.nbytes]
+    assert len(limits) >= 2
+    for limit in limits:
+        seen.clear()
+        means.clear()
+        got = gm.reduce_mean(x, axes=[0], device=lowered(device, limit))
+        check_bits(got, want, f"{dt} combined on the device, pieces of at most {limit} bytes")
+        assert len(seen) > 1 and means == [x.shape[1]], (limit, len(seen), means)
+    for seed in range(2):
+        perm = np.ascontiguousarray(x[np.random.default_rng(seed).permutation(x.shape[0])])
+        check_bits(gm.reduce_mean(perm, axes=[0], device=lowered(device, limits[seed])), want, f"{dt} permuted {seed}")
+    flat = np.ascontiguousarray(np.concatenate([x[:, :4], x[:, -8:]], axis=1))
+    check_bits(gm.reduce_mean(flat, axes=None, device=lowered(device, 4096)), want_reduce(flat, (0, 1), dt),
+               f"{dt} all axes combined on the device")
+    assert not reads
+
+
+def test_large_pieces_combine_on_the_device(device):
+    """Pieces of 4 MiB and more (PoCL backs such buffers with host memory, USE_HOST_PTR): each piece's
+    input buffer outlives the kernels that read it while the next piece is prepared (LimbsTotals
+    holds it until a blocking command; freed early, the kernel read freed memory and the process
+    crashed); the CPU device's bits."""
+    x = as_type(np.random.default_rng(111).standard_normal((2048, 2048)), np.dtype(np.float32))
+    got = gm.reduce_mean(x, axes=[0], device=lowered(device, 4 << 20))     # four pieces of 4 MiB
+    check_bits(got, gm.reduce_mean(x, axes=[0], device="cpu"), "float32 pieces of 4 MiB")

@@ -481,17 +481,27 @@ def test_a_dask_int64_chunk_past_one_buffer_gives_two_words(device, pieces):
     assert len(pieces) > 4
 
 
-def test_float64_with_a_cut_reduced_axis_is_refused_on_kernel_devices(device):
-    """FLOAT64 on an OpenCL or CUDA device: a cut reduced axis is refused, naming the type and the
-    limit (the kernels' exact partials cover FLOAT32, FLOAT16 and BFLOAT16); the CPU device adds its
-    pieces' exact totals, one launch's bits."""
+def test_float64_with_a_cut_reduced_axis_gives_one_launch_bits(device, monkeypatch):
+    """FLOAT64 with a cut reduced axis: every device adds its pieces' exact totals (OpenCL and CUDA:
+    the kernels' 68-limb superaccumulator, gm_reduce_limbs, added on the device), the bits of one
+    launch and of the CPU device, for positive data and for +-DBL_MAX that cancel; a device without
+    fp64 has no FLOAT64 tensors at all."""
     if device.info.backend != "cpu" and not device.info.fp64:
         pytest.skip("FLOAT64 needs fp64")
     x = data("positive", (300, 100), np.float64, 18)
+    big = np.finfo(np.float64).max
+    y = np.concatenate([np.full((150, 100), big), np.full((150, 100), -big)])
+    y[7] = data("positive", (1, 100), np.float64, 19)
     small = gm.Device(device.backend, device.feature_level, max_alloc_bytes=SMALL)
-    if device.info.backend == "cpu":
-        assert oracle.equal_bits(gm.reduce_mean(x, [0], device=small), gm.reduce_mean(x, [0], device=device))
-        return
+    from gpu_mean.runtime import device as device_mod
+    seen, real, real_add = [], gm.Device.exact_partials, device_mod._DeviceTotals.add
+    monkeypatch.setattr(gm.Device, "exact_partials", lambda self, *a: seen.append(self) or real(self, *a))
+    monkeypatch.setattr(device_mod._DeviceTotals, "add",      # the pieces combined on the device (issue 26)
+                        lambda self, *a: seen.append(self.device) or real_add(self, *a))
+    for arr in (x, y):
+        seen.clear()
+        one = gm.reduce_mean(arr, [0], device=device)
+        assert oracle.equal_bits(gm.reduce_mean(arr, [0], device=small), one)
+        assert oracle.equal_bits(one, gm.reduce_mean(arr, [0], device="cpu"))
+        assert len(seen) > 1 and all(d is small for d in seen)
     assert oracle.equal_bits(gm.reduce_mean(x, [1], device=small), gm.reduce_mean(x, [1], device=device))
-    with pytest.raises(gm.UnsupportedError, match=f"FLOAT64 .*{SMALL} bytes.*not combined yet"):
-        gm.reduce_mean(x, [0], device=small)

@@ -87,13 +87,23 @@ class KernelBackend(Backend):
         output's superaccumulator limbs (32-bit digits, limb j weighing 2^(32 j) units of the format's
         smallest subnormal; FLOAT16's 2^-24, FLOAT32's and BFLOAT16's 2^-149) and exact.h's flags in
         the last word. The caller holds the device's lock."""
+        return self._limbs_program(plan).run(data)
+
+    def _limbs_program(self, plan: planning.ReducePlan) -> LimbsProgram:
         progs = self.__dict__.setdefault("_limbs_programs", {})
         prog = progs.get(plan)
         if prog is None:
             if len(progs) >= 32:
                 progs.clear()
             prog = progs[plan] = LimbsProgram(self, plan)
-        return prog.run(data)
+        return prog
+
+    def exact_totals(self, dt, n_total: int) -> LimbsTotals:
+        """Running exact totals of ``n_total`` outputs of ``dt`` values kept on the device (exact.h's
+        K limbs and the flags each, zero): pieces add into them (``LimbsTotals.add``) and they are
+        rounded there once (``LimbsTotals.mean``); nothing but the means is read back. The caller
+        holds the device's lock."""
+        return LimbsTotals(self, reduce_kernels.LIMB_COUNT[dt], n_total)
 
 
 class LimbsProgram:
@@ -111,7 +121,10 @@ class LimbsProgram:
         self.meta = be.struct_arg(reduce_kernels.pack_meta(plan))
         self.checked = _Checked(be, 4) if be.checked else None
 
-    def run(self, data: np.ndarray) -> np.ndarray:
+    def _partials(self, data: np.ndarray) -> tuple:
+        """(partials, input) buffers of ``data``: each (run, output) pair's limbs and flags, on the
+        device; the launch may still run: the caller keeps the input alive until a blocking command
+        (a buffer over host memory, PoCL's USE_HOST_PTR, must outlive the kernel that reads it)."""
         v, be, plan = self.variant, self.be, self.plan
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         inp = be.alloc(max(raw.nbytes, 16))
@@ -125,10 +138,78 @@ class LimbsProgram:
         if self.checked is not None:
             self.checked.status.check(v.launch.kernel)
         be.forget_args(self.kernel)
+        return part, inp
+
+    def run(self, data: np.ndarray) -> np.ndarray:
+        v, be, plan = self.variant, self.be, self.plan
+        part, _inp = self._partials(data)
         words = be.read(part, 0, v.words * 8).view(np.int64).reshape(v.n_chunks, plan.n_out, v.limbs + 1)
         limbs = words[:, :, :v.limbs].sum(axis=0)       # runs' digits below 2^32 each: no overflow
         flags = np.bitwise_or.reduce(words[:, :, v.limbs], axis=0)
         return np.concatenate([limbs, flags[:, None]], axis=1)
+
+
+class LimbsTotals:
+    """Exact totals of a split call's outputs on the device (issue 26: the pieces combined on the
+    device): K limbs and the flags per output, in one buffer, zero at first. ``add`` runs a piece's
+    gm_reduce_limbs and then reduce.cl's gm_limbs_add, which adds the piece's runs into the outputs
+    it covers and moves the carries up; ``mean`` runs gm_limbs_round (exact.h's division and
+    rounding) and reads the means back. Nothing else leaves the device."""
+
+    def __init__(self, be: KernelBackend, limbs: int, n_total: int):
+        self.be, self.limbs, self.n_total = be, limbs, n_total
+        self.words = n_total * (limbs + 1)
+        self.acc = be.alloc(self.words * 8)
+        be.write(self.acc, 0, np.zeros(self.words * 8, np.uint8))
+        self.prog: LimbsProgram | None = None   # the last piece's program (its macros: the type's)
+        self._held: tuple = ()      # the last piece's buffers, until a blocking command has drained them
+
+    def add(self, plan: planning.ReducePlan, data: np.ndarray, dst: np.ndarray) -> None:
+        """Add the exact totals of the host array ``data`` (laid out as ``plan``) into outputs ``dst``
+        (int64 indices of the whole call's outputs, one per output of the plan, in its order)."""
+        be = self.be
+        prog = self.prog = be._limbs_program(plan)
+        v = prog.variant
+        assert v.limbs == self.limbs and dst.shape == (plan.n_out,)
+        part, inp = prog._partials(data)
+        idx = be.alloc(max(dst.nbytes, 16))
+        be.write(idx, 0, np.ascontiguousarray(dst, np.int64).view(np.uint8))   # blocking: drains the last piece
+        launch = reduce_kernels.combine_launch("gm_limbs_add", plan.n_out, be.cpu_shaped)
+        handle = be.kernel("reduce.cl", v.macros, launch.kernel)
+        args = (be.buffer_arg(part), be.buffer_arg(self.acc), be.buffer_arg(idx), np.int64(plan.n_out),
+                np.int64(v.n_chunks))
+        self._launch(prog, handle, args, launch, [checked.Bound("partials", 0, v.words),
+                                                  checked.Bound("output", 0, 0),
+                                                  checked.Bound("running totals", 0, self.words),
+                                                  checked.Bound("destinations", 0, plan.n_out)])
+        self._held = (part, inp, idx)
+
+    def mean(self, n: int, dtype) -> np.ndarray:
+        """The correctly rounded means of the totals (``n`` values each, n < 2^32) as a flat array of
+        ``dtype`` (the values' type)."""
+        be, prog = self.be, self.prog
+        dtype = np.dtype(dtype)
+        out = be.alloc(max(self.n_total * dtype.itemsize, 16))
+        launch = reduce_kernels.combine_launch("gm_limbs_round", self.n_total, be.cpu_shaped)
+        handle = be.kernel("reduce.cl", prog.variant.macros, launch.kernel)
+        args = (be.buffer_arg(self.acc), be.buffer_arg(out), np.int64(self.n_total), np.uint64(n))
+        self._launch(prog, handle, args, launch, [checked.Bound("input", 0, 0),
+                                                  checked.Bound("output", 0, self.n_total),
+                                                  checked.Bound("running totals", 0, self.words),
+                                                  checked.Bound("flags", 0, 0)])
+        res = be.read(out, 0, self.n_total * dtype.itemsize).view(dtype).copy()
+        self._held = ()
+        return res
+
+    def _launch(self, prog: LimbsProgram, handle, args: tuple, launch: Launch, bounds: list) -> None:
+        be = self.be
+        if prog.checked is not None:
+            prog.checked.status.arm(bounds)
+            args += prog.checked.tail
+        be.launch(handle, args, launch, self.words * 8)
+        if prog.checked is not None:
+            prog.checked.status.check(launch.kernel)
+        be.forget_args(handle)
 
 
 def reduce_variant(be: KernelBackend, plan: planning.ReducePlan) -> reduce_kernels.ReduceVariant:

@@ -425,7 +425,7 @@ def _temporary(plan: planning.ReducePlan, n_chunks: int, nbytes: int) -> int:
 
 # -- exact partials (gm_reduce_limbs; docs/design.md, "Partials across boundaries") -----------------
 
-LIMB_COUNT = {D.FLOAT32: 10, D.BFLOAT16: 10, D.FLOAT16: 3}     # exact.h's GM_XK_F, GM_XK_H
+LIMB_COUNT = {D.FLOAT32: 10, D.BFLOAT16: 10, D.FLOAT16: 3, D.FLOAT64: 68}    # exact.h's GM_XK_F, _H, _D
 LIMBS_MIN_RUN = 1 << 12     # values per run at least (a run's limbs cost (K + 1) * 8 bytes to write and add)
 
 
@@ -486,3 +486,11 @@ def limbs_variant(plan: planning.ReducePlan, *, cpu_shaped: bool, fp64: bool, co
         groups = max(1, min(pairs, sms * 8, gpu_geometry.MAX_X))
         launch = Launch("gm_reduce_limbs", (groups * EX_WG,), (EX_WG,))
     return LimbsVariant(m, launch, n_chunks, clen, LIMB_COUNT[plan.dtype], n_out)
+
+
+def combine_launch(kernel: str, n_out: int, cpu_shaped: bool) -> Launch:
+    """gm_limbs_add / gm_limbs_round (exact partials combined on the device): a work-item per output;
+    GPU shape in groups of EX_WG."""
+    if cpu_shaped:
+        return Launch(kernel, (max(n_out, 1),), None)
+    return Launch(kernel, (_round_up(max(n_out, 1), EX_WG),), (EX_WG,))

@@ -3,10 +3,11 @@
 A partial is a sum, never a mean: ``PartialSum(hi, lo, count)`` holds, for every output element, the
 total of ``count`` inputs in the wide type of ``gm.ext.ReduceSumDesc``. Float numpy chunks give
 exact totals instead (``PartialSum.digits``: runtime/exact.py's superaccumulator digits and flags;
-on the CPU device from numpy, on OpenCL and CUDA devices for FLOAT32/FLOAT16/BFLOAT16 from the
-kernels' superaccumulator, ``Device.exact_partials``, with or without fp64), added exactly and
+on the CPU device from numpy, on OpenCL and CUDA devices from the kernels' superaccumulator,
+``Device.exact_partials``: FLOAT32/FLOAT16/BFLOAT16 with or without fp64, FLOAT64 with fp64; a
+device without fp64 has FLOAT64 chunks summed by the CPU device, with a warning), added exactly and
 rounded once: the correctly rounded mean at any chunking and ``split_every`` (issue 22). The rest
-of this docstring is about the wide partials (CuPy chunks, FLOAT64 on a device, integers).
+of this docstring is about the wide partials (CuPy chunks, integers).
 
 * chunk: one ``ReduceSumDesc`` launch on the worker's device per chunk. FLOAT32/FLOAT16/BFLOAT16 give
   FLOAT64 totals accumulated as REDUCE AVERAGE accumulates; INT32/UINT32 give exact INT64/UINT64 totals
@@ -40,7 +41,7 @@ import numpy as np
 from ..descriptors.ext import ReduceSumDesc
 from ..descriptors.tables import WIDE_SUM_LOW_TYPE, WIDE_SUM_TYPE
 from ..descriptors.tensor import TensorDesc, packed_strides
-from ..descriptors.types import is_bfloat16
+from ..descriptors.types import DataType, is_bfloat16
 from ..errors import InvalidArgumentError
 from ..frontends import split
 from ..frontends.arrays import Call, data_type_of, get_device
@@ -80,13 +81,8 @@ def _sum_device(device, wide, cp):
             raise InvalidArgumentError(f"gpu_mean.dask: a CuPy chunk needs a CUDA device, but the worker's device "
                                        f"is {dev.name}; pass device='cuda' or numpy chunks")
         return dev
-    if wide.numpy_dtype == np.float64 and not dev.info.fp64:
-        # FLOAT64 partial sums are what keeps the promise; a device without fp64 cannot write them, so the
-        # numpy reference device sums this chunk instead (slower, never less accurate)
-        warnings.warn(f"gpu_mean.dask: {dev.name} has no fp64, so float chunks are summed on the CPU device "
-                      "to keep the accuracy promise", RuntimeWarning, stacklevel=3)
-        stats["cpu_fallback"] += 1
-        return get_device("cpu")
+    # (numpy float chunks never come here: chunk_sum gives their exact totals, on a device without
+    # fp64 too)
     return dev
 
 
@@ -182,6 +178,14 @@ def chunk_sum(block, axis=None, keepdims=True, device=None, computing_meta=False
     if _exact_chunk(block, device):
         stats["launched"] += 1
         dev = get_device(device)
+        dt = data_type_of(block.dtype, "ReduceMean")
+        if dev.info.backend != "cpu" and dt == DataType.FLOAT64 and not dev.info.fp64:
+            # FLOAT64 on a device without fp64, which holds no FLOAT64 tensor: the CPU device's exact
+            # total (the same digits the device would give)
+            warnings.warn(f"gpu_mean.dask: {dev.name} has no fp64, so {dt.name} chunks are summed on the CPU "
+                          "device", RuntimeWarning, stacklevel=2)
+            stats["cpu_fallback"] += 1
+            dev = get_device("cpu")
         if dev.info.backend == "cpu":
             digits, flags = exact.limbs(block, axes, block.dtype), exact.nonfinite_flags(block, axes)
         else:   # the device's superaccumulator, chunk by chunk of what one buffer takes
@@ -195,9 +199,8 @@ def chunk_sum(block, axis=None, keepdims=True, device=None, computing_meta=False
 
 def _exact_chunk(block, device) -> bool:
     """Whether a chunk's total is exact (numpy chunks): float values summed by the CPU device, and
-    FLOAT32, FLOAT16 and BFLOAT16 values summed by an OpenCL or CUDA device's superaccumulator
-    (``Device.exact_partials``; no fp64 needed). CuPy chunks and FLOAT64 on the devices keep the
-    wide partials."""
+    by an OpenCL or CUDA device's superaccumulator (``Device.exact_partials``: FLOAT32, FLOAT16 and
+    BFLOAT16 with or without fp64; FLOAT64 with fp64). CuPy chunks keep the wide partials."""
     if cupy_module(block) is not None or block.size == 0:
         return False
     dt = data_type_of(block.dtype, "ReduceMean")

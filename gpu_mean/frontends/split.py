@@ -17,7 +17,7 @@ launches are compiled and cached.
 Element-wise means, and reductions whose reduced axes are never cut, run each piece as a call of
 its own (``Call.piece``) that writes its part of the result where it belongs: bit for bit the same
 arithmetic as one launch, element by element. When a reduced axis is cut, float pieces (FLOAT32,
-FLOAT16, BFLOAT16 on every device; FLOAT64 on the CPU device) give exact totals
+FLOAT16, BFLOAT16 and FLOAT64 on every device that holds them) give exact totals
 (``exact_totals``: ``Device.exact_partials``, the kernels' superaccumulator on OpenCL and CUDA with
 or without fp64, numpy's on the CPU device), added digit by digit and rounded once: the correctly
 rounded mean, one launch's bits (issue 22; docs/design.md, "Partials across boundaries"). INT32 and
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import warnings
 
 import numpy as np
 
@@ -43,12 +42,13 @@ from ..descriptors.tensor import MAX_ELEMENTS, TensorDesc, packed_strides
 from ..descriptors.types import DataType
 from ..errors import InvalidArgumentError, UnsupportedError
 from ..runtime import exact, numerics, wide
-from .arrays import Call, Operand, data_type_of, get_device
+from .arrays import Call, Operand, data_type_of
 
 PAGE = 4096
 # the float types whose pieces an OpenCL or CUDA device sums exactly (opencl_kernels/reduce.cl:
-# gm_reduce_limbs), and the superaccumulator's limbs per output (exact.h: GM_XK_F, GM_XK_H)
-DEVICE_LIMBS = {DataType.FLOAT32: 10, DataType.BFLOAT16: 10, DataType.FLOAT16: 3}
+# gm_reduce_limbs), and the superaccumulator's limbs per output (exact.h: GM_XK_F, GM_XK_H, GM_XK_D;
+# FLOAT64 tensors exist only on devices with fp64)
+DEVICE_LIMBS = {DataType.FLOAT32: 10, DataType.BFLOAT16: 10, DataType.FLOAT16: 3, DataType.FLOAT64: 68}
 DEVICE_EXACT = tuple(DEVICE_LIMBS)
 # the integer types whose pieces give 128-bit totals in two words (ReduceSumDesc's high and low word)
 WORD_TYPES = (DataType.INT64, DataType.UINT64)
@@ -184,9 +184,11 @@ def run_reduce(call: Call, axes: tuple, out_shape, make_desc):
                    lambda pc=pc, layout=layout: make_desc(pc, pc.ops[0], axes, layout, False), dest=dest)
         return hand_back(res.reshape(out_shape), call.rule, dtype)
 
-    totals = sum_pieces(call, axes, make_desc)
     n = math.prod(shape[d] for d in axes)
-    res = totals.mean(n, dtype, call.dev.info.fp64).reshape(out_shape)
+    res = device_means(call, axes, n)
+    if res is None:
+        res = sum_pieces(call, axes, make_desc).mean(n, dtype, call.dev.info.fp64)
+    res = res.reshape(out_shape)
     if call.kind != "host":
         res = call.bridge.from_host(op.array, np.ascontiguousarray(res))
     return hand_back(res, call.rule, dtype)
@@ -202,7 +204,7 @@ def sum_pieces(call: Call, axes: tuple, make_desc, exact_ok: bool = True) -> Tot
     dt = data_type_of(dtype, call.what)
     # float pieces give exact totals (docs/design.md, "Partials across boundaries"): on the CPU device
     # in numpy, on OpenCL and CUDA devices from the kernels' superaccumulator (FLOAT32, FLOAT16,
-    # BFLOAT16; no fp64 needed)
+    # BFLOAT16 with or without fp64; FLOAT64, which only devices with fp64 hold)
     exact_parts = exact_ok and dt.is_float and (call.dev.info.backend == "cpu" or dt in DEVICE_EXACT)
     if dt in WORD_TYPES:
         return word_totals(call, axes)
@@ -217,19 +219,11 @@ def sum_pieces(call: Call, axes: tuple, make_desc, exact_ok: bool = True) -> Tot
     wide = WIDE_SUM_TYPE[dt]
     out_strides = tuple(0 if d in axes else s for d, s in enumerate(packed_strides(out_keep)))
     chunks = plan_chunks(shape, [(op.strides, dtype.itemsize), (out_strides, int(wide.element_size))], call.limit)
-    # a device without fp64 cannot write FLOAT64 partials: the CPU device sums its pieces
-    sum_dev = get_device("cpu") if dt.is_float and not call.dev.info.fp64 else None
-    if sum_dev is not None:
-        warnings.warn(f"{call.what}: {call.dev.name} has no fp64, so the pieces of this {dt.name} tensor (past one "
-                      f"launch: a buffer of at most {call.limit} bytes) whose reduced axes are cut are summed on the "
-                      "CPU device, which writes the FLOAT64 partial sums the combine needs", RuntimeWarning,
-                      stacklevel=4)
+    # (float pieces reach this loop only from gpu_mean.dask's CuPy chunks, on CUDA devices, which have
+    # fp64: numpy float chunks and split calls take exact_totals)
     totals = Totals(out_keep, np.dtype(wide.numpy_dtype))
     for box in boxes(shape, chunks):
-        piece = op.piece(box)
-        if sum_dev is not None and piece.kind != "host":
-            piece = Operand("host", call.host_copy(piece), piece.shape, piece.dtype, piece.strides)
-        pc = Call.piece(call, [piece], None, sum_dev)
+        pc = Call.piece(call, [op.piece(box)], None)
         part = pc.run(("sum piece", pc.signature, axes),
                       lambda pc=pc: make_desc(pc, pc.ops[0], axes, None, True), to_host=True)
         totals.add(tuple(slice(None) if d in axes else b for d, b in enumerate(box)), part)
@@ -340,6 +334,35 @@ class WordTotals:
             return wide.trunc_div128(*ab, n).astype(dtype)
         total = self.hi.astype(object) * (1 << 64) + self.lo.astype(object)
         return np.vectorize(lambda t: -(-t // n) if t < 0 else t // n, otypes=[object])(total).astype(dtype)
+
+
+def device_means(call: Call, axes: tuple, n: int):
+    """The means of a call whose reduced axis is cut, its pieces combined on the device (issue 26):
+    each piece's exact totals added into running totals kept on the device (``Device.device_totals``:
+    reduce.cl's gm_reduce_limbs then gm_limbs_add), rounded there once (gm_limbs_round); only the
+    means are read back. None where that does not apply: the CPU device, a type without device
+    limbs, 2^32 values per output or more, or running totals past one buffer of the device."""
+    op = call.ops[0]
+    shape, dtype = op.shape, op.dtype
+    dt = data_type_of(dtype, call.what)
+    if call.dev.info.backend == "cpu" or dt not in DEVICE_LIMBS or n >= 1 << 32:
+        return None
+    out_keep = tuple(1 if d in axes else s for d, s in enumerate(shape))
+    n_total = math.prod(out_keep)
+    words = 8 * (DEVICE_LIMBS[dt] + 1)
+    if too_big(call, n_total, n_total * words):
+        return None
+    totals = call.dev.device_totals(dt, n_total)
+    if totals is None:
+        return None
+    out_strides = tuple(0 if d in axes else s for d, s in enumerate(packed_strides(out_keep)))
+    chunks = plan_chunks(shape, [(op.strides, dtype.itemsize), (out_strides, words)], call.limit)
+    index = np.arange(n_total, dtype=np.int64).reshape(out_keep)
+    for box in boxes(shape, chunks):
+        piece = op.piece(box)
+        arr = piece.array if piece.kind == "host" else call.host_copy(piece)
+        totals.add(arr, axes, index[tuple(slice(None) if d in axes else b for d, b in enumerate(box))])
+    return totals.mean(n, dtype).reshape(out_keep)
 
 
 def run_sum(call: Call, axes: tuple, make_desc):

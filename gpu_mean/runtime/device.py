@@ -139,6 +139,16 @@ class Device:
             words = self.executor.guard("exact partial sums", be.exact_limbs, plan, np.asarray(x))
         return exact.from_device_limbs(words, x.dtype, kept)
 
+    def device_totals(self, dt: DataType, n_total: int):
+        """Exact totals of ``n_total`` outputs of ``dt`` values kept on this device (issue 26: a split
+        call's pieces combined on the device), or None where the device has no kernels for them (the
+        CPU device). ``add(x, axes, dst)`` adds the exact totals of the host array ``x`` over ``axes``
+        into the outputs ``dst`` (int64 indices, one per kept element of ``x`` in row-major order),
+        ``mean(n, dtype)`` gives every output's correctly rounded mean of ``n`` (< 2^32) values, flat."""
+        if getattr(self.backend, "exact_totals", None) is None:
+            return None
+        return _DeviceTotals(self, dt, n_total)
+
     @property
     def name(self) -> str:
         return f"{self.info.id} ({self.info.name})"
@@ -290,3 +300,33 @@ def _packed(shape: tuple) -> tuple:
         strides.append(acc)
         acc *= n
     return tuple(reversed(strides))
+
+
+class _DeviceTotals:
+    """``Device.device_totals``: the backend's running totals (programs.LimbsTotals), each step under
+    the device's lock."""
+
+    def __init__(self, device: Device, dt: DataType, n_total: int):
+        device.executor.check_alive()
+        self.device, self.dt = device, dt
+        with device.executor.lock:
+            self.totals = device.executor.guard("exact partial sums", device.backend.exact_totals, dt, n_total)
+
+    def add(self, x, axes: tuple, dst) -> None:
+        import numpy as np
+        dev = self.device
+        dev.executor.check_alive()
+        axes = tuple(sorted(int(a) for a in axes))
+        shape = tuple(int(s) for s in x.shape)
+        kept = tuple(1 if d in axes else s for d, s in enumerate(shape))
+        out_strides = tuple(0 if d in axes else s for d, s in enumerate(_packed(kept)))
+        plan = planning.plan_reduce(KernelOp.REDUCE_MEAN, self.dt, shape, _packed(shape), out_strides, axes)
+        with dev.executor.lock:
+            dev.executor.guard("exact partial sums", self.totals.add, plan, np.asarray(x),
+                               np.ascontiguousarray(dst, np.int64).reshape(-1))
+
+    def mean(self, n: int, dtype):
+        dev = self.device
+        dev.executor.check_alive()
+        with dev.executor.lock:
+            return dev.executor.guard("exact means", self.totals.mean, n, dtype)
