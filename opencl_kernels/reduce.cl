@@ -179,10 +179,14 @@ GM_INLINE long gm_div(long a, long b) {
     return ((a | b) >> 31) == 0 ? (long)((uint)a / (uint)b) : a / b;
 }
 
-// Element offset of kept index k in the input (which = 1) or the output (which = 2); the outermost
-// index is what is left, so it takes no division.
+// Element offset of kept index k in the input (which = 1), the output (which = 2) or the wide sum's
+// low word (which = 3, GM_WIDE_SUM); the outermost index is what is left, so it takes no division.
 GM_INLINE long gm_keep_offset(__constant const gm_rmeta* m, long k, int which) {
+#if GM_WIDE_SUM
+    __constant const long* st = which == 1 ? m->keep_in : which == 2 ? m->keep_out : m->keep_lo;
+#else
     __constant const long* st = which == 1 ? m->keep_in : m->keep_out;
+#endif
     long off = 0;
 #pragma unroll
     for (int d = KN - 1; d > 0; --d) {
@@ -301,16 +305,6 @@ GM_INLINE void gm_store(gm_acc a, ulong n, __global OUT_T* out, long i, __global
 // The two-word total of output element i (an element index into out; the low word's element from
 // its own offset and strides). The wide sum has no flags: the host binds flag_off 0, so that fi is
 // the output's kept index k (every caller passes flag_off + k).
-GM_INLINE long gm_keep_lo_offset(__constant const gm_rmeta* m, long k) {
-    long off = 0;
-#pragma unroll
-    for (int d = KN - 1; d > 0; --d) {
-        long q = gm_div(k, m->keep_shape[d]);
-        off += (k - q * m->keep_shape[d]) * m->keep_lo[d];
-        k = q;
-    }
-    return KN > 0 ? off + k * m->keep_lo[0] : 0;
-}
 #if WIDE_INT
 // INT64 / UINT64: the total s 2^32 + c as hi 2^64 + lo (gpu_mean/runtime/wide.py: int_sum0 then
 // words128): A = s + (c >> 32) (its true value fits A's type), then hi = A >> 32 with the type's own
@@ -336,7 +330,7 @@ GM_INLINE void gm_store(gm_acc a, ulong n, __global OUT_T* out, long i, __global
     LO_T lo;
     GM_WIDE_WORDS(a, hi, lo)
     *GM_AT(GM_A_OUT, OUT_T, out, i, 1) = hi;
-    *GM_AT(GM_A_LO, LO_T, gm_lo, (long)gm_lo_off + gm_keep_lo_offset(m, fi), 1) = lo;
+    *GM_AT(GM_A_LO, LO_T, gm_lo, (long)gm_lo_off + gm_keep_offset(m, fi, 3), 1) = lo;
 }
 #else
 // Divide once, round once, store output element i (an element index into out); no flags.

@@ -114,7 +114,7 @@ def run_sum(block, axes, device):
             if call.mode == "split":
                 stats["launched"] += 1
                 return split.word_totals(call, axes).words()
-        return _run_two_words(block, axes, dev, dt, (wide, low), out_shape, cp)
+        return _run_two_words(block, axes, dev, dt, out_shape, cp)
     call = Call([block], _sum_device(device, wide, cp), "ReduceMean")
     if call.mode == "split":    # a chunk past one buffer of the device: its pieces' totals, added exactly
         stats["launched"] += 1
@@ -137,36 +137,23 @@ def _past_one_buffer(block, dev) -> bool:
     return block.size > split.MAX_ELEMENTS or (limit is not None and block.nbytes > limit)
 
 
-_two_word_ops: dict = {}   # this process's compiled two-word sums, by (device, descriptor)
-
-
-def _run_two_words(block, axes, dev, dt, out_types, out_shape, cp) -> tuple:
+def _run_two_words(block, axes, dev, dt, out_shape, cp) -> tuple:
     """A chunk's 128-bit total on ``dev``: the block packed (a host chunk copied into device buffers, a
-    CuPy chunk on its GPU), one ReduceSumDesc with two outputs, the words read back."""
+    CuPy chunk on its GPU), one ReduceSumDesc with two outputs (split.two_word_op), the words read back."""
+    if cp is None:
+        stats["launched"] += 1
+        return split.two_words(dev, block, axes, dt, stats)
     sizes, _, red = merge_dims(block.shape, packed_strides(block.shape), axes)
-    in_desc = TensorDesc(dt, sizes)
-    out_descs = [TensorDesc(t, tuple(1 if d in red else s for d, s in enumerate(sizes))) for t in out_types]
-    key = (dev, ReduceSumDesc(in_desc, out_descs[0], red, out_descs[1]))
-    cop = _two_word_ops.get(key)
-    if cop is None:
-        if len(_two_word_ops) >= 64:
-            _two_word_ops.clear()
-        cop = _two_word_ops[key] = dev.compile_operator(dev.create_operator(key[1]))
-        stats["compiled"] += 1
+    cop, in_desc, out_descs, compiled = split.two_word_op(dev, sizes, red, dt)
+    stats["compiled"] += compiled
     stats["launched"] += 1
-    if cp is not None:
-        with cp.cuda.Device(dev.info.index):
-            arr = cp.ascontiguousarray(block)
-            outs = [cp.empty(math.prod(out_shape), t.numpy_dtype) for t in out_descs]
-        inp = Buffer(dev, arr.data, max(in_desc.total_size_in_bytes, arr.nbytes), arr.nbytes)
-        dev.backend.arrays.before([arr])
-        cop.execute(inputs=[inp], outputs=[Buffer(dev, o.data, o.nbytes) for o in outs])
-        return tuple(o.reshape(out_shape) for o in outs)
-    inp = dev.create_buffer(max(in_desc.total_size_in_bytes, 4))
-    inp.write(np.ascontiguousarray(block).reshape(-1).view(np.uint8))
-    outs = [dev.create_buffer(max(t.total_size_in_bytes, 4)) for t in out_descs]
-    cop.execute(inputs=[inp], outputs=outs)
-    return tuple(o.read_tensor(t).reshape(out_shape) for o, t in zip(outs, out_descs))
+    with cp.cuda.Device(dev.info.index):
+        arr = cp.ascontiguousarray(block)
+        outs = [cp.empty(math.prod(out_shape), t.numpy_dtype) for t in out_descs]
+    inp = Buffer(dev, arr.data, max(in_desc.total_size_in_bytes, arr.nbytes), arr.nbytes)
+    dev.backend.arrays.before([arr])
+    cop.execute(inputs=[inp], outputs=[Buffer(dev, o.data, o.nbytes) for o in outs])
+    return tuple(o.reshape(out_shape) for o in outs)
 
 
 def chunk_sum(block, axis=None, keepdims=True, device=None, computing_meta=False):

@@ -269,16 +269,17 @@ def word_totals(call: Call, axes: tuple) -> WordTotals:
         piece = op.piece(box)
         arr = piece.array if piece.kind == "host" else call.host_copy(piece)
         totals.add(tuple(slice(None) if d in axes else b for d, b in enumerate(box)),
-                   *_two_words(call.dev, arr, axes, dt))
+                   *two_words(call.dev, arr, axes, dt))
     return totals
 
 
 _two_word_ops: dict = {}    # compiled two-word sums, by (device, descriptor)
 
 
-def _two_words(dev, arr: np.ndarray, axes: tuple, dt: DataType) -> tuple:
+def two_words(dev, arr: np.ndarray, axes: tuple, dt: DataType, stats: dict | None = None) -> tuple:
     """(high word, low word) of the host array ``arr``'s totals over ``axes`` (kept as size 1) on
-    ``dev``: one ReduceSumDesc with two outputs over a packed copy."""
+    ``dev``: one ReduceSumDesc with two outputs over a packed copy (``stats["compiled"]`` counts a
+    compile)."""
     arr = np.ascontiguousarray(arr)
     out_shape = tuple(1 if d in axes else s for d, s in enumerate(arr.shape))
     # packed: neighbours of the same kind (both reduced or both kept) merge, size-1 dims drop
@@ -291,21 +292,31 @@ def _two_words(dev, arr: np.ndarray, axes: tuple, dt: DataType) -> tuple:
                 sizes.append(n)
                 kinds.append(d in axes)
     sizes, kinds = sizes or [1], kinds or [False]
-    red = tuple(i for i, r in enumerate(kinds) if r)
-    in_desc = TensorDesc(dt, sizes)
-    outs = [TensorDesc(t, tuple(1 if d in red else s for d, s in enumerate(sizes)))
-            for t in (WIDE_SUM_TYPE[dt], WIDE_SUM_LOW_TYPE[dt])]
-    key = (dev, ReduceSumDesc(in_desc, outs[0], red, outs[1]))
-    cop = _two_word_ops.get(key)
-    if cop is None:
-        if len(_two_word_ops) >= 64:
-            _two_word_ops.clear()
-        cop = _two_word_ops[key] = dev.compile_operator(dev.create_operator(key[1]))
+    cop, in_desc, outs, compiled = two_word_op(dev, sizes, tuple(i for i, r in enumerate(kinds) if r), dt)
+    if stats is not None:
+        stats["compiled"] += compiled
     inp = dev.create_buffer(max(in_desc.total_size_in_bytes, 4))
     inp.write(arr.reshape(-1).view(np.uint8))
     bufs = [dev.create_buffer(max(t.total_size_in_bytes, 4)) for t in outs]
     cop.execute(inputs=[inp], outputs=bufs)
     return tuple(b.read_tensor(t).reshape(out_shape) for b, t in zip(bufs, outs))
+
+
+def two_word_op(dev, sizes, red: tuple, dt: DataType) -> tuple:
+    """The compiled ReduceSumDesc with two outputs (high and low word) over packed ``sizes`` of ``dt``
+    reduced over dims ``red`` on ``dev``, kept per process (at most 64): (operator, input desc, output
+    descs, whether it was compiled now). Split pieces and gpu_mean.dask chunks share it."""
+    in_desc = TensorDesc(dt, sizes)
+    outs = [TensorDesc(t, tuple(1 if d in red else s for d, s in enumerate(sizes)))
+            for t in (WIDE_SUM_TYPE[dt], WIDE_SUM_LOW_TYPE[dt])]
+    key = (dev, ReduceSumDesc(in_desc, outs[0], red, outs[1]))
+    cop = _two_word_ops.get(key)
+    if cop is not None:
+        return cop, in_desc, outs, False
+    if len(_two_word_ops) >= 64:
+        _two_word_ops.clear()
+    cop = _two_word_ops[key] = dev.compile_operator(dev.create_operator(key[1]))
+    return cop, in_desc, outs, True
 
 
 class WordTotals:
