@@ -595,7 +595,7 @@ GM_BF16_VEC(16)
 #else
 #define GM_NEED_BF16
 #endif
-#if USE_FP64
+#if USE_FP64 && NARY_FMT != 2   // (BFLOAT16 with fp64: its FLOAT64 sum may be inexact, the lanes below)
 // with fp64 the fix-up is the FLOAT64 sum (exact for 64 halves), divided once and rounded to float
 // to odd (GM_ODD_FLOAT), which the half store rounds once more: the one rounding to half
 #define GM_D_INPUT(k) d_ += convert_double16(LOADV_AT(k));

@@ -285,7 +285,9 @@ def cpu_macros(plan: planning.ElementwisePlan, fp64: bool, offsets_in_buffer: bo
     elif dt == D.BFLOAT16:
         t = "ushort"
         wide = m["ACC_DOUBLE"] and plan.op == KernelOp.NARY_MEAN and not m.get("NARY_CR")
-        m.update({"LOADV(p)": f"as_float{vw}(convert_uint{vw}(vload{vw}(0, p)) << 16)",
+        # GM_VLOAD_BF16 (common.h): PoCL splits a vload16 of ushorts into 4-byte inserts
+        load = f"GM_VLOAD_BF16({vw}, p)" if vw in (8, 16) else f"vload{vw}(0, p)"
+        m.update({"LOADV(p)": f"as_float{vw}(convert_uint{vw}({load}) << 16)",
                   "STOREV(v, p)": f"GM_VSTORE_BF16({vw}, gm_float{vw}_to_bf16(v), p)",     # doubles: below
                   "LOAD1(p)": "gm_bf16_to_float(*(p))",
                   "STORE1(s, p)": f"(*(p) = gm_{'double' if wide else 'float'}_to_bf16(s))"})
@@ -301,7 +303,7 @@ def cpu_macros(plan: planning.ElementwisePlan, fp64: bool, offsets_in_buffer: bo
                   "STOREV(v, p)": f"vstore4(as_{t}4(convert_{u}4(v)), 0, p)",
                   "LOAD1(p)": f"(({c})(*(p)))", "STORE1(s, p)": f"(*(p) = as_{t}(convert_{u}(s)))"})
     acc = m["ACC_T"]
-    if plan.op == KernelOp.NARY_MEAN and (dt == D.FLOAT16 or m.get("NARY_CR") == 4):
+    if plan.op == KernelOp.NARY_MEAN and (dt in (D.FLOAT16, D.BFLOAT16) or m.get("NARY_CR") == 4):
         # the FLOAT32 sum proved exact by the exponents (elementwise.cl: NARY_CR 4): FLOAT16 with or
         # without fp64, BFLOAT16 without
         m.update(nary_rounding(plan, False))

@@ -331,7 +331,7 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
             m["STORE8_FLOAT(t, p)"] = ("vstore8(convert_double8(t), 0, (p))" if plan.op == KernelOp.REDUCE_SUM
                                        else "vstore_half8_rte((t) * 0.125f, 0, (p))")
         elif dt == D.BFLOAT16 and short == 8:
-            m["LOAD16(p)"] = "as_float16(convert_uint16(vload16(0, (p))) << 16)"
+            m["LOAD16(p)"] = "as_float16(convert_uint16(GM_VLOAD_BF16(16, (p))) << 16)"
             # as FLOAT16's, within 13 binades (reduce.cl: gm_exact_in_float); one rounding to bfloat16
             m["EXACT_BF16"] = 1
             m["STORE8_FLOAT(t, p)"] = ("vstore8(convert_double8(t), 0, (p))" if plan.op == KernelOp.REDUCE_SUM
@@ -349,7 +349,7 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
     if dt == D.FLOAT16:
         m["LOAD8(p)"] = f"convert_{acc}8(vload_half8(0, (p)))"
     elif dt == D.BFLOAT16:
-        m["LOAD8(p)"] = f"convert_{acc}8(as_float8(convert_uint8(vload8(0, (p))) << 16))"
+        m["LOAD8(p)"] = f"convert_{acc}8(as_float8(convert_uint8(GM_VLOAD_BF16(8, (p))) << 16))"
     elif dt in WIDE_INT:
         # the values as they are: the accumulator takes their high halves with the type's own shift
         m.update({"LOAD8(p)": "vload8(0, (p))", "X8": spell(dt) + "8"})
@@ -369,7 +369,7 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
     # the stored values as floats (GM_IN8M keeps their largest magnitude before the conversion)
     for w in (8, 16) if dt != D.FLOAT64 else ():
         m[f"RAW{w}(p)"] = {D.FLOAT32: f"vload{w}(0, (p))", D.FLOAT16: f"vload_half{w}(0, (p))",
-                           D.BFLOAT16: f"as_float{w}(convert_uint{w}(vload{w}(0, (p))) << 16)"}[dt]
+                           D.BFLOAT16: f"as_float{w}(convert_uint{w}(GM_VLOAD_BF16({w}, (p))) << 16)"}[dt]
     if dt == D.FLOAT32 and fp64:     # eight results through one vector bound test (gm_settle8)
         m.update({"GM_SETTLE8": 1, "GM_Q8(t, n)": quotient8(plan, acc)})
     bits = bool(short)
