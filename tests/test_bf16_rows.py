@@ -1,0 +1,184 @@
+"""The CPU shape's BFLOAT16 row sums (issue 21 point 6, reduce.cl: GM_B16, reduce_kernels.b16_rows):
+BFLOAT16 REDUCE AVERAGE through the row kernel with fp64 adds each pass's values four at a time in
+float, which is exact only while a block's nonzero exponents lie at most 14 binades apart and below
+2^126 (gm_b16_block_exact); the other blocks are added again value by value in double. Every device
+variant against the exact oracle, bit for bit: blocks built so that a float sum of four rounds (15
+binades) or overflows (values near the largest bfloat16) and the rounding changes the mean, blocks
+just inside the limits, tails that cut the blocks and the passes, runs cut into chunks, interleaved
+axes, ties, subnormals, the zero rule, infinities and NaN."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import oracle
+import pytest
+from helpers import run
+
+import gpu_mean as gm
+from gpu_mean import DataType as D
+from gpu_mean.backends import opencl_geometry, reduce_kernels
+from gpu_mean.descriptors.types import KernelOp
+from gpu_mean.runtime import planning
+
+T = gm.TensorDesc
+BF16 = np.dtype(ml_dtypes.bfloat16)
+BF_MAX = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
+BLOCK = 64 * reduce_kernels.B16_PASSES
+
+
+def bf(values) -> np.ndarray:
+    """bfloat16 values written exactly (each must be a bfloat16 value: checked)."""
+    a = np.asarray(values, np.float64)
+    b = a.astype(BF16)
+    assert np.array_equal(b.astype(np.float64), a, equal_nan=True), "not bfloat16 values"
+    return b
+
+
+def _mean(device, x: np.ndarray, axes) -> np.ndarray:
+    out = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+    return run(device, gm.ext.ReduceMeanDesc(T(D.BFLOAT16, x.shape), T(D.BFLOAT16, out), tuple(axes)), [x])
+
+
+def _check(device, x: np.ndarray, axes) -> np.ndarray:
+    got = _mean(device, x, axes)
+    want = oracle.reduce_mean(x, tuple(axes), BF16)
+    g, w = np.asarray(got).reshape(-1), np.asarray(want).reshape(-1)
+    gb, wb = g.view(np.uint16), w.view(np.uint16)
+    nan = np.isnan(w.astype(np.float32))
+    assert np.array_equal(np.isnan(g.astype(np.float32)), nan)
+    bad = np.nonzero(gb[~nan] != wb[~nan])[0]
+    assert bad.size == 0, f"{bad.size} outputs differ, first {g[~nan][bad[:3]]} against {w[~nan][bad[:3]]}"
+    return g
+
+
+def _plan(shape, axes, dt=D.BFLOAT16):
+    strides = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+    out = tuple(1 if i in axes else s for i, s in enumerate(shape))
+    out_strides = tuple(int(np.prod(out[i + 1:])) for i in range(len(out)))
+    return planning.plan_reduce(KernelOp.REDUCE_MEAN, dt, shape, strides, out_strides, axes)
+
+
+@pytest.mark.parametrize("shape, axes, fp64, want", [
+    ((1 << 20,), (0,), True, True),                 # a full reduction: chunks and the finalize pass
+    ((4, 20000), (1,), True, True),                 # long rows
+    ((64, 4096), (1,), True, True),
+    ((16, 8, 40, 40), (0, 2, 3), True, True),       # interleaved axes: a run per outer index
+    ((1 << 20,), (0,), False, False),               # no fp64: the float-float path
+    ((4096, 8), (1,), True, False),                 # short rows: their own kernel
+    ((64, 4096), (0,), True, False),                # columns
+])
+def test_b16_rows_chosen(shape, axes, fp64, want):
+    """The planner's choice: the row kernel with fp64 only (the tests below would pass vacuously if
+    their shapes never reached GM_B16); FLOAT16 never takes it."""
+    plan = _plan(shape, axes)
+    g = opencl_geometry.reduce_geometry(plan, compute_units=2)
+    v = reduce_kernels.cpu_variant(plan, compute_units=2, fp64=fp64)
+    assert bool(v.macros.get("GM_B16")) == want
+    if want:
+        assert g.kernel == "row" and reduce_kernels.b16_rows(plan, fp64, g)
+    assert not reduce_kernels.cpu_variant(_plan(shape, axes, D.FLOAT16), compute_units=2, fp64=fp64).macros["GM_B16"]
+
+
+def _quads(a: float, s: float, groups: int) -> np.ndarray:
+    """A row of ``groups`` groups of 32 values laid out for the kernel's float sums of four (elements
+    2l, 2l+1, 16+2l, 17+2l of each 32): the even groups give each of their eight sums (a + a) + (a + s),
+    the odd ones (-a + -a) + (-a + 0), exact. The row's exact total is 8 s per even group."""
+    g = np.zeros((groups, 32))
+    for q in range(8):
+        g[0::2, 2 * q] = g[0::2, 2 * q + 1] = g[0::2, 16 + 2 * q] = a
+        g[0::2, 17 + 2 * q] = s
+        g[1::2, 2 * q] = g[1::2, 2 * q + 1] = g[1::2, 16 + 2 * q] = -a
+    return g.reshape(-1)
+
+
+def test_fifteen_binades_are_added_in_double(device):
+    """a = 65280 (2^15 (2 - 2^-7)) and s = 1 + 2^-7: 15 binades apart, and 2a + (a + s) needs 25 bits
+    (its float sum is a tie that rounds s's last bit away), so float sums would give a total of 8 per
+    even group for 8 (1 + 2^-7) and a mean the bound test settles on the wrong side (0.125 for
+    0.1259765625); the block check must send these blocks to the double loop. 14 binades apart
+    (a = 32640) the float sums are exact: the fast loop, the same correct means."""
+    rows = [_quads(65280.0, 1 + 2.0 ** -7, 2 * BLOCK // 32), _quads(32640.0, 1 + 2.0 ** -7, 2 * BLOCK // 32),
+            _quads(-65280.0, -(1 + 2.0 ** -7), 2 * BLOCK // 32), _quads(65280.0 * 2.0 ** 80, 2.0 ** 80 + 2.0 ** 73,
+                                                                          2 * BLOCK // 32)]
+    x = bf(np.stack(rows))
+    g = _check(device, x, (1,)).astype(np.float64)
+    assert g[0] == 0.1259765625 and g[2] == -0.1259765625
+
+
+def test_values_from_2_126_are_added_in_double(device):
+    """Four values of the largest bfloat16 overflow a float sum: blocks with a value from 2^126 on go
+    to the double loop, however close their exponents; values just below 2^126 stay in the float loop."""
+    big = BF_MAX
+    below = 2.0 ** 126 - 2.0 ** 118               # the largest bfloat16 below 2^126
+    rows = [_quads(big, 2.0 ** 120, 2 * BLOCK // 32), _quads(big, -big, 2 * BLOCK // 32),
+            _quads(below, 2.0 ** 118, 2 * BLOCK // 32), np.where(np.arange(2 * BLOCK) % 2 == 0, big, -big)]
+    x = bf(np.stack(rows))
+    g = _check(device, x, (1,)).astype(np.float64)
+    assert np.all(np.isfinite(g))
+
+
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 63, 64, BLOCK - 1, BLOCK, BLOCK + 1, 2 * BLOCK + 48 + 5, 20011])
+def test_row_tails(device, n):
+    """Rows whose length cuts the blocks, the passes of 64 and of 16 anywhere: normal values, values
+    spanning bfloat16's exponent range (subnormals included: the double loop), tiny normal values
+    beside subnormals, and small integers (exact ties of the rounding)."""
+    rng = np.random.default_rng(n)
+    e = rng.integers(-133, 128, n)
+    spanning = np.where(rng.random(n) < 0.5, -1.0, 1.0) * np.minimum(np.ldexp(rng.uniform(1, 2, n), e), BF_MAX)
+    x = np.stack([rng.standard_normal(n), rng.standard_normal(n) * 3000.0, spanning,
+                  rng.standard_normal(n) * 2.0 ** -126, rng.integers(-3, 4, n) * 1.0,
+                  rng.standard_normal(n) * 2.0 ** -120])
+    _check(device, x.astype(BF16), (1,))
+
+
+def test_ties_through_the_float_loop(device):
+    """Means exactly on a bfloat16 midpoint (ties to even) and one value beside them, in blocks the
+    float loop takes: 1 and 1 + 2^-7 (mean 1 + 2^-8: 1.0), 1 + 2^-7 and 1 + 2^-6 (mean 1 + 3 2^-8:
+    1 + 2^-6), and the first with a value 2^-20 added (rounds up)."""
+    n = 2 * BLOCK
+    a = np.resize([1.0, 1 + 2.0 ** -7], n)
+    b = np.resize([1 + 2.0 ** -7, 1 + 2.0 ** -6], n)
+    c = a.copy()
+    c[5] = 2.0 ** -20
+    c[6] = 1.0 + 2.0 ** -7
+    c[7] = 1.0
+    c[8] = 1.0
+    x = bf(np.stack([a, b, c]))
+    _check(device, x, (1,))
+
+
+def test_full_reduction_in_chunks(device):
+    """One output of 2^18 + 13 values (eight chunks): the row kernel's chunks and the finalize pass."""
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((1 << 18) + 13) * 100.0).astype(BF16)
+    _check(device, x, (0,))
+    _check(device, np.concatenate([x, -x]), (0,))      # an exact zero total: +0.0
+
+
+def test_interleaved_axes(device):
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((16, 8, 40, 41)) * 40.0).astype(BF16)
+    x[3, 2, 7, 9] = 2.0 ** -130                        # one block of another run goes to the double loop
+    _check(device, x, (0, 2, 3))
+
+
+@pytest.mark.parametrize("n", [40, 4 * BLOCK + 3, 1 << 18])
+def test_zero_rule_and_specials(device, n):
+    """-0.0 from -0.0s alone, +0.0 for any other zero total; inf, NaN, inf with -inf as IEEE;
+    subnormals alone."""
+    rows = np.full((8, n), -0.0)
+    rows[1, 3] = 0.0                            # one +0.0: +0.0
+    rows[2, 1], rows[2, n - 1] = 2.0, -2.0      # cancelling values: +0.0
+    rows[3, n // 2] = np.inf
+    rows[4, 0], rows[4, n - 1] = np.inf, -np.inf
+    rows[5, n // 3] = np.nan
+    rows[6] = np.random.default_rng(n).standard_normal(n)
+    rows[6, n - 2] = -np.inf
+    rows[7] = np.random.default_rng(n + 1).integers(-127, 128, n) * 2.0 ** -133     # subnormal bfloat16s
+    x = rows.astype(BF16)
+    got = _mean(device, x, (1,)).reshape(-1)
+    bits = got.view(np.uint16)
+    f = got.astype(np.float32)
+    assert bits[0] == 0x8000 and bits[1] == 0 and bits[2] == 0
+    assert f[3] == np.inf and np.isnan(f[4]) and np.isnan(f[5]) and f[6] == -np.inf
+    _check(device, x, (1,))
