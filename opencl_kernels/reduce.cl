@@ -1289,6 +1289,30 @@ GM_INLINE int8 gm_settle8(ACC8 t, double mx, long depth, ulong n, float8* res) {
 }
 #endif
 
+#if GM_SETTLE8_BF16
+// gm_settle8 for BFLOAT16 (the column kernel's eight adjacent results, reduce_kernels.b16_cols): the
+// same ends, rounded once to bfloat16 each (GM_BF16_BITS8: through FLOAT32 rounded to odd, as
+// gm_double_to_bf16), equal bits settle a lane; the lanes the bound leaves open are -1. Lane for lane
+// the rule of gm_settle with gm_settle_double_bf16 (mx bounds every lane's values; its pad covers
+// err / n and the quotient's and the ends' roundings, as gm_settle8's).
+GM_INLINE int8 gm_settle8_bf16(ACC8 t, double mx, long depth, ulong n, ushort8* res) {
+    const ACC8 q = GM_Q8(t, n);
+    const double pad = ((double)depth * (1.0 + 0x1p-19) * (1.0 + 0x1p-40) + 4.0) * GM_U53 * mx;
+    const ushort8 lo = GM_BF16_BITS8(q - (ACC8)(pad)), hi = GM_BF16_BITS8(q + (ACC8)(pad));
+    // a zero mean of values not all zero is open: its ends -pad and +pad round to -0.0 and +0.0
+    int8 open = convert_int8(lo != hi);
+    *res = lo;
+    if (mx == 0.0 || !(mx <= 0x1p1023)) {
+        // zeros alone, infinities, NaN: one rounding is IEEE's answer; finite sums beside an inf or
+        // NaN of another lane (mx is then no bound): the exact pass
+        const int8 special = (mx == 0.0) ? (int8)(-1) : convert_int8(~isfinite(q) != 0);
+        *res = select(lo, GM_BF16_BITS8(q), convert_ushort8(special));
+        open = (mx <= 0x1p1023) ? (open & ~special) : ~special;
+    }
+    return open;
+}
+#endif
+
 #if SHORT_LEN
 // Short dense rows (SHORT_LEN elements, a multiple of 8 up to 32; row k at k * SHORT_LEN, output k
 // at k): work-item g takes rows [g * clen, + clen), eight at a time. Each row's 8-lane vectors are
@@ -1590,6 +1614,58 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
         for (int v = 0; v < COLS / 8; ++v) o[v] = GM_Z8;
         int blk = 0;
 #endif
+#if GM_B16C
+        // BFLOAT16 with fp64 (reduce_kernels.b16_cols): sixteen columns per load, their even and odd
+        // columns widened by a shift and a mask of the same bits (a bfloat16 is the top half of a
+        // float's), the four rows added in double as below: s[2w] and o[2w] hold the even columns of
+        // the w-th sixteen, s[2w + 1] and o[2w + 1] the odd ones, put back in the columns' order after
+        // the loop (the same additions per column: the same depth); the largest magnitude from the
+        // bits (mxc)
+        {
+            ushort16 mxc = (ushort16)(0);
+            for (; r + 4 <= rend; r += 4) {
+                long q = b + r * rs;
+                if (blk == GM_XBLOCK) {
+                    for (int v = 0; v < COLS / 8; ++v) { o[v] += s[v]; s[v] = GM_Z8; }
+                    blk = 0;
+                }
+                ++blk;
+                for (int w = 0; w < COLS / 16; ++w) {
+#if PREFETCH
+                    if ((w & 1) == 0) {   // the same columns PREFETCH rows on: a 64-byte line per two loads
+                        long f = q + PREFETCH * rs + 16 * w;
+                        GM_PREFETCH(in, f, 0); GM_PREFETCH(in, f + rs, 0);
+                        GM_PREFETCH(in, f + 2 * rs, 0); GM_PREFETCH(in, f + 3 * rs, 0);
+                    }
+#endif
+                    const ushort16 h0 = GM_VLOAD_BF16(16, GM_AT(GM_A_IN, const T, in, q + 16 * w, 16));
+                    const ushort16 h1 = GM_VLOAD_BF16(16, GM_AT(GM_A_IN, const T, in, q + rs + 16 * w, 16));
+                    const ushort16 h2 = GM_VLOAD_BF16(16, GM_AT(GM_A_IN, const T, in, q + 2 * rs + 16 * w, 16));
+                    const ushort16 h3 = GM_VLOAD_BF16(16, GM_AT(GM_A_IN, const T, in, q + 3 * rs + 16 * w, 16));
+                    mxc = max(mxc, max(max(h0 & (ushort16)(0x7FFF), h1 & (ushort16)(0x7FFF)),
+                                       max(h2 & (ushort16)(0x7FFF), h3 & (ushort16)(0x7FFF))));
+                    const uint8 u0 = as_uint8(h0), u1 = as_uint8(h1), u2 = as_uint8(h2), u3 = as_uint8(h3);
+                    s[2 * w] += (convert_double8(as_float8(u0 << 16)) + convert_double8(as_float8(u1 << 16))) +
+                                (convert_double8(as_float8(u2 << 16)) + convert_double8(as_float8(u3 << 16)));
+                    s[2 * w + 1] += (convert_double8(as_float8(u0 & (uint8)(0xFFFF0000u))) +
+                                     convert_double8(as_float8(u1 & (uint8)(0xFFFF0000u)))) +
+                                    (convert_double8(as_float8(u2 & (uint8)(0xFFFF0000u))) +
+                                     convert_double8(as_float8(u3 & (uint8)(0xFFFF0000u))));
+                }
+            }
+            for (int w = 0; w < COLS / 16; ++w) {
+                const ACC8 se = s[2 * w], sd = s[2 * w + 1], oe = o[2 * w], od = o[2 * w + 1];
+                s[2 * w] = (ACC8)(se.s0, sd.s0, se.s1, sd.s1, se.s2, sd.s2, se.s3, sd.s3);
+                s[2 * w + 1] = (ACC8)(se.s4, sd.s4, se.s5, sd.s5, se.s6, sd.s6, se.s7, sd.s7);
+                o[2 * w] = (ACC8)(oe.s0, od.s0, oe.s1, od.s1, oe.s2, od.s2, oe.s3, od.s3);
+                o[2 * w + 1] = (ACC8)(oe.s4, od.s4, oe.s5, od.s5, oe.s6, od.s6, oe.s7, od.s7);
+            }
+            const ushort8 m8 = max(mxc.lo, mxc.hi);
+            const ushort4 m4 = max(m8.lo, m8.hi);
+            const ushort2 m2 = max(m4.lo, m4.hi);
+            m8i = max(m8i, (int8)((int)((uint)max(m2.x, m2.y) << 16)));
+        }
+#endif
         for (; r + 4 <= rend; r += 4) {
             long q = b + r * rs;
 #if GM_EXACT
@@ -1629,6 +1705,14 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
                 float8 res;
                 const int8 open = gm_settle8(s[v], mall.m, m->depth, n, &res);
                 vstore8(res, 0, GM_AT(GM_A_OUT, OUT_T, out, ob + 8 * v, 8));
+                vstore8(convert_uchar8(open & (int8)(1)), 0, GM_AT(GM_A_FLAG, uchar, flag, fb + 8 * v, 8));
+                continue;
+            }
+#elif GM_SETTLE8_BF16
+            if (!use_part) {      // eight adjacent results and their flags (a byte each) at once
+                ushort8 res;
+                const int8 open = gm_settle8_bf16(s[v], mall.m, m->depth, n, &res);
+                GM_VSTORE_BF16(8, res, GM_AT(GM_A_OUT, OUT_T, out, ob + 8 * v, 8));
                 vstore8(convert_uchar8(open & (int8)(1)), 0, GM_AT(GM_A_FLAG, uchar, flag, fb + 8 * v, 8));
                 continue;
             }

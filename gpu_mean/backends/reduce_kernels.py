@@ -87,6 +87,13 @@ def b16_rows(plan: planning.ReducePlan, fp64: bool, g) -> bool:
     return plan.dtype == D.BFLOAT16 and fp64 and g.kernel == "row" and exact_mean(plan, fp64)
 
 
+def b16_cols(plan: planning.ReducePlan, fp64: bool, g) -> bool:
+    """Whether the CPU shape's column kernel loads BFLOAT16 REDUCE AVERAGE columns sixteen at a time,
+    widening the even and the odd columns apart (reduce.cl: GM_B16C): the correctly rounded mean with
+    fp64, column blocks of a multiple of 16."""
+    return plan.dtype == D.BFLOAT16 and fp64 and g.kernel == "col" and g.cols % 16 == 0 and exact_mean(plan, fp64)
+
+
 def meta_struct(plan: planning.ReducePlan) -> np.dtype:
     """numpy twin of the kernels' ``gm_rmeta`` (arrays of at least one element: C has no empty ones);
     the kernel checks its size against META_BYTES in both languages. The wide sum's two-word totals
@@ -350,6 +357,7 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
     b16 = b16_rows(plan, fp64, g)
     m.update({"GM_CPU_SHAPE": 1, "GM_XBLOCK": XBLOCK, "COLS": g.cols, "ROW_MULTI": int(g.row_multi),
               "GM_H16": int(h16), "GM_H16_PASSES": H16_PASSES, "GM_B16": int(b16), "GM_B16_PASSES": B16_PASSES,
+              "GM_B16C": int(b16_cols(plan, fp64, g)),
               "PREFETCH": g.prefetch,
               # the row kernel's float pre-sum of halves (the other kernels' FLOAT16 sums stay exact)
               "HALF_BLOCKS": int(dt == D.FLOAT16 and g.kernel == "row" and not f16_direct(plan, fp64)
@@ -383,6 +391,9 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
                            D.BFLOAT16: f"as_float{w}(convert_uint{w}(GM_VLOAD_BF16({w}, (p))) << 16)"}[dt]
     if dt == D.FLOAT32 and fp64:     # eight results through one vector bound test (gm_settle8)
         m.update({"GM_SETTLE8": 1, "GM_Q8(t, n)": quotient8(plan, acc)})
+    if m["GM_B16C"]:                 # the same for BFLOAT16's columns (gm_settle8_bf16)
+        m.update({"GM_SETTLE8_BF16": 1, "GM_Q8(t, n)": quotient8(plan, acc),
+                  "GM_BF16_BITS8(v)": f"gm_float8_to_bf16({half_through_odd('(v)', 8)})"})
     bits = bool(short)
     if bits:
         m["GM_FLAG_BITS"] = 1       # a bit per row, eight rows per byte (each work-item owns whole bytes)
