@@ -182,3 +182,90 @@ def test_zero_rule_and_specials(device, n):
     assert bits[0] == 0x8000 and bits[1] == 0 and bits[2] == 0
     assert f[3] == np.inf and np.isnan(f[4]) and np.isnan(f[5]) and f[6] == -np.inf
     _check(device, x, (1,))
+
+
+# --- columns (reduce.cl: GM_B16C, gm_settle8_bf16; reduce_kernels.b16_cols) ----------------------
+
+@pytest.mark.parametrize("shape, axes, fp64, want", [
+    ((256, 4096), (0,), True, True),                # column blocks of 1024
+    ((301, 48), (0,), True, True),
+    ((64, 2, 1040), (0,), True, True),              # a last block of 16 columns: the column-by-column loop
+    ((301, 40), (0,), True, False),                 # 40 columns: no multiple of 16
+    ((256, 4096), (0,), False, False),              # no fp64
+    ((64, 4096), (1,), True, False),                # rows
+])
+def test_b16_cols_chosen(shape, axes, fp64, want):
+    plan = _plan(shape, axes)
+    g = opencl_geometry.reduce_geometry(plan, compute_units=2)
+    v = reduce_kernels.cpu_variant(plan, compute_units=2, fp64=fp64)
+    assert bool(v.macros.get("GM_B16C")) == want == bool(v.macros.get("GM_SETTLE8_BF16"))
+    if want:
+        assert g.kernel == "col" and g.cols % 16 == 0
+
+
+def _columns(rows: int, cols: int, rng) -> np.ndarray:
+    """(rows, cols) with a kind of column per column index mod 16, so that every eight adjacent
+    results mix them: normal values, values spanning the exponent range, ties (1 and 1 + 2^-7 in
+    turn: the mean of an even count is a midpoint), cancelling values (a zero mean of nonzero values),
+    -0.0 alone, one +0.0 among -0.0s, subnormals, small integers, large values, and a value beside
+    one 2^-20 above a tie."""
+    x = np.empty((rows, cols))
+    r = np.arange(rows)
+    for c in range(cols):
+        kind = c % 16
+        if kind == 0:
+            x[:, c] = rng.standard_normal(rows)
+        elif kind == 1:
+            e = rng.integers(-133, 128, rows)
+            sign = np.where(rng.random(rows) < 0.5, -1.0, 1.0)
+            x[:, c] = sign * np.minimum(np.ldexp(rng.uniform(1, 2, rows), e), BF_MAX)
+        elif kind == 2:
+            x[:, c] = np.where(r % 2 == 0, 1.0, 1 + 2.0 ** -7) if rows % 2 == 0 else 1.0
+        elif kind == 3:
+            v = rng.uniform(1, 2, rows) * 2.0 ** 100
+            x[:, c] = np.where(r % 2 == 0, v, -np.roll(v, 1)) if rows % 2 == 0 else 0.0
+        elif kind == 4:
+            x[:, c] = -0.0
+        elif kind == 5:
+            x[:, c] = -0.0
+            x[rows // 2, c] = 0.0
+        elif kind == 6:
+            x[:, c] = rng.integers(-127, 128, rows) * 2.0 ** -133
+        elif kind == 7:
+            x[:, c] = rng.integers(-3, 4, rows) * 1.0
+        elif kind == 8:
+            x[:, c] = rng.standard_normal(rows) * 2.0 ** 120
+        else:
+            x[:, c] = rng.standard_normal(rows) * 10.0 ** (kind - 12)
+    return x.astype(BF16)
+
+
+@pytest.mark.parametrize("shape", [(7, 2048), (64, 2, 1040), (33, 4096), (64, 1024), (301, 48), (5000, 64),
+                                   (1000, 1, 32)])
+def test_columns(device, shape):
+    """Column blocks through the sixteen-wide loads, rows left after the passes of four (7, 33, 301),
+    a last block of 16 columns past the blocks of 1024, columns in one run (eight results settled at
+    once, gm_settle8_bf16, or left to the exact pass) and in chunks (the partials: 301, 5000 and 1000
+    rows on two compute units); bit for bit the oracle's."""
+    rng = np.random.default_rng(sum(shape))
+    x = _columns(shape[0], int(np.prod(shape[1:])), rng).reshape(shape)
+    g = _check(device, x, (0,)).reshape(-1)
+    bits = g.view(np.uint16)
+    assert np.all(bits[4::16] == 0x8000) and np.all(bits[5::16] == 0)       # the zero rule
+
+
+@pytest.mark.parametrize("special", ["inf", "nan", "both_inf"])
+def test_columns_beside_infinities(device, special):
+    """An infinity or NaN in one column: its result is IEEE's, and the other seven of its eight
+    (whose largest magnitude is then no bound) go to the exact pass."""
+    rng = np.random.default_rng(3)
+    x = _columns(64, 1024, rng).astype(np.float64)      # one run per column (two compute units): gm_settle8_bf16
+    col = 3 * 16 + 10
+    if special == "inf":
+        x[17, col] = np.inf
+    elif special == "nan":
+        x[17, col] = np.nan
+    else:
+        x[17, col], x[50, col] = np.inf, -np.inf
+    g = _check(device, x.astype(BF16), (0,)).astype(np.float32)
+    assert (g[col] == np.inf) if special == "inf" else np.isnan(g[col])
