@@ -1083,15 +1083,13 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
     while (i + 8 <= end) {
         const long bend = i + min((long)(32 * GM_H16_PASSES), (end - i) & ~31l);
         double8 s0 = (double8)(-0.0), s1 = (double8)(-0.0), s2 = (double8)(-0.0), s3 = (double8)(-0.0);
-        // a pass: 32 halves, one cache line (one prefetch); two passes per step
-#define GM_H16_PASS(j) { GM_PREFETCH(in, b + (j), PREFETCH); \
-            s0 = fma(convert_double8(vload_half8(0, GM_AT(GM_A_IN, const T, in, b + (j), 8))), one, s0); \
-            s1 = fma(convert_double8(vload_half8(0, GM_AT(GM_A_IN, const T, in, b + (j) + 8, 8))), one, s1); \
-            s2 = fma(convert_double8(vload_half8(0, GM_AT(GM_A_IN, const T, in, b + (j) + 16, 8))), one, s2); \
-            s3 = fma(convert_double8(vload_half8(0, GM_AT(GM_A_IN, const T, in, b + (j) + 24, 8))), one, s3); }
-        for (; i + 64 <= bend; i += 64) { GM_H16_PASS(i) GM_H16_PASS(i + 32) }
-        if (i < bend) { GM_H16_PASS(i) i += 32; }
-#undef GM_H16_PASS
+        for (; i < bend; i += 32) {
+            GM_PREFETCH(in, b + i, PREFETCH); GM_PREFETCH(in, b + i + 16, PREFETCH);
+            s0 = fma(convert_double8(vload_half8(0, GM_AT(GM_A_IN, const T, in, b + i, 8))), one, s0);
+            s1 = fma(convert_double8(vload_half8(0, GM_AT(GM_A_IN, const T, in, b + i + 8, 8))), one, s1);
+            s2 = fma(convert_double8(vload_half8(0, GM_AT(GM_A_IN, const T, in, b + i + 16, 8))), one, s2);
+            s3 = fma(convert_double8(vload_half8(0, GM_AT(GM_A_IN, const T, in, b + i + 24, 8))), one, s3);
+        }
         if (bend == i && i + 32 > end)      // the last passes of eight (at most three)
             for (; i + 8 <= end; i += 8) s0 += convert_double8(vload_half8(0, GM_AT(GM_A_IN, const T, in, b + i, 8)));
         const double8 blk = (s0 + s1) + (s2 + s3);
