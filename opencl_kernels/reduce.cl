@@ -1129,33 +1129,27 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
     }
 #endif
 #if GM_EXACT
-    // blocks of at most GM_XBLOCK passes: the four accumulators start again from -0.0 after each,
-    // their sum joins o8, so that no value passes through more than GM_XBLOCK + clen / (32 GM_XBLOCK)
-    // + 1 additions in this loop (the bound's depth, reduce_kernels.cpu_variant) instead of clen / 32.
-    // Two passes per step: the loop's own instructions (counter, compare, branch) are then a fifth of
-    // the step's, not a third (the bound's m costs two integer operations per sixteen values).
+    // blocks of GM_XBLOCK passes: the four accumulators start again from -0.0 after each, their sum
+    // joins o8, so that no value passes through more than GM_XBLOCK + clen / (32 GM_XBLOCK) + 1
+    // additions in this loop (the bound's depth, reduce_kernels.cpu_variant) instead of clen / 32
     ACC8 o8 = GM_Z8;
-    while (i + 32 <= end) {
-        const long bend = i + min((long)(32 * GM_XBLOCK), (end - i) & ~31l);
-#define GM_F32_PASS(j) { \
-        GM_PREFETCH(in, b + (j), PREFETCH); GM_PREFETCH(in, b + (j) + 16, PREFETCH); \
-        const float16 r01 = RAW16(GM_AT(GM_A_IN, const T, in, b + (j), 16)); \
-        const float16 r23 = RAW16(GM_AT(GM_A_IN, const T, in, b + (j) + 16, 16)); \
-        m16i = max(m16i, max(GM_MAG16(r01), GM_MAG16(r23))); \
-        X8 x0 = TO_ACC8(r01.lo), x1 = TO_ACC8(r01.hi), x2 = TO_ACC8(r23.lo), x3 = TO_ACC8(r23.hi); \
-        ACC8_ADD(s8, c8, x0); ACC8_ADD(s8b, c8b, x1); ACC8_ADD(s8c, c8c, x2); ACC8_ADD(s8d, c8d, x3); }
-        for (; i + 64 <= bend; i += 64) { GM_F32_PASS(i) GM_F32_PASS(i + 32) }
-        if (i < bend) { GM_F32_PASS(i) i += 32; }
-#undef GM_F32_PASS
-        o8 += (s8 + s8b) + (s8c + s8d); s8 = GM_Z8; s8b = GM_Z8; s8c = GM_Z8; s8d = GM_Z8;
-    }
-#else
+    int blk = 0;
+#endif
     for (; i + 32 <= end; i += 32) {
         GM_PREFETCH(in, b + i, PREFETCH); GM_PREFETCH(in, b + i + 16, PREFETCH);
+#if GM_EXACT
+        if (blk == GM_XBLOCK) { o8 += (s8 + s8b) + (s8c + s8d); s8 = GM_Z8; s8b = GM_Z8; s8c = GM_Z8; s8d = GM_Z8; blk = 0; }
+        ++blk;
+        // sixteen-wide loads: one integer max per sixteen values for the bound's m
+        const float16 r01 = RAW16(GM_AT(GM_A_IN, const T, in, b + i, 16));
+        const float16 r23 = RAW16(GM_AT(GM_A_IN, const T, in, b + i + 16, 16));
+        m16i = max(m16i, max(GM_MAG16(r01), GM_MAG16(r23)));
+        X8 x0 = TO_ACC8(r01.lo), x1 = TO_ACC8(r01.hi), x2 = TO_ACC8(r23.lo), x3 = TO_ACC8(r23.hi);
+#else
         X8 x0 = GM_IN8(b + i), x1 = GM_IN8(b + i + 8), x2 = GM_IN8(b + i + 16), x3 = GM_IN8(b + i + 24);
+#endif
         ACC8_ADD(s8, c8, x0); ACC8_ADD(s8b, c8b, x1); ACC8_ADD(s8c, c8c, x2); ACC8_ADD(s8d, c8d, x3);
     }
-#endif
     for (; i + 8 <= end; i += 8) { X8 x8 = GM_IN8M(b + i); ACC8_ADD(s8, c8, x8); }
     ACC8_JOIN(s8, c8, s8b); ACC8_JOIN(s8c, c8c, s8d); ACC8_JOIN(s8, c8, s8c);
 #if GM_EXACT
