@@ -1503,6 +1503,33 @@ __kernel void gm_reduce_short_serial(__global const T* in, ulong in_off, __globa
 }
 #endif
 
+#if GM_EXACT && GM_X_D
+// FLOAT64 columns: exact.h's gm_settle_dd_f64 for eight adjacent outputs at once, the same operations
+// lane for lane (so the same bits and the same verdicts as gm_store's, eight times), with gm_settle's
+// err for one largest magnitude mx: the open lanes (-1), the results' bits in *bits
+GM_INLINE long8 gm_settle_dd_f64_8(double8 hi, double8 lo, double mx, long depth, ulong n, long8* bits) {
+    const double err = (double)depth * 0x1p-103 * (double)n * mx;
+    const double8 nd = (double8)((double)n), qs = hi / nd;
+    const double8 sg = select((double8)(1.0), (double8)(-1.0), isless(hi, (double8)(0.0)));
+    const double8 h = hi * sg, l = lo * sg, q = qs * sg;
+    const double8 p0 = q * nd, pe0 = fma(q, nd, -p0), hp = h - p0;
+    const double8 d0 = (hp - pe0) + l;
+    const long8 uq = as_long8(q);
+    const double8 gu = as_double8(uq + 1) - q, gd = q - as_double8(uq - 1);
+    const long8 up = isgreater(d0, gu * 0.5 * nd), dn = isless(d0, -gd * 0.5 * nd);
+    const double8 c = select(select(q, q - gd, dn), q + gu, up);
+    const double8 dc = d0 - select(select((double8)(0.0), -gd * nd, dn), gu * nd, up);
+    const long8 uc = as_long8(c);
+    const double8 cu = as_double8(uc + 1) - c, cd = c - as_double8(uc - 1);
+    *bits = as_long8(select(qs, c * sg, up | dn));
+    const double8 tol = err * (1.0 + 0x1p-40) + (fabs(hp) + fabs(pe0) + fabs(l) + fabs(d0) + gu * nd) * 0x1p-50;
+    const long8 ok = isgreaterequal(q, (double8)(0x1p-1000)) & isless(q, (double8)(0x1p1000))
+                     & (long8)(-(long)(err < 0x1p1000)) & isless(dc + tol, cu * 0.5 * nd)
+                     & isless(tol - dc, cd * 0.5 * nd);
+    return ~(ok | (long8)(-(long)(mx == 0.0)));
+}
+#endif
+
 // Column class: work-item (column block, outer index, chunk) sums COLS adjacent columns over a chunk
 // of rows: every row read is COLS contiguous elements, and no work-item walks a whole column alone.
 __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
@@ -1531,34 +1558,64 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
         for (int v = 0; v < COLS / 8; ++v) { h[v] = (double8)(-0.0); l[v] = (double8)(0.0); }
 #if GM_EXACT
         long8 mcol = (long8)(0);
+        int big = 0;        // a value from 2^960 on, inf or NaN went lane by lane
 #endif
-        for (; r < rend; ++r) {
-            long q = b + r * rs;
+#if GM_EXACT
+#define GM_COL_BIG() big = 1;
+#define GM_COL_M(mag) mcol = max(mcol, mag);
+#define GM_COL_BHI(v, j, x) acc[8 * (v) + (j)].bhi = max(acc[8 * (v) + (j)].bhi, fabs(x));
+#else
+#define GM_COL_BIG()
+#define GM_COL_M(mag)
+#define GM_COL_BHI(v, j, x)
+#endif
+        // one row's eight columns x at q + 8 v into h[v], l[v]: a vector with a value from 2^960 on,
+        // inf or NaN lane by lane (the small ones into their lanes, the others into acc[]'s gm_dd4)
+#define GM_COL_ROW(x, q, v) { const long8 mag_ = as_long8(x) & (long8)(0x7FFFFFFFFFFFFFFFL); \
+    if (any(mag_ >= (long8)(0x7BF0000000000000L))) { \
+        double hh[8], ll[8]; \
+        GM_COL_BIG() \
+        vstore8(h[v], 0, hh); vstore8(l[v], 0, ll); \
+        for (int j = 0; j < 8; ++j) { \
+            const double xj = GM_IN1((q) + 8 * (v) + j); \
+            if (fabs(xj) < 0x1p960) { GM_DD_ADD1(hh[j], ll[j], xj) GM_COL_BHI(v, j, xj) } \
+            else GM_ACC_ADD(acc[8 * (v) + j], xj); \
+        } \
+        h[v] = vload8(0, hh); l[v] = vload8(0, ll); \
+    } else { GM_DD8_ADD(h[v], l[v], x) GM_COL_M(mag_) } }
+        // four rows per pass: each column's accumulator loaded and stored once per four rows (COLS / 8
+        // pairs of vectors do not stay in registers), the same adds in the same order per column
+        for (; r + 4 <= rend; r += 4) {
+            const long q = b + r * rs;
             for (int v = 0; v < COLS / 8; ++v) {
 #if PREFETCH
-                if ((v & 1) == 0) GM_PREFETCH(in, q + PREFETCH * rs + 8 * v, 0);
-#endif
-                const double8 x = GM_IN8(q + 8 * v);
-                const long8 mag = as_long8(x) & (long8)(0x7FFFFFFFFFFFFFFFL);    // as GM_DD8_TAKE
-                if (any(mag >= (long8)(0x7BF0000000000000L))) {
-                    double hh[8], ll[8];
-                    vstore8(h[v], 0, hh); vstore8(l[v], 0, ll);
-                    for (int j = 0; j < 8; ++j) {
-                        const double xj = GM_IN1(q + 8 * v + j);
-                        if (fabs(xj) < 0x1p960) {
-                            GM_DD_ADD1(hh[j], ll[j], xj)
-#if GM_EXACT
-                            acc[8 * v + j].bhi = max(acc[8 * v + j].bhi, fabs(xj));
-#endif
-                        } else GM_ACC_ADD(acc[8 * v + j], xj);     // gm_dd4_big (GM_EXACT: m = +inf)
-                    }
-                    h[v] = vload8(0, hh); l[v] = vload8(0, ll);
-                } else {
-                    GM_DD8_ADD(h[v], l[v], x)
-#if GM_EXACT
-                    mcol = max(mcol, mag);
-#endif
+                if ((v & 1) == 0) {
+                    const long f = q + PREFETCH * rs + 8 * v;
+                    GM_PREFETCH(in, f, 0); GM_PREFETCH(in, f + rs, 0);
+                    GM_PREFETCH(in, f + 2 * rs, 0); GM_PREFETCH(in, f + 3 * rs, 0);
                 }
+#endif
+                const double8 x0 = GM_IN8(q + 8 * v), x1 = GM_IN8(q + rs + 8 * v);
+                const double8 x2 = GM_IN8(q + 2 * rs + 8 * v), x3 = GM_IN8(q + 3 * rs + 8 * v);
+                const long8 mag = max(max(as_long8(x0) & (long8)(0x7FFFFFFFFFFFFFFFL),
+                                          as_long8(x1) & (long8)(0x7FFFFFFFFFFFFFFFL)),
+                                      max(as_long8(x2) & (long8)(0x7FFFFFFFFFFFFFFFL),
+                                          as_long8(x3) & (long8)(0x7FFFFFFFFFFFFFFFL)));
+                if (any(mag >= (long8)(0x7BF0000000000000L))) {
+                    GM_COL_ROW(x0, q, v) GM_COL_ROW(x1, q + rs, v) GM_COL_ROW(x2, q + 2 * rs, v) GM_COL_ROW(x3, q + 3 * rs, v)
+                } else {
+                    double8 hv = h[v], lv = l[v];
+                    GM_DD8_ADD(hv, lv, x0) GM_DD8_ADD(hv, lv, x1) GM_DD8_ADD(hv, lv, x2) GM_DD8_ADD(hv, lv, x3)
+                    h[v] = hv; l[v] = lv;
+                    GM_COL_M(mag)
+                }
+            }
+        }
+        for (; r < rend; ++r) {
+            const long q = b + r * rs;
+            for (int v = 0; v < COLS / 8; ++v) {
+                const double8 x = GM_IN8(q + 8 * v);
+                GM_COL_ROW(x, q, v)
             }
         }
 #if GM_EXACT
@@ -1566,6 +1623,17 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
         mcol.lo = max(mcol.lo, mcol.hi);
         mcol.s01 = max(mcol.s01, mcol.s23);
         const double mc = as_double(max(mcol.s0, mcol.s1));
+        if (!use_part && !big) {
+            // no value from 2^960 on, no inf or NaN (every column's m is mc): eight results and their
+            // flags at once, as gm_store gives them one by one
+            for (int v = 0; v < COLS / 8; ++v) {
+                long8 bits;
+                const long8 open = gm_settle_dd_f64_8(h[v], l[v], mc, m->depth, n, &bits);
+                vstore8(as_double8(bits), 0, GM_AT(GM_A_OUT, OUT_T, out, ob + 8 * v, 8));
+                vstore8(convert_uchar8(open & (long8)(1)), 0, GM_AT(GM_A_FLAG, uchar, flag, fb + 8 * v, 8));
+            }
+            return;
+        }
         for (int v = 0; v < COLS; ++v) acc[v].bhi = max(acc[v].bhi, mc);
 #endif
         for (int v = 0; v < COLS / 8; ++v) {
