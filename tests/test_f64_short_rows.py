@@ -76,7 +76,7 @@ def fast_rows(n: int, rng) -> dict:
     for i in range(6):      # exact ties: a + 2^-53 ulp(a) spread over two values, beside pairs that cancel
         a = 1.0 + float(rng.integers(0, 1 << 52)) * 2.0 ** -52
         v = rng.standard_normal(n // 2 - 2) * 1e3
-        r = np.concatenate([[a, 2.0 ** -54, 2.0 ** -54, 0.0], v, -v])
+        r = np.concatenate([[a, 2.0 ** -54, 2.0 ** -54] + [0.0] * (n - 2 * (n // 2 - 2) - 3), v, -v])
         r = rng.permutation(r) * (2.0 ** int(rng.integers(-1000, 1000)))
         rows[f"tie_{i}"] = r if i % 2 else -r
     rows["dbl_max_cancel"] = _row(n, {0: DBL_MAX, 1: -DBL_MAX, 2: 0.25})
@@ -175,3 +175,111 @@ def test_f64_short_rows_fast_path_alone(device, n, monkeypatch):
     got, want = _mean(device, x), want_reduce(x, (1,), np.float64).reshape(-1)
     wrong = got.view(np.int64) != want.view(np.int64)
     assert wrong.all(), f"rows of {n}: {[k for k, w in zip(list(opened) * 2, wrong) if not w]} came out right unopened"
+
+
+def _columns(device, cols: np.ndarray) -> np.ndarray:
+    return gm.reduce_mean(np.ascontiguousarray(cols.T), axes=[0], device=device).reshape(-1)
+
+
+@pytest.mark.parametrize("n", [8, 9, 14, 35])
+def test_f64_columns_exact(device, cpu, n):
+    """The same named data as columns of n values (the column kernel: four rows per pass, 1 to 3
+    rows after the last four; eight results at once through gm_settle_dd_f64_8 where no value in the
+    work-item's columns is from 2^960 on, inf or NaN, else gm_store one by one): exact ties and
+    near-ties, zeros, DBL_MAX cancelling, subnormals, values past 2^960 inside a four-row pass, inf
+    and NaN; the exact oracle's bits and the CPU device's. First each named column of finite values
+    alone, in 96 columns of its own values in other orders (one work-item, one largest magnitude:
+    the bound as tight as the column's own, so the vector test decides), then all of them mixed."""
+    _need_fp64(device)
+    rng = np.random.default_rng(9000 + n)
+    named = specials(n, rng)
+    for name, row in named.items():
+        if not np.all(np.abs(row) < 2.0 ** 960):
+            continue
+        cols = np.stack([row] + [rng.permutation(row) for _ in range(95)])
+        check_bits(_columns(device, cols), want_reduce(cols, (1,), np.float64).reshape(-1), f"columns of {n}: {name}")
+    names = (list(named) * 4)[:96]
+    cols = np.stack([named[k] for k in names])
+    want = want_reduce(cols, (1,), np.float64).reshape(-1)
+    got = _columns(device, cols)
+    assert oracle.equal_bits(got, want), (
+        f"columns of {n}: wrong at {[names[i] for i in np.flatnonzero(got.view(np.int64) != want.view(np.int64))]}")
+    check_bits(_columns(cpu, cols), want, f"columns of {n}, CPU device")
+
+
+SETTLE_KERNEL = r"""
+__kernel void gm_test_settle8(__global const double* hi, __global const double* lo, __global const double* mx,
+                              const long depth, const ulong n, __global ulong* bits1, __global int* ok1,
+                              __global ulong* bits8, __global int* ok8) {
+    const size_t g = get_global_id(0);      // eight lanes from 8 g
+    long8 b8;
+    const long8 open = gm_settle_dd_f64_8(vload8(g, hi), vload8(g, lo), mx[8 * g], depth, n, &b8);
+    long o[8], b[8];
+    vstore8(open, 0, o); vstore8(b8, 0, b);
+    for (int j = 0; j < 8; ++j) {
+        const size_t i = 8 * g + j;
+        ulong u;
+        const double err = (double)depth * 0x1p-103 * (double)n * mx[8 * g];
+        ok1[i] = gm_settle_dd_f64(hi[i], lo[i], err, (uint)n, &u) | (mx[8 * g] == 0.0);
+        bits1[i] = u;
+        ok8[i] = o[j] == 0;
+        bits8[i] = (ulong)b[j];
+    }
+}
+"""
+
+
+def _settle8_inputs(rng, n: int):
+    """Double-double totals S = hi + lo of n values around every case of the test: random means,
+    means within a hair of a midpoint or on it (random and power-of-two candidates, whose gaps above
+    and below differ), zeros, subnormal and huge means; each block of eight with one largest magnitude."""
+    his, los, mxs = [], [], []
+    for _ in range(64):
+        kind = int(rng.integers(0, 4))
+        k = int(rng.integers(-30, 30)) if kind < 3 else int(rng.choice([-1030, -1010, 990, 1000]))
+        for _ in range(8):
+            m0 = (1.0 if rng.random() < 0.4 else 1.0 + float(rng.integers(0, 1 << 52)) * 2.0 ** -52) * 2.0 ** k
+            gap = np.nextafter(m0, np.inf) - m0 if rng.random() < 0.5 else np.nextafter(m0, 0.0) - m0
+            eps = (Fraction(int(rng.integers(-3, 4)), 7) if kind == 2 else
+                   Fraction(int(rng.choice([0, 1, -1])), 1 << int(rng.choice([30, 45, 60]))))
+            t = (Fraction(m0) + Fraction(gap) / 2 * (1 + eps)) * (-1 if rng.random() < 0.5 else 1)
+            s = t * n if kind != 3 or rng.random() < 0.5 else Fraction(0)
+            h = float(s)
+            his.append(h)
+            los.append(float(s - Fraction(h)) if np.isfinite(h) else 0.0)
+        mx = abs(max(his[-8:], key=abs)) / n * float(rng.choice([0.0, 1.0, 2.0 ** 40])) if np.isfinite(his[-1]) else 0
+        mxs += [mx] * 8
+    return np.array(his), np.array(los), np.array(mxs)
+
+
+@pytest.mark.parametrize("n", [1, 3, 8, 14, 255, 4096])
+def test_f64_settle8_is_the_scalar_test(n):
+    """reduce.cl's gm_settle_dd_f64_8 (the column kernel's eight results at once) gives exactly what
+    exact.h's gm_settle_dd_f64 with gm_settle's err gives lane by lane: the same verdicts and, where
+    settled, the same bits (the scalar test is exact.h's, held to the oracle by tests/test_exact_kernel.py)."""
+    import re
+
+    from test_exact_kernel import program_text
+    cl = pytest.importorskip("pyopencl")
+    from gpu_mean.backends import opencl
+    try:
+        b = opencl.make_backend(0)
+    except RuntimeError as e:
+        pytest.skip(f"no OpenCL device: {e}")
+    if not b.fp64:
+        pytest.skip("no fp64")
+    src = open(programs.__file__.replace("gpu_mean/backends/programs.py", "opencl_kernels/reduce.cl")).read()
+    fn = re.search(r"GM_INLINE long8 gm_settle_dd_f64_8\(.*?\n}\n", src, re.S).group(0)
+    prg = cl.Program(b.ctx, program_text("opencl", True) + fn + SETTLE_KERNEL).build(options=list(opencl.BUILD_OPTIONS))
+    hi, lo, mx = _settle8_inputs(np.random.default_rng(n), n)
+    mf = cl.mem_flags
+    ins = [cl.Buffer(b.ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a) for a in (hi, lo, mx)]
+    outs = [np.empty(hi.size, d) for d in (np.uint64, np.int32, np.uint64, np.int32)]
+    bufs = [cl.Buffer(b.ctx, mf.WRITE_ONLY, o.nbytes) for o in outs]
+    prg.gm_test_settle8(b.queue, (hi.size // 8,), None, *ins, np.int64(max(n - 1, 0)), np.uint64(n), *bufs)
+    for o, buf in zip(outs, bufs):
+        cl.enqueue_copy(b.queue, o, buf)
+    bits1, ok1, bits8, ok8 = outs
+    assert np.array_equal(ok1, ok8), f"verdicts differ at {np.flatnonzero(ok1 != ok8)[:8]}"
+    assert 0 < ok1.sum() < ok1.size, "the inputs should settle some and leave some open"
+    assert np.array_equal(bits1[ok1 == 1], bits8[ok8 == 1])
