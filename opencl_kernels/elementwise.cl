@@ -529,6 +529,12 @@ GM_BF16_VEC(16)
 #define GM_INTV GM_XCAT(int, VW)
 #define GM_UINTV GM_XCAT(uint, VW)
 #define GM_CVT_INT(v) GM_XCAT(convert_int, VW)(v)
+// TwoSum of x into (h, c) in vectors of type V, the error's own TwoSum into c, and bad set in the
+// lanes where that second addition rounded (MASK: the comparison's conversion to bad's type, or
+// nothing): the chain of NARY_CR 1's fix-up (FLOAT64 sums of floats) and of NARY_CR 5 (FLOAT64)
+#define GM_TS2(V, h, c, x, bad, MASK) { const V x_ = (x), t_ = (h) + x_, bb_ = t_ - (h); \
+    const V e_ = ((h) - (t_ - bb_)) + (x_ - bb_), u_ = (c) + e_, cc_ = u_ - (c); \
+    bad |= MASK(isnotequal(((c) - (u_ - cc_)) + (e_ - cc_), (V)(0.0))); h = t_; c = u_; }
 #if NARY_CR == 1
 // the FLOAT64 sum and the magnitudes' bits (gm_nary_certain, lane for lane), the quotient rounded
 // once to the format; the lanes whose sum may be inexact take the exact path. A data-dependent branch
@@ -566,9 +572,7 @@ GM_BF16_VEC(16)
     } }
 // the fix-up's TwoSum pass, lane for lane as gm_nary_round_exact's (above)
 #define GM_LONGV GM_XCAT(long, VW)
-#define GM_TS_INPUT(k) { const ACCV x_ = TO_ACCV(LOADV_AT(k)), t_ = s2_ + x_, bb_ = t_ - s2_; \
-    const ACCV e_ = (s2_ - (t_ - bb_)) + (x_ - bb_), u_ = c2_ + e_, cc_ = u_ - c2_; \
-    bad_ |= GM_CVT_INT(isnotequal((c2_ - (u_ - cc_)) + (e_ - cc_), (ACCV)(0.0))); s2_ = t_; c2_ = u_; }
+#define GM_TS_INPUT(k) GM_TS2(ACCV, s2_, c2_, TO_ACCV(LOADV_AT(k)), bad_, GM_CVT_INT)
 #define GM_REDO_DECL GM_INTV redo_ = (GM_INTV)(0);
 #elif NARY_CR == 4
 // FLOAT16 in the CPU shape, BFLOAT16 without fp64: the FLOAT32 sum, gm_nary_certain4's test and
@@ -611,9 +615,7 @@ GM_BF16_VEC(16)
 #elif NARY_CR == 5
 // FLOAT64: gm_nary_round_f64 (above) lane for lane in vectors; the open lanes as NARY_CR 1's
 #define GM_LONGV GM_XCAT(long, VW)
-#define GM_DD_INPUT(k) { const CTV x_ = LOADV_AT(k), t_ = h_ + x_, bb_ = t_ - h_; \
-    const CTV e_ = (h_ - (t_ - bb_)) + (x_ - bb_), u_ = c_ + e_, cc_ = u_ - c_; \
-    bad_ |= isnotequal((c_ - (u_ - cc_)) + (e_ - cc_), (CTV)(0.0)); h_ = t_; c_ = u_; }
+#define GM_DD_INPUT(k) GM_TS2(CTV, h_, c_, LOADV_AT(k), bad_, )
 #define GM_COMPUTE(res) { CTV h_ = (CTV)(-0.0), c_ = (CTV)(-0.0); GM_LONGV bad_ = (GM_LONGV)(0); \
     FOREACH_INPUT(GM_DD_INPUT) \
     const CTV H_ = h_ + c_, hb_ = H_ - h_, L_ = (h_ - (H_ - hb_)) + (c_ - hb_); \

@@ -4,11 +4,13 @@
     python tools/bench_kernels.py --before /tmp/before --device opencl --mb 64 --rounds 3
 
 For every shape class of the profiler (gpu_mean.tools.profiler.class_cases), ``--rounds`` rounds each
-run one fresh process per tree, alternating, so that the machine's drift falls on both trees within
-seconds of each other; each process times the class through a recorded command list on device
-buffers, median of ``--repeat`` runs after a warm-up, and prints GB/s (bytes each input read once +
+run one fresh process per tree, alternating (which tree goes first swaps every round), so that the
+machine's drift falls on both trees within seconds of each other; each process times the class
+through a recorded command list on device buffers, median of ``--repeat`` runs after a warm-up
+(or their fastest, ``--stat min``), and prints GB/s (bytes each input read once +
 output written once, over time). The table gives each class's median over the rounds, before and
-after, their ratio, and every round's figure.
+after, their ratio, the median of the rounds' own ratios ("paired"), the fastest rounds' ratio
+("best"), and every round's figure.
 """
 from __future__ import annotations
 
@@ -88,16 +90,22 @@ def main() -> int:
     chosen = [i for i, c in enumerate(cases) if a.only in f"{c.klass} {c.dtype.name}"]
     print(f"{a.device}, {a.mb} MiB float32 inputs, GB/s, median of {a.rounds} alternating rounds "
           f"(each the {a.stat} of {a.repeat} runs), {a.data} data")
-    print(f"{'class':34s} {'before':>8s} {'after':>8s} {'after/before':>13s}   rounds before | after", flush=True)
+    print("after/before: the medians' ratio; paired: the median of each round's ratio (the two processes of a "
+          "round run seconds apart, so a jump of the machine's bandwidth between rounds cancels); best: the "
+          "fastest round's ratio")
+    print(f"{'class':34s} {'before':>8s} {'after':>8s} {'after/before':>13s} {'paired':>7s} {'best':>5s}   "
+          "rounds before | after", flush=True)
     for which in chosen:
         runs: dict = {label: {} for label in trees}
-        for _ in range(a.rounds):
-            for label, tree in trees.items():
+        for r in range(a.rounds):
+            for label, tree in (list(trees.items()) if r % 2 == 0 else list(trees.items())[::-1]):
                 for key, v in measure(tree, a.device, n, a.repeat, which, a.dtypes, a.stat, a.data).items():
                     runs[label].setdefault(key, []).append(v)
         for key, f in runs["after"].items():
             b = runs["before"][key]
-            print(f"{key:34s} {median(b):8.2f} {median(f):8.2f} {median(f) / median(b):13.2f}   "
+            paired = median(x / y for x, y in zip(f, b))
+            print(f"{key:34s} {median(b):8.2f} {median(f):8.2f} {median(f) / median(b):13.2f} {paired:7.2f} "
+                  f"{max(f) / max(b):5.2f}   "
                   f"{' '.join(f'{x:.1f}' for x in b)} | {' '.join(f'{x:.1f}' for x in f)}", flush=True)
     return 0
 
