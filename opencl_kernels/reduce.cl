@@ -1313,7 +1313,7 @@ GM_INLINE int8 gm_settle8_bf16(ACC8 t, double mx, long depth, ulong n, ushort8* 
 }
 #endif
 
-#if SHORT_LEN
+#if SHORT_LEN && !GM_X_D
 // Short dense rows (SHORT_LEN elements, a multiple of 8 up to 32; row k at k * SHORT_LEN, output k
 // at k): work-item g takes rows [g * clen, + clen), eight at a time. Each row's 8-lane vectors are
 // added, then a transpose tree of three levels sums the eight rows' lanes pairwise, so the eight
@@ -1495,6 +1495,150 @@ __kernel void gm_reduce_short_serial(__global const T* in, ulong in_off, __globa
     if (end > r0) GM_FLAG((long)flag_off + (r0 >> 3)) = (uchar)fb;
 #endif
 }
+#elif SHORT_LEN && GM_X_D
+// FLOAT64 REDUCE AVERAGE over short dense rows (SHORT_LEN 8, 16 or 32 values, a power of two; row k
+// at k * SHORT_LEN, output k at k; reduce_kernels.short_rows): work-item g takes rows
+// [g * clen, + clen), eight at a time, in the kernel above's transpose tree (each row's vectors added
+// lane for lane, then three levels of pairs across the eight rows), but every addition by TwoSum:
+// h is the tree of sums and c the sum of their exact errors, added in the same tree, each of those
+// additions checked by TwoSum again (bad: it rounded). Where none rounded and h and c are finite,
+// S = h + c exactly (no addition overflowed: an overflow leaves an inf or NaN in h or c), so
+// H = fl(h + c) is S rounded once, ties to even; and S / n = H / n exactly for n a power of two
+// while |H| >= 2^-1022 n (above it scaling by 1 / n commutes with the rounding; just below it the
+// subnormal grid is no finer), so H * (1 / n) is the correctly rounded mean, exact ties included:
+// no bound and no division. A zero c leaves h as it is: zeros alone give IEEE's sum of them (-0.0
+// from -0.0s alone), a sum cancelled to zero +0.0, the rounded mean's zero sign (gm_xacc_d_mean's).
+// Open (a flag bit each, gm_reduce_exact_serial decides): rows where an addition of errors rounded
+// (exponents about 50 binades apart), with an inf or NaN, a sum past DBL_MAX, or 0 < |H| < 2^-1022 n.
+// Rows after the last full eight go through the same tree, the last row standing in for the missing
+// ones, and only theirs are stored.
+#define GM_D_TINY (0x1p-1022 * SHORT_LEN)      // |H| below this (but zero): H / n would be subnormal
+
+// s = a + b lane for lane and its exact error *e (TwoSum)
+GM_INLINE double8 gm_ts8(double8 a, double8 b, double8* e) {
+    const double8 s = a + b, bb = s - a;
+    *e = (a - (s - bb)) + (b - bb);
+    return s;
+}
+
+// (h, *c) = (ha, ca) + (hb, cb) lane for lane: h by TwoSum, *c = (ca + cb) + its error; *bad set in
+// the lanes where one of the two additions into *c rounded
+GM_INLINE double8 gm_dd8_join(double8 ha, double8 ca, double8 hb, double8 cb, double8* c, long8* bad) {
+    double8 e, f, g;
+    const double8 h = gm_ts8(ha, hb, &e);
+    *c = gm_ts8(gm_ts8(ca, cb, &f), e, &g);
+    *bad |= isnotequal(f, (double8)(0.0)) | isnotequal(g, (double8)(0.0));
+    return h;
+}
+
+// one row's SHORT_LEN values at p as eight lanes (h, *c): its vectors added lane for lane
+GM_INLINE double8 gm_d8_row(__global const T* in, long p, double8* c, long8* bad GM_CHK_P) {
+    double8 h = GM_IN8(p);
+    *c = (double8)(0.0);
+#if SHORT_LEN >= 16
+    h = gm_ts8(h, GM_IN8(p + 8), c);
+#endif
+#if SHORT_LEN == 32
+    double8 c2;
+    const double8 h2 = gm_ts8(GM_IN8(p + 16), GM_IN8(p + 24), &c2);
+    h = gm_dd8_join(h, *c, h2, c2, c, bad);
+#endif
+    return h;
+}
+
+// the even and the odd lanes of a, then of b (the transpose tree's pairs)
+#define GM_EV8(a, b) ((double8)((a).s0246, (b).s0246))
+#define GM_OD8(a, b) ((double8)((a).s1357, (b).s1357))
+
+// Eight rows from b (row j at b + min(j, last) * SHORT_LEN): their correctly rounded means in lane j
+// (H * (1 / n)) and the open lanes (-1)
+GM_INLINE long8 gm_d8_rows(__global const T* in, long b, int last, double8* res GM_CHK_P) {
+    long8 bad = (long8)(0);
+    double8 h[8], c[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) h[j] = gm_d8_row(in, b + (long)min(j, last) * SHORT_LEN, &c[j], &bad GM_CHK_A);
+    double8 h2[4], c2[4];
+#if SHORT_LEN == 8
+    // the first level adds single values: its errors are the first c
+#pragma unroll
+    for (int j = 0; j < 4; ++j) h2[j] = gm_ts8(GM_EV8(h[2 * j], h[2 * j + 1]), GM_OD8(h[2 * j], h[2 * j + 1]), &c2[j]);
+#else
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+        h2[j] = gm_dd8_join(GM_EV8(h[2 * j], h[2 * j + 1]), GM_EV8(c[2 * j], c[2 * j + 1]),
+                            GM_OD8(h[2 * j], h[2 * j + 1]), GM_OD8(c[2 * j], c[2 * j + 1]), &c2[j], &bad);
+#endif
+    double8 h4[2], c4[2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+        h4[j] = gm_dd8_join(GM_EV8(h2[2 * j], h2[2 * j + 1]), GM_EV8(c2[2 * j], c2[2 * j + 1]),
+                            GM_OD8(h2[2 * j], h2[2 * j + 1]), GM_OD8(c2[2 * j], c2[2 * j + 1]), &c4[j], &bad);
+    double8 cs;
+    const double8 hs = gm_dd8_join(GM_EV8(h4[0], h4[1]), GM_EV8(c4[0], c4[1]), GM_OD8(h4[0], h4[1]),
+                                   GM_OD8(c4[0], c4[1]), &cs, &bad);
+    const double8 H = select(hs + cs, hs, isequal(cs, (double8)(0.0)));
+    *res = H * (1.0 / SHORT_LEN);
+    const long8 tiny = isless(fabs(H), (double8)(GM_D_TINY)) & isnotequal(H, (double8)(0.0));
+    // bad's lanes hold parts of rows at the earlier levels, not rows: any bad (rare) opens all eight
+    return (long8)(-(long)any(bad)) | ~isfinite(H) | tiny;
+}
+
+// the open lanes of o as the bits of one flag byte (lane j: bit j)
+GM_INLINE uchar gm_open_bits8(long8 o) {
+    const long8 bit = o & (long8)(1, 2, 4, 8, 16, 32, 64, 128);
+    return (uchar)((bit.s0 | bit.s1 | bit.s2 | bit.s3) | (bit.s4 | bit.s5 | bit.s6 | bit.s7));
+}
+
+__kernel void gm_reduce_short_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
+                                     __global gm_acc* part, ulong part_off, __global uchar* flag, ulong flag_off,
+                                     int use_part, __constant const gm_rmeta* m, long n_out, long len, long clen,
+                                     ulong n GM_CHK_P) {
+    long r = get_global_id(0) * clen;
+    const long end = min(n_out, r + clen);
+    long b = (long)in_off + r * SHORT_LEN;
+    double8 res;
+    for (; r + 8 <= end; r += 8, b += 8 * SHORT_LEN) {
+        GM_PREFETCH(in, b, PREFETCH);
+        const long8 open = gm_d8_rows(in, b, 7, &res GM_CHK_A);
+        vstore8(res, 0, GM_AT(GM_A_OUT, OUT_T, out, (long)out_off + r, 8));
+        GM_FLAG((long)flag_off + (r >> 3)) = gm_open_bits8(open);     // GM_FLAG_BITS: a bit per row
+    }
+    if (r < end) {      // 1 to 7 rows: the last one repeated in the lanes past them
+        const int cnt = (int)(end - r);
+        const long8 open = gm_d8_rows(in, b, cnt - 1, &res GM_CHK_A);
+        double rl[8];
+        vstore8(res, 0, rl);
+        for (int j = 0; j < cnt; ++j) *GM_AT(GM_A_OUT, OUT_T, out, (long)out_off + r + j, 1) = rl[j];
+        GM_FLAG((long)flag_off + (r >> 3)) = (uchar)(gm_open_bits8(open) & ((1u << cnt) - 1u));
+    }
+}
+#endif
+
+#if GM_EXACT && GM_X_D
+// FLOAT64 columns: exact.h's gm_settle_dd_f64 for eight adjacent outputs at once, the same operations
+// lane for lane (so the same bits and the same verdicts as gm_store's, eight times), with gm_settle's
+// err for one largest magnitude mx: the open lanes (-1), the results' bits in *bits
+GM_INLINE long8 gm_settle_dd_f64_8(double8 hi, double8 lo, double mx, long depth, ulong n, long8* bits) {
+    const double err = (double)depth * 0x1p-103 * (double)n * mx;
+    const double8 nd = (double8)((double)n), qs = hi / nd;
+    const double8 sg = select((double8)(1.0), (double8)(-1.0), isless(hi, (double8)(0.0)));
+    const double8 h = hi * sg, l = lo * sg, q = qs * sg;
+    const double8 p0 = q * nd, pe0 = fma(q, nd, -p0), hp = h - p0;
+    const double8 d0 = (hp - pe0) + l;
+    const long8 uq = as_long8(q);
+    const double8 gu = as_double8(uq + 1) - q, gd = q - as_double8(uq - 1);
+    const long8 up = isgreater(d0, gu * 0.5 * nd), dn = isless(d0, -gd * 0.5 * nd);
+    const double8 c = select(select(q, q - gd, dn), q + gu, up);
+    const double8 dc = d0 - select(select((double8)(0.0), -gd * nd, dn), gu * nd, up);
+    const long8 uc = as_long8(c);
+    const double8 cu = as_double8(uc + 1) - c, cd = c - as_double8(uc - 1);
+    *bits = as_long8(select(qs, c * sg, up | dn));
+    const double8 tol = err * (1.0 + 0x1p-40) + (fabs(hp) + fabs(pe0) + fabs(l) + fabs(d0) + gu * nd) * 0x1p-50;
+    const long8 ok = isgreaterequal(q, (double8)(0x1p-1000)) & isless(q, (double8)(0x1p1000))
+                     & (long8)(-(long)(err < 0x1p1000)) & isless(dc + tol, cu * 0.5 * nd)
+                     & isless(tol - dc, cd * 0.5 * nd);
+    return ~(ok | (long8)(-(long)(mx == 0.0)));
+}
 #endif
 
 // Column class: work-item (column block, outer index, chunk) sums COLS adjacent columns over a chunk
@@ -1525,34 +1669,64 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
         for (int v = 0; v < COLS / 8; ++v) { h[v] = (double8)(-0.0); l[v] = (double8)(0.0); }
 #if GM_EXACT
         long8 mcol = (long8)(0);
+        int big = 0;        // a value from 2^960 on, inf or NaN went lane by lane
 #endif
-        for (; r < rend; ++r) {
-            long q = b + r * rs;
+#if GM_EXACT
+#define GM_COL_BIG() big = 1;
+#define GM_COL_M(mag) mcol = max(mcol, mag);
+#define GM_COL_BHI(v, j, x) acc[8 * (v) + (j)].bhi = max(acc[8 * (v) + (j)].bhi, fabs(x));
+#else
+#define GM_COL_BIG()
+#define GM_COL_M(mag)
+#define GM_COL_BHI(v, j, x)
+#endif
+        // one row's eight columns x at q + 8 v into h[v], l[v]: a vector with a value from 2^960 on,
+        // inf or NaN lane by lane (the small ones into their lanes, the others into acc[]'s gm_dd4)
+#define GM_COL_ROW(x, q, v) { const long8 mag_ = as_long8(x) & (long8)(0x7FFFFFFFFFFFFFFFL); \
+    if (any(mag_ >= (long8)(0x7BF0000000000000L))) { \
+        double hh[8], ll[8]; \
+        GM_COL_BIG() \
+        vstore8(h[v], 0, hh); vstore8(l[v], 0, ll); \
+        for (int j = 0; j < 8; ++j) { \
+            const double xj = GM_IN1((q) + 8 * (v) + j); \
+            if (fabs(xj) < 0x1p960) { GM_DD_ADD1(hh[j], ll[j], xj) GM_COL_BHI(v, j, xj) } \
+            else GM_ACC_ADD(acc[8 * (v) + j], xj); \
+        } \
+        h[v] = vload8(0, hh); l[v] = vload8(0, ll); \
+    } else { GM_DD8_ADD(h[v], l[v], x) GM_COL_M(mag_) } }
+        // four rows per pass: each column's accumulator loaded and stored once per four rows (COLS / 8
+        // pairs of vectors do not stay in registers), the same adds in the same order per column
+        for (; r + 4 <= rend; r += 4) {
+            const long q = b + r * rs;
             for (int v = 0; v < COLS / 8; ++v) {
 #if PREFETCH
-                if ((v & 1) == 0) GM_PREFETCH(in, q + PREFETCH * rs + 8 * v, 0);
-#endif
-                const double8 x = GM_IN8(q + 8 * v);
-                const long8 mag = as_long8(x) & (long8)(0x7FFFFFFFFFFFFFFFL);    // as GM_DD8_TAKE
-                if (any(mag >= (long8)(0x7BF0000000000000L))) {
-                    double hh[8], ll[8];
-                    vstore8(h[v], 0, hh); vstore8(l[v], 0, ll);
-                    for (int j = 0; j < 8; ++j) {
-                        const double xj = GM_IN1(q + 8 * v + j);
-                        if (fabs(xj) < 0x1p960) {
-                            GM_DD_ADD1(hh[j], ll[j], xj)
-#if GM_EXACT
-                            acc[8 * v + j].bhi = max(acc[8 * v + j].bhi, fabs(xj));
-#endif
-                        } else GM_ACC_ADD(acc[8 * v + j], xj);     // gm_dd4_big (GM_EXACT: m = +inf)
-                    }
-                    h[v] = vload8(0, hh); l[v] = vload8(0, ll);
-                } else {
-                    GM_DD8_ADD(h[v], l[v], x)
-#if GM_EXACT
-                    mcol = max(mcol, mag);
-#endif
+                if ((v & 1) == 0) {
+                    const long f = q + PREFETCH * rs + 8 * v;
+                    GM_PREFETCH(in, f, 0); GM_PREFETCH(in, f + rs, 0);
+                    GM_PREFETCH(in, f + 2 * rs, 0); GM_PREFETCH(in, f + 3 * rs, 0);
                 }
+#endif
+                const double8 x0 = GM_IN8(q + 8 * v), x1 = GM_IN8(q + rs + 8 * v);
+                const double8 x2 = GM_IN8(q + 2 * rs + 8 * v), x3 = GM_IN8(q + 3 * rs + 8 * v);
+                const long8 mag = max(max(as_long8(x0) & (long8)(0x7FFFFFFFFFFFFFFFL),
+                                          as_long8(x1) & (long8)(0x7FFFFFFFFFFFFFFFL)),
+                                      max(as_long8(x2) & (long8)(0x7FFFFFFFFFFFFFFFL),
+                                          as_long8(x3) & (long8)(0x7FFFFFFFFFFFFFFFL)));
+                if (any(mag >= (long8)(0x7BF0000000000000L))) {
+                    GM_COL_ROW(x0, q, v) GM_COL_ROW(x1, q + rs, v) GM_COL_ROW(x2, q + 2 * rs, v) GM_COL_ROW(x3, q + 3 * rs, v)
+                } else {
+                    double8 hv = h[v], lv = l[v];
+                    GM_DD8_ADD(hv, lv, x0) GM_DD8_ADD(hv, lv, x1) GM_DD8_ADD(hv, lv, x2) GM_DD8_ADD(hv, lv, x3)
+                    h[v] = hv; l[v] = lv;
+                    GM_COL_M(mag)
+                }
+            }
+        }
+        for (; r < rend; ++r) {
+            const long q = b + r * rs;
+            for (int v = 0; v < COLS / 8; ++v) {
+                const double8 x = GM_IN8(q + 8 * v);
+                GM_COL_ROW(x, q, v)
             }
         }
 #if GM_EXACT
@@ -1560,6 +1734,17 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
         mcol.lo = max(mcol.lo, mcol.hi);
         mcol.s01 = max(mcol.s01, mcol.s23);
         const double mc = as_double(max(mcol.s0, mcol.s1));
+        if (!use_part && !big) {
+            // no value from 2^960 on, no inf or NaN (every column's m is mc): eight results and their
+            // flags at once, as gm_store gives them one by one
+            for (int v = 0; v < COLS / 8; ++v) {
+                long8 bits;
+                const long8 open = gm_settle_dd_f64_8(h[v], l[v], mc, m->depth, n, &bits);
+                vstore8(as_double8(bits), 0, GM_AT(GM_A_OUT, OUT_T, out, ob + 8 * v, 8));
+                vstore8(convert_uchar8(open & (long8)(1)), 0, GM_AT(GM_A_FLAG, uchar, flag, fb + 8 * v, 8));
+            }
+            return;
+        }
         for (int v = 0; v < COLS; ++v) acc[v].bhi = max(acc[v].bhi, mc);
 #endif
         for (int v = 0; v < COLS / 8; ++v) {

@@ -178,11 +178,16 @@ def type_macros(plan: planning.ReducePlan, fp64: bool, checked: bool = False) ->
 SHORT_TYPES = (D.FLOAT32, D.FLOAT16, D.INT32, D.UINT32, D.BFLOAT16)
 
 
+F64_SHORT = (8, 16, 32)     # FLOAT64 REDUCE AVERAGE row lengths of the short-rows kernel (a power of two)
+
+
 def short_rows(plan: planning.ReducePlan, fp64: bool) -> int:
     """The row length the CPU shape's short-rows kernel takes for this plan (0: not that kernel):
     one reduced run of 8, 16, 24 or 32 dense elements per output, rows one after another, outputs
-    dense, an accumulator with a vector type (not the compensated pair of a device without fp64)."""
-    if plan.cls != "row" or plan.dtype not in SHORT_TYPES or (plan.dtype.is_float and not fp64):
+    dense, an accumulator with a vector type (not the compensated pair of a device without fp64).
+    FLOAT64: REDUCE AVERAGE over rows of F64_SHORT (reduce.cl: the TwoSum tree, gm_d8_rows)."""
+    f64 = plan.dtype == D.FLOAT64 and exact_mean(plan, fp64) and plan.n_reduce in F64_SHORT
+    if plan.cls != "row" or (plan.dtype not in SHORT_TYPES and not f64) or (plan.dtype.is_float and not fp64):
         return 0
     if plan.dtype == D.BFLOAT16 and exact_mean(plan, fp64) and plan.n_reduce != 8:
         return 0    # correct rounding: only rows of 8 have the float-exact path (the rest would all go exact)
