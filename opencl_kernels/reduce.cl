@@ -961,6 +961,14 @@ __kernel void gm_reduce_limbs(__global const T* restrict in, ulong in_off, __glo
 #else
 #define GM_PREFETCH(p, i, bytes)
 #endif
+// the column kernels' prefetch: element f of in and the three rows after it (rows rs apart)
+#define GM_PREFETCH4(f) { const long f_ = (f); GM_PREFETCH(in, f_, 0); GM_PREFETCH(in, f_ + rs, 0); \
+    GM_PREFETCH(in, f_ + 2 * rs, 0); GM_PREFETCH(in, f_ + 3 * rs, 0); }
+// the column kernels' blocks of GM_XBLOCK passes: each column's block sum joins o[v] (the bound's depth)
+#define GM_COL_BLOCK() { if (blk == GM_XBLOCK) { \
+        for (int v_ = 0; v_ < COLS / 8; ++v_) { o[v_] += s[v_]; s[v_] = GM_Z8; } \
+        blk = 0; } \
+    ++blk; }
 
 // one output already located: its element o of out, or its partial slot pi of part (use_part)
 GM_INLINE void gm_emit_at(gm_acc a, ulong n, __global OUT_T* out, long o, __global gm_acc* part, long pi,
@@ -1700,11 +1708,7 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
             const long q = b + r * rs;
             for (int v = 0; v < COLS / 8; ++v) {
 #if PREFETCH
-                if ((v & 1) == 0) {
-                    const long f = q + PREFETCH * rs + 8 * v;
-                    GM_PREFETCH(in, f, 0); GM_PREFETCH(in, f + rs, 0);
-                    GM_PREFETCH(in, f + 2 * rs, 0); GM_PREFETCH(in, f + 3 * rs, 0);
-                }
+                if ((v & 1) == 0) GM_PREFETCH4(q + PREFETCH * rs + 8 * v)
 #endif
                 const double8 x0 = GM_IN8(q + 8 * v), x1 = GM_IN8(q + rs + 8 * v);
                 const double8 x2 = GM_IN8(q + 2 * rs + 8 * v), x3 = GM_IN8(q + 3 * rs + 8 * v);
@@ -1810,18 +1814,11 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
             ushort16 mxc = (ushort16)(0);
             for (; r + 4 <= rend; r += 4) {
                 long q = b + r * rs;
-                if (blk == GM_XBLOCK) {
-                    for (int v = 0; v < COLS / 8; ++v) { o[v] += s[v]; s[v] = GM_Z8; }
-                    blk = 0;
-                }
-                ++blk;
+                GM_COL_BLOCK()
                 for (int w = 0; w < COLS / 16; ++w) {
 #if PREFETCH
-                    if ((w & 1) == 0) {   // the same columns PREFETCH rows on: a 64-byte line per two loads
-                        long f = q + PREFETCH * rs + 16 * w;
-                        GM_PREFETCH(in, f, 0); GM_PREFETCH(in, f + rs, 0);
-                        GM_PREFETCH(in, f + 2 * rs, 0); GM_PREFETCH(in, f + 3 * rs, 0);
-                    }
+                    // the same columns PREFETCH rows on: a 64-byte line per two loads
+                    if ((w & 1) == 0) GM_PREFETCH4(q + PREFETCH * rs + 16 * w)
 #endif
                     const ushort16 h0 = GM_VLOAD_BF16(16, GM_AT(GM_A_IN, const T, in, q + 16 * w, 16));
                     const ushort16 h1 = GM_VLOAD_BF16(16, GM_AT(GM_A_IN, const T, in, q + rs + 16 * w, 16));
@@ -1854,19 +1851,12 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
         for (; r + 4 <= rend; r += 4) {
             long q = b + r * rs;
 #if GM_EXACT
-            if (blk == GM_XBLOCK) {
-                for (int v = 0; v < COLS / 8; ++v) { o[v] += s[v]; s[v] = GM_Z8; }
-                blk = 0;
-            }
-            ++blk;
+            GM_COL_BLOCK()
 #endif
             for (int v = 0; v < COLS / 8; ++v) {
 #if PREFETCH
-                if ((v & 1) == 0) {   // the same columns PREFETCH rows on: a 64-byte line per two vectors
-                    long f = q + PREFETCH * rs + 8 * v;
-                    GM_PREFETCH(in, f, 0); GM_PREFETCH(in, f + rs, 0);
-                    GM_PREFETCH(in, f + 2 * rs, 0); GM_PREFETCH(in, f + 3 * rs, 0);
-                }
+                // the same columns PREFETCH rows on: a 64-byte line per two vectors
+                if ((v & 1) == 0) GM_PREFETCH4(q + PREFETCH * rs + 8 * v)
 #endif
                 s[v] += (GM_IN8M(q + 8 * v) + GM_IN8M(q + rs + 8 * v)) +
                         (GM_IN8M(q + 2 * rs + 8 * v) + GM_IN8M(q + 3 * rs + 8 * v));

@@ -32,3 +32,18 @@ def run(dev, desc, inputs, *, offset: int = 0, flags=gm.ExecutionFlags.NONE):
 
 def packed(dt, shape):
     return gm.TensorDesc(dt, shape)
+
+
+def zero_rule_rows(n: int) -> np.ndarray:
+    """Seven named rows of n values (float64, to be cast to the type under test) for the zero rule and
+    IEEE's specials: -0.0s alone (-0.0), one +0.0 among them (+0.0), cancelling values (+0.0), an inf
+    (inf), inf with -inf (NaN), a NaN (NaN), normal values with a -inf (-inf)."""
+    rows = np.full((7, n), -0.0)
+    rows[1, 3] = 0.0
+    rows[2, 1], rows[2, n - 1] = 2.0, -2.0
+    rows[3, n // 2] = np.inf
+    rows[4, 0], rows[4, n - 1] = np.inf, -np.inf
+    rows[5, n // 3] = np.nan
+    rows[6] = np.random.default_rng(n).standard_normal(n)
+    rows[6, n - 2] = -np.inf
+    return rows

@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 import oracle
 import pytest
-from helpers import run
+from helpers import run, zero_rule_rows
 
 import gpu_mean as gm
 from gpu_mean import DataType as D
@@ -166,16 +166,8 @@ def test_interleaved_axes(device):
 def test_zero_rule_and_specials(device, n):
     """-0.0 from -0.0s alone, +0.0 for any other zero total; inf, NaN, inf with -inf as IEEE;
     subnormals alone."""
-    rows = np.full((8, n), -0.0)
-    rows[1, 3] = 0.0                            # one +0.0: +0.0
-    rows[2, 1], rows[2, n - 1] = 2.0, -2.0      # cancelling values: +0.0
-    rows[3, n // 2] = np.inf
-    rows[4, 0], rows[4, n - 1] = np.inf, -np.inf
-    rows[5, n // 3] = np.nan
-    rows[6] = np.random.default_rng(n).standard_normal(n)
-    rows[6, n - 2] = -np.inf
-    rows[7] = np.random.default_rng(n + 1).integers(-127, 128, n) * 2.0 ** -133     # subnormal bfloat16s
-    x = rows.astype(BF16)
+    subnormals = np.random.default_rng(n + 1).integers(-127, 128, n) * 2.0 ** -133     # subnormal bfloat16s
+    x = np.vstack([zero_rule_rows(n), subnormals]).astype(BF16)
     got = _mean(device, x, (1,)).reshape(-1)
     bits = got.view(np.uint16)
     f = got.astype(np.float32)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import oracle
 import pytest
-from helpers import run
+from helpers import run, zero_rule_rows
 from test_fast_paths_exact import _near_midpoints
 
 import gpu_mean as gm
@@ -108,15 +108,7 @@ def test_means_beside_midpoints_past_2_13(device, n):
 @pytest.mark.parametrize("n", [40, 20000, 1 << 20])
 def test_zero_rule_and_specials(device, n):
     """-0.0 from -0.0s alone, +0.0 for any other zero total; inf, NaN, inf with -inf as IEEE."""
-    rows = np.full((7, n), -0.0)
-    rows[1, 3] = 0.0                            # one +0.0: +0.0
-    rows[2, 1], rows[2, n - 1] = 2.0, -2.0      # cancelling values: +0.0
-    rows[3, n // 2] = np.inf
-    rows[4, 0], rows[4, n - 1] = np.inf, -np.inf
-    rows[5, n // 3] = np.nan
-    rows[6] = np.random.default_rng(n).standard_normal(n)
-    rows[6, n - 2] = -np.inf
-    x = rows.astype(np.float16)
+    x = zero_rule_rows(n).astype(np.float16)
     got = _mean(device, x, (1,)).reshape(-1)
     assert got[0].view(np.uint16) == 0x8000 and got[1].view(np.uint16) == 0 and got[2].view(np.uint16) == 0
     assert got[3] == np.inf and np.isnan(got[4]) and np.isnan(got[5]) and got[6] == -np.inf
