@@ -348,15 +348,10 @@ GM_INLINE void gm_emit(gm_acc a, ulong n, __global OUT_T* out, ulong out_off, __
     else gm_store(a, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag, (long)flag_off + k, m GM_CHK_A);
 }
 
-// The sum of elements [j, end) of the reduced index space of one output (input offset base), walked
-// with a carried multi-index: the general class (broadcast or padded inputs, interleaved axes),
-// in either shape.
-GM_INLINE gm_acc gm_general_sum(__global const T* in, long base, __constant const gm_rmeta* m, long j, long end
-                                GM_CHK_P) {
-    gm_acc s;
-    GM_ACC_ZERO(s);
 #if RN > 0
-    long idx[RNA];
+// The walk of one output's reduced index space, with a carried multi-index: element j's digits in
+// idx and its input offset (relative to the output's base), then each next element's offset.
+GM_INLINE long gm_walk_start(long j, long* idx, __constant const gm_rmeta* m) {
     long rem = j, off = 0;
 #pragma unroll
     for (int d = RN - 1; d >= 0; --d) {
@@ -365,15 +360,32 @@ GM_INLINE gm_acc gm_general_sum(__global const T* in, long base, __constant cons
         rem = q;
         off += idx[d] * m->red_in[d];
     }
+    return off;
+}
+GM_INLINE long gm_walk_next(long off, long* idx, __constant const gm_rmeta* m) {
+#pragma unroll
+    for (int d = RN - 1; d >= 0; --d) {
+        off += m->red_in[d];
+        if (++idx[d] < m->red_shape[d]) break;
+        off -= idx[d] * m->red_in[d];
+        idx[d] = 0;
+    }
+    return off;
+}
+#endif
+
+// The sum of elements [j, end) of the reduced index space of one output (input offset base): the
+// general class (broadcast or padded inputs, interleaved axes), in either shape.
+GM_INLINE gm_acc gm_general_sum(__global const T* in, long base, __constant const gm_rmeta* m, long j, long end
+                                GM_CHK_P) {
+    gm_acc s;
+    GM_ACC_ZERO(s);
+#if RN > 0
+    long idx[RNA];
+    long off = gm_walk_start(j, idx, m);
     for (; j < end; ++j) {
         GM_ACC_ADD(s, GM_IN1(base + off));
-#pragma unroll
-        for (int d = RN - 1; d >= 0; --d) {
-            off += m->red_in[d];
-            if (++idx[d] < m->red_shape[d]) break;
-            off -= idx[d] * m->red_in[d];
-            idx[d] = 0;
-        }
+        off = gm_walk_next(off, idx, m);
     }
 #else
     if (j < end) GM_ACC_ADD(s, GM_IN1(base));
@@ -419,32 +431,6 @@ typedef gm_xacc_f gm_xacc;
 #define GM_XMERGE(a, b) gm_xacc_f_merge(a, b)
 #define GM_XNORM(a) gm_xacc_f_normalize(a)
 #define GM_XMEAN(a, n) gm_xacc_f_mean(a, n)
-#endif
-
-#if RN > 0
-// The walk of one output's reduced index space, as gm_general_sum walks it: element j's digits in
-// idx and its input offset (relative to the output's base), then each next element's offset.
-GM_INLINE long gm_walk_start(long j, long* idx, __constant const gm_rmeta* m) {
-    long rem = j, off = 0;
-#pragma unroll
-    for (int d = RN - 1; d >= 0; --d) {
-        long q = gm_div(rem, m->red_shape[d]);
-        idx[d] = rem - q * m->red_shape[d];
-        rem = q;
-        off += idx[d] * m->red_in[d];
-    }
-    return off;
-}
-GM_INLINE long gm_walk_next(long off, long* idx, __constant const gm_rmeta* m) {
-#pragma unroll
-    for (int d = RN - 1; d >= 0; --d) {
-        off += m->red_in[d];
-        if (++idx[d] < m->red_shape[d]) break;
-        off -= idx[d] * m->red_in[d];
-        idx[d] = 0;
-    }
-    return off;
-}
 #endif
 
 // Deposit elements [j, end) of the reduced index space of one output (input offset base); the limbs
