@@ -375,6 +375,61 @@ GM_INLINE int gm_settle_double_bf16(double s, double err, uint n, ushort* bits) 
     return lo == hi && q != 0.0;
 }
 
+// -- the exact pass's second tier (docs/design.md, "The exact pass's second tier") ------------------
+// An open output's FLOAT32, FLOAT16 or BFLOAT16 values (each exact in double) summed again as an
+// unevaluated pair h + c: each value joins h by TwoSum, and h's error joins c by TwoSum. While every
+// error of c is zero, h + c is the exact total S (no sum of narrow values comes near DBL_MAX); an
+// error of c that is not zero (values about 50 binades apart), an inf or a NaN (its errors are NaN)
+// sets bad, and the superaccumulator decides. About a dozen flops a value, against the
+// superaccumulator's deposit of each value into integer limbs.
+typedef struct { double h, c; int bad; } gm_dd2;
+GM_INLINE void gm_dd2_init(gm_dd2* a) { a->h = 0.0; a->c = 0.0; a->bad = 0; }
+GM_INLINE void gm_dd2_add(gm_dd2* a, double x) {
+    const double s = a->h + x, bv = s - a->h, e = (a->h - (s - bv)) + (x - bv);
+    const double t = a->c + e, cv = t - a->c, f = (a->c - (t - cv)) + (e - cv);
+    a->h = s;
+    a->c = t;
+    a->bad |= !(f == 0.0);
+}
+
+// The format's bits of S / n rounded once (to nearest, ties to even) for S = h + c exact: 1 and the
+// bits in *bits, or 0 (bad, or S = 0: a zero's sign needs the values). fmt: 0 FLOAT32, 1 FLOAT16,
+// 2 BFLOAT16. S = s + e with s = fl(S) (TwoSum), so |S - s| = |e| <= ulp(s) / 2: the bound test
+// with err = |e| settles every quotient but those within a few double ulps of a midpoint b of the
+// format. There lo and hi (the ends' roundings) are adjacent and b = (lo + hi) / 2 exactly, and the
+// sign of S - n b decides: s - n b by one fma is exact (s and n b lie on the grid of b's last bit or
+// of s's, and |s - n b| < 12 ulp(s): fewer than 2^53 steps of the finer grid for any n < 2^32 and
+// a format of at most 24 bits), then + e rounds to a number of the exact sum's sign, zero only for
+// zero (b n alone is exact for n < 2^28; the fma keeps s - n b exact up to n < 2^32). Above b: hi;
+// below: lo; on b: the even one.
+GM_INLINE int gm_dd2_settle(const gm_dd2* a, uint n, const int fmt, uint* bits) {
+    const double s = a->h + a->c, bv = s - a->h, e = (a->h - (s - bv)) + (a->c - bv);
+    const double q = s / (double)n;
+    const double pad = (fabs(e) / (double)n) * (1.0 + 0x1p-40) + fabs(q) * (4.0 * GM_U53);
+    uint lo, hi;
+    double vlo, vhi;
+    if (fmt == 0) {
+        lo = gm_as_uint((float)(q - pad));
+        hi = gm_as_uint((float)(q + pad));
+        vlo = (double)gm_as_float(lo);
+        vhi = (double)gm_as_float(hi);
+    } else if (fmt == 1) {
+        lo = gm_double_to_half(q - pad);
+        hi = gm_double_to_half(q + pad);
+        vlo = (double)gm_half_to_float((ushort)lo);
+        vhi = (double)gm_half_to_float((ushort)hi);
+    } else {
+        lo = gm_double_to_bf16(q - pad);
+        hi = gm_double_to_bf16(q + pad);
+        vlo = (double)gm_bf16_to_float((ushort)lo);
+        vhi = (double)gm_bf16_to_float((ushort)hi);
+    }
+    const double b = 0.5 * (vlo + vhi);
+    const double t = fma(-b, (double)n, s) + e;
+    *bits = lo == hi ? lo : t > 0.0 ? hi : t < 0.0 ? lo : ((lo & 1u) ? hi : lo);
+    return !a->bad && s != 0.0 && isfinite(b);
+}
+
 // Stage 3: a FLOAT64 total S within err of the double-double hi + lo (|hi| < 2^992, so nothing below
 // overflows): 1 and the FLOAT64 bits of the correctly rounded S / n in *bits when settled, else 0
 // (runtime/exact.py: settle_dd's rule, one division): q = hi / n and D = S - n q as gm_dd_div forms

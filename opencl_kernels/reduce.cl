@@ -421,12 +421,10 @@ typedef gm_xacc_f gm_xacc;
 #define GM_XMEAN(a, n) gm_xacc_f_mean(a, n)
 #endif
 
-// Deposit elements [j, end) of the reduced index space of one output (input offset base), walked as
-// gm_general_sum walks it; the limbs are normalized every 2^24 values (a limb takes 2^31 deposits).
-GM_INLINE void gm_exact_range(gm_xacc* x, __global const T* in, long base, __constant const gm_rmeta* m, long j,
-                              long end GM_CHK_P) {
 #if RN > 0
-    long idx[RNA];
+// The walk of one output's reduced index space, as gm_general_sum walks it: element j's digits in
+// idx and its input offset (relative to the output's base), then each next element's offset.
+GM_INLINE long gm_walk_start(long j, long* idx, __constant const gm_rmeta* m) {
     long rem = j, off = 0;
 #pragma unroll
     for (int d = RN - 1; d >= 0; --d) {
@@ -435,21 +433,68 @@ GM_INLINE void gm_exact_range(gm_xacc* x, __global const T* in, long base, __con
         rem = q;
         off += idx[d] * m->red_in[d];
     }
+    return off;
+}
+GM_INLINE long gm_walk_next(long off, long* idx, __constant const gm_rmeta* m) {
+#pragma unroll
+    for (int d = RN - 1; d >= 0; --d) {
+        off += m->red_in[d];
+        if (++idx[d] < m->red_shape[d]) break;
+        off -= idx[d] * m->red_in[d];
+        idx[d] = 0;
+    }
+    return off;
+}
+#endif
+
+// Deposit elements [j, end) of the reduced index space of one output (input offset base); the limbs
+// are normalized every 2^24 values (a limb takes 2^31 deposits).
+GM_INLINE void gm_exact_range(gm_xacc* x, __global const T* in, long base, __constant const gm_rmeta* m, long j,
+                              long end GM_CHK_P) {
+#if RN > 0
+    long idx[RNA];
+    long off = gm_walk_start(j, idx, m);
     for (long c = 0; j < end; ++j, ++c) {
         GM_XADD(x, GM_AT(GM_A_IN, const T, in, base + off, 1));
         if ((c & 0xFFFFFF) == 0xFFFFFF) GM_XNORM(x);
-#pragma unroll
-        for (int d = RN - 1; d >= 0; --d) {
-            off += m->red_in[d];
-            if (++idx[d] < m->red_shape[d]) break;
-            off -= idx[d] * m->red_in[d];
-            idx[d] = 0;
-        }
+        off = gm_walk_next(off, idx, m);
     }
 #else
     if (j < end) GM_XADD(x, GM_AT(GM_A_IN, const T, in, base, 1));
 #endif
 }
+
+// The second tier (exact.h, gm_dd2): FLOAT32, FLOAT16 and BFLOAT16 with fp64, the CPU shape's exact
+// pass. An open output's n values summed as h + c; the quotient's rounding decided from it unless
+// the sum is zero or its errors rounded (then the superaccumulator above).
+#if USE_FP64 && !GM_X_D && GM_CPU_SHAPE
+#define GM_DD_TIER 1
+#if GM_X_H
+#define GM_DD_FMT 1
+#elif GM_X_BF16
+#define GM_DD_FMT 2
+#else
+#define GM_DD_FMT 0
+#endif
+GM_INLINE int gm_dd_output(__global const T* in, long base, __constant const gm_rmeta* m, ulong n, uint* bits
+                           GM_CHK_P) {
+    gm_dd2 a;
+    gm_dd2_init(&a);
+#if RN > 0
+    long idx[RNA];
+    long off = gm_walk_start(0, idx, m);
+    for (ulong j = 0; j < n; ++j) {
+        gm_dd2_add(&a, LOAD1(GM_AT(GM_A_IN, const T, in, base + off, 1)));
+        off = gm_walk_next(off, idx, m);
+    }
+#else
+    if (n) gm_dd2_add(&a, LOAD1(GM_AT(GM_A_IN, const T, in, base, 1)));
+#endif
+    return gm_dd2_settle(&a, (uint)n, GM_DD_FMT, bits);
+}
+#else
+#define GM_DD_TIER 0
+#endif
 
 GM_INLINE void gm_exact_store(gm_xacc* x, ulong n, __global OUT_T* out, long i GM_CHK_P) {
     const GM_BITS_T bits = GM_XMEAN(x, (uint)n);
@@ -1981,6 +2026,13 @@ __kernel void gm_reduce_exact_serial(__global const T* in, ulong in_off, __globa
 #else
         {
             const long k = f;
+#endif
+#if GM_DD_TIER
+            uint bits;
+            if (n < 0x100000000ul && gm_dd_output(in, (long)in_off + gm_keep_offset(m, k, 1), m, n, &bits GM_CHK_A)) {
+                GM_STORE_BITS(GM_AT(GM_A_OUT, OUT_T, out, (long)out_off + gm_keep_offset(m, k, 2), 1), bits);
+                continue;
+            }
 #endif
             gm_xacc x;
             GM_XINIT(&x);

@@ -1,0 +1,120 @@
+"""The exact pass's second tier (reduce.cl: gm_dd_output, exact.h: gm_dd2_add / gm_dd2_settle): the
+outputs the bound test leaves open are summed again as an exact pair h + c, and the quotient's
+rounding is decided from it: the bound with the pair's own error, then, near a midpoint of the output
+format, the sign of S - n b by one fma. Outputs whose pair is not exact (errors of c that round),
+zero sums and infinities go on to the superaccumulator. Every case is built so that a wrong decision
+changes the result: exact ties (rounded to even, down and up), a tie broken by a value far below the
+sum's last bit (the pair's low word decides), a tie broken by a bit inside the double sum (the fma
+decides), a tie broken by a value lost from c (the pair must be refused), a column of -0.0 beside an
+infinity (the zero's sign must come from the values). Rows (the row kernel) and columns (the column
+kernel), FLOAT32, FLOAT16 and BFLOAT16, every device variant, against the exact oracle bit for bit."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import oracle
+import pytest
+from helpers import run
+
+import gpu_mean as gm
+from gpu_mean import DataType as D
+
+T = gm.TensorDesc
+TYPES = {"FLOAT32": (D.FLOAT32, np.dtype(np.float32), 24), "FLOAT16": (D.FLOAT16, np.dtype(np.float16), 11),
+         "BFLOAT16": (D.BFLOAT16, np.dtype(ml_dtypes.bfloat16), 8)}
+
+
+def _cases(p: int, wide: bool) -> dict[str, list[float]]:
+    """Named runs of values whose mean lies on or next to a midpoint of a format of p bits
+    (wide: the format has FLOAT32's exponent range)."""
+    eps = 2.0 ** (1 - p)
+    cases = {
+        "tie to even, down": [1.0, 1.0 + eps, 1.0, 0.0],            # 0.75 + eps / 4: 0.75 is even
+        "tie to even, up": [1.0, 1.0 + 3 * eps, 1.0, 0.0],          # 0.75 + 3 eps / 4
+        "negative tie": [-1.0, -1.0 - 3 * eps, -1.0, 0.0],
+        "cancelled to a tie": [4.0, 1.0 + eps, -4.0, 3.0],
+    }
+    if wide:
+        tiny = 2.0 ** -149 if p == 24 else 2.0 ** -133
+        cases |= {
+            # the low word e decides: far below the double sum's last bit
+            "tie broken up by the low word": [1.0, 1.0 + eps, 1.0, tiny],
+            "tie broken down by the low word": [1.0, 1.0 + eps, 1.0, -tiny],
+            # the fma decides: a bit inside the double sum, within the bound's pad of the midpoint
+            "tie broken up inside the sum": [1.0, 1.0 + eps, 2.0 ** -50, 1.0],
+            "tie broken down inside the sum": [1.0, 1.0 + eps, -(2.0 ** -50), 1.0],
+            # 2^-100 is lost from c (its addition rounds): the pair must be refused, else a tie
+            "error of c rounds": [2.0 ** 100, 1.0, -(2.0 ** 100), 2.0 ** -24 if p == 24 else 2.0 ** -8,
+                                  2.0 ** -100, 0.0, 0.0, 0.0],
+        }
+    return cases
+
+
+def _desc(dt, shape, axes):
+    out = tuple(1 if i in axes else s for i, s in enumerate(shape))
+    if dt is D.BFLOAT16:
+        return gm.ext.ReduceMeanDesc(T(dt, shape), T(dt, out), tuple(axes))
+    return gm.ReduceDesc(gm.ReduceFunction.AVERAGE, T(dt, shape), T(dt, out), tuple(axes))
+
+
+def _check(device, dt, npdt, x: np.ndarray, axes) -> None:
+    got = np.asarray(run(device, _desc(dt, x.shape, axes), [x])).reshape(-1)
+    want = np.asarray(oracle.reduce_mean(x, tuple(axes), npdt)).reshape(-1)
+    nan = np.isnan(want.astype(np.float32))
+    assert np.array_equal(np.isnan(got.astype(np.float32)), nan)
+    u = np.uint16 if npdt.itemsize == 2 else np.uint32
+    gb, wb = got.view(u), want.view(u)
+    bad = np.nonzero(gb[~nan] != wb[~nan])[0]
+    assert bad.size == 0, f"{bad.size} outputs differ, first {got[~nan][bad[:3]]} against {want[~nan][bad[:3]]}"
+
+
+def _exact(values, npdt) -> np.ndarray:
+    a = np.asarray(values, np.float64)
+    b = a.astype(npdt)
+    assert np.array_equal(b.astype(np.float64), a), "not values of the type"
+    return b
+
+
+@pytest.mark.parametrize("name", list(TYPES))
+@pytest.mark.parametrize("axis", [1, 0], ids=["rows", "columns"])
+def test_open_outputs_settled_exactly(device, name, axis):
+    dt, npdt, p = TYPES[name]
+    cases = _cases(p, wide=name != "FLOAT16")
+    runs = [_exact(v, npdt) for v in cases.values()]
+    n = max(len(r) for r in runs)
+    # every run padded with zeros to one length, each twice (in a block of 64 outputs) and scaled by
+    # 2^-3 (still exact), next to ordinary outputs: the bound settles those, the tier the others
+    rng = np.random.default_rng(12)
+    rows = []
+    for r in runs:
+        for scale in (1.0, 0.125):
+            rows.append(np.concatenate([r.astype(np.float64) * scale, np.zeros(n - len(r))]))
+    while len(rows) % 64:
+        rows.append(rng.standard_normal(n))
+    x = np.asarray(rows).astype(npdt)
+    if axis == 0:
+        x = np.ascontiguousarray(x.T)
+    _check(device, dt, npdt, x, (axis,))
+
+
+@pytest.mark.parametrize("name", list(TYPES))
+def test_zero_column_beside_an_infinity_keeps_its_sign(device, name):
+    """A column of -0.0 in the block of a column with an infinity: the bound leaves it open, and its
+    mean is -0.0 (IEEE's sum of -0.0s), which the pair (started from +0.0) cannot give."""
+    dt, npdt, _ = TYPES[name]
+    x = np.zeros((4, 64))
+    x[:, 1] = -0.0
+    x[0, 0] = np.inf
+    x[:, 2:] = np.random.default_rng(3).standard_normal((4, 62))
+    x[:, 5] = [1.0, -1.0, 0.5, -0.5]       # cancels to +0.0
+    _check(device, dt, npdt, x.astype(npdt), (0,))
+
+
+@pytest.mark.parametrize("name", list(TYPES))
+@pytest.mark.parametrize("axis", [1, 0], ids=["rows", "columns"])
+def test_short_runs_of_normal_values(device, name, axis):
+    """Eight values per output: about one output in ten is an exact tie of the format (the double sum
+    has three more bits than the values), all decided by the tier."""
+    dt, npdt, _ = TYPES[name]
+    x = np.random.default_rng(8).standard_normal((8, 4096) if axis == 0 else (4096, 8)).astype(npdt)
+    _check(device, dt, npdt, x, (axis,))
