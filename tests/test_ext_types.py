@@ -506,3 +506,32 @@ def test_bfloat16_means_below_2_126_without_fp64_round_once(spec):
         assert np.array_equal(run(cpu, desc, [xs]).reshape(-1).view(np.uint16), want.reshape(-1).view(np.uint16))
         for row, g, w in zip(names, got, want.reshape(-1)):
             assert oracle.equal_bits(np.array(g), np.array(w)), f"{name}, {row!r}: got {g!r}, want {w!r}"
+
+
+@pytest.mark.parametrize("k", [3, 4, 5, 9, 33])
+def test_bfloat16_nary_sums_past_flt_max(device, k):
+    """The BFLOAT16 n-ary mean's vector test in the CPU shape sends a lane to the exact path when its
+    largest input has exponent 128 - c or more (c = ceil(log2 k); elementwise.cl: GM_NARY_OVF), in
+    place of a test of the FLOAT32 sum for inf: k inputs just below 2^(129 - c) overflow that sum while
+    their mean is finite, and inputs one binade lower never do. Both among ordinary values (whole
+    vectors and the scalar tail), bit for bit the oracle's."""
+    dt = D.BFLOAT16
+    c = (k - 1).bit_length()
+    n = 16 * 64 + 5
+    rng = np.random.default_rng(k)
+    x = rng.standard_normal((k, n))
+    m = 1.0 + 127 / 128                                      # the largest significand of bfloat16
+    over, under = m * 2.0 ** (128 - c), m * 2.0 ** (127 - c)
+    assert k * over > 2.0**128 and k * under < 2.0**128
+    sign = np.where(rng.random(k) < 0.2, -1.0, 1.0)[:, None]
+    for j, v in enumerate((over, under, over, BF_MAX, under, over)):
+        cols = rng.choice(n, 40, replace=False) if j < 5 else np.arange(n - 5, n)
+        x[:, cols] = np.abs(sign) * v if j % 2 == 0 else sign * v
+    xs = [np.ascontiguousarray(r) for r in x.astype(BF16)]
+    want = oracle.nary_mean(xs, BF16)
+    assert np.isfinite(want.astype(np.float64)).all()
+    desc = gm.ext.NaryMeanDesc([T(dt, (n,))] * k, T(dt, (n,)))
+    got = run_or_refused(device, NARY, dt, lambda: run(device, desc, xs))
+    if got is not None:
+        assert np.array_equal(got.view(np.uint16), want.view(np.uint16)), np.flatnonzero(got.view(np.uint16)
+                                                                                        != want.view(np.uint16))

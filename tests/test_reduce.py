@@ -377,3 +377,30 @@ def test_bfloat16_rows_of_8_exact_on_both_paths(device):
     assert np.isnan(got.astype(np.float32)[nan]).all()
     assert (got[:44 * 8].astype(np.float32) == 56.25).all()
     assert (got[44 * 8:51 * 8].astype(np.float32) == np.float32(56.25 * 2.0 ** -106)).all()
+
+
+def test_bfloat16_rows_of_8_double_path_span(device):
+    """R3's BFLOAT16 blocks that fail the float test settle without the exact pass when their FLOAT64
+    sums are exact: nonzero exponents at most 42 binades apart (reduce.cl: gm_exact_in_double_b16).
+    A row at 43 binades whose FLOAT64 sum rounds: five values near 2, 1.0703125 and -2^-43 beside
+    2^-43 (1 + 2^-7); in the kernel's order the tiny pair's 2^-50 meets 11.03125, half an ulp, and is
+    lost to the tie, so the exact mean 1 + 97/256 + 2^-53 (just above a midpoint: 1 + 98/256) would
+    round to even (1 + 96/256). The same row at 42 binades (its pair's 2^-49 is kept) and both
+    permuted, among blocks of normal values."""
+    bf = np.dtype(ml_dtypes.bfloat16)
+    rng = np.random.default_rng(43)
+
+    def row(e):
+        return [1.9921875] * 5 + [1.0703125, -(2.0 ** -e), 2.0 ** -e * (1 + 2.0 ** -7)]
+    x = rng.standard_normal((64, 8))
+    x[3], x[11] = row(43), row(42)
+    x[19], x[27] = rng.permutation(row(43)), rng.permutation(row(42))
+    x = x.astype(bf)
+    desc = gm.ext.ReduceMeanDesc(T(D.BFLOAT16, x.shape), out_desc(D.BFLOAT16, x.shape, (1,)), (1,))
+    got = run(device, desc, [x]).reshape(-1)
+    want = oracle.reduce_mean(x, (1,), x.dtype).reshape(-1)
+    assert float(want[3]) == 1 + 98 / 256 and float(want[11]) == 1 + 98 / 256
+    if not device.info.fp64:
+        return check_float(got[:, None], x, (1,), D.BFLOAT16)
+    assert np.array_equal(got.view(np.uint16), want.view(np.uint16)), np.flatnonzero(got.view(np.uint16)
+                                                                                    != want.view(np.uint16))

@@ -309,6 +309,11 @@ def cpu_macros(plan: planning.ElementwisePlan, fp64: bool, offsets_in_buffer: bo
         m.update(nary_rounding(plan, False))
         m.update({"ACC_T": "float", "ACC_DOUBLE": 0, "ACCV": f"float{vw}", "TO_ACCV(v)": "(v)",
                   "GM_ODD_FLOAT(v)": half_through_odd("(v)", vw)})
+        if dt == D.BFLOAT16:
+            # elementwise.cl (GM_NEED_BF16, GM_BF16_VEC_FINITE): sums that may pass FLT_MAX take the
+            # exact path; the vector stores then round without the NaN test
+            m["GM_NARY_OVF"] = (255 - (plan.n_inputs - 1).bit_length()) << 23
+            m["STOREV(v, p)"] = f"GM_VSTORE_BF16({vw}, gm_float{vw}_to_bf16_finite(v), p)"
     elif m.get("NARY_CR") == 1:
         # results come out as floats holding the rounded values: the stores above are exact
         m.update({"ACCV": f"double{vw}", "TO_ACCV(v)": f"convert_double{vw}(v)"})
