@@ -108,7 +108,7 @@
 //     min(g, 2^(E_mid - p)), and a nonzero one puts S / k at least 2^(E_mid - 52) from mid
 //     (E_mid <= E_M, and p + c <= 52). Elements whose exponents lie further apart take the exact path
 //     (gm_nary_exact: exact.h's superaccumulator, every input read again). An inf or NaN total is IEEE's.
-//   FLOAT16 in the CPU shape, and FLOAT16 and BFLOAT16 without fp64 (NARY_CR 4): the same test for
+//   FLOAT16 and BFLOAT16 in the CPU shape, and both without fp64 (NARY_CR 4): the same test for
 //     the FLOAT32 sum (P = 24: NARY_EXP_OK from 24 - p - c), and the quotient by k without OpenCL's
 //     float division, which may be 2.5 ulp off: q = S y, y = 1/k rounded to nearest (GM_RCP), then
 //     twice q += (S - k q) y by fma (the remainder is exact once q is faithful; Markstein: the second
@@ -586,7 +586,7 @@ GM_BF16_VEC_FINITE(16)
 #define GM_TS_INPUT(k) GM_TS2(ACCV, s2_, c2_, TO_ACCV(LOADV_AT(k)), bad_, GM_CVT_INT)
 #define GM_REDO_DECL GM_INTV redo_ = (GM_INTV)(0);
 #elif NARY_CR == 4
-// FLOAT16 in the CPU shape, BFLOAT16 without fp64: the FLOAT32 sum, gm_nary_certain4's test and
+// FLOAT16 and BFLOAT16 in the CPU shape, and both without fp64: the FLOAT32 sum, gm_nary_certain4's test and
 // gm_nary_quotient4's quotient (above) in vectors; the lanes the test leaves open take the fix-up
 // (below).
 #define GM_ADD_INPUT(k) { const CTV xf_ = LOADV_AT(k); acc += xf_; \
