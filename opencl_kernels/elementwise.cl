@@ -589,15 +589,17 @@ GM_BF16_VEC_FINITE(16)
 // FLOAT16 and BFLOAT16 in the CPU shape, and both without fp64: the FLOAT32 sum, gm_nary_certain4's test and
 // gm_nary_quotient4's quotient (above) in vectors; the lanes the test leaves open take the fix-up
 // (below).
+// the quotient acc / NIN as gm_nary_quotient4 forms it (a zero sum is its own quotient: its sign)
+#define GM_QUOT4(res, acc) { const CTV y_ = (CTV)(GM_RCP), n_ = (CTV)((float)NIN); \
+    CTV q_ = (acc) * y_; \
+    q_ = fma(fma(-q_, n_, (acc)), y_, q_); \
+    q_ = fma(fma(-q_, n_, (acc)), y_, q_); \
+    res = select(q_, (acc), (acc) == (CTV)(0.0f)); }
 #define GM_ADD_INPUT(k) { const CTV xf_ = LOADV_AT(k); acc += xf_; \
     const GM_UINTV b_ = GM_XCAT(as_uint, VW)(xf_) & 0x7FFFFFFFu; mx_ = max(mx_, b_); mn_ = min(mn_, b_ - 1u); }
 #define GM_COMPUTE(res) { CTV acc = (CTV)(-0.0f); GM_UINTV mx_ = (GM_UINTV)(0u), mn_ = (GM_UINTV)(0xFFFFFFFFu); \
     FOREACH_INPUT(GM_ADD_INPUT) \
-    const CTV y_ = (CTV)(GM_RCP), n_ = (CTV)((float)NIN); \
-    CTV q_ = acc * y_; \
-    q_ = fma(fma(-q_, n_, acc), y_, q_); \
-    q_ = fma(fma(-q_, n_, acc), y_, q_); \
-    res = select(q_, acc, acc == (CTV)(0.0f)); \
+    GM_QUOT4(res, acc) \
     const GM_UINTV thr_ = ((mn_ + 1u) & 0x7F800000u) + (GM_UINTV)((uint)NARY_EXP_OK); \
     const GM_INTV need_ = (mx_ >= thr_) | (mx_ >= (GM_UINTV)(0x7F800000u)) GM_NEED_BF16; \
     if (GM_FIXING) { \
@@ -622,11 +624,7 @@ GM_BF16_VEC_FINITE(16)
     mx_ = max(mx_, b_); mn_ = min(mn_, b_ - (GM_USHORTV)(1)); }
 #define GM_COMPUTE(res) { CTV acc = (CTV)(-0.0f); GM_USHORTV mx_ = (GM_USHORTV)(0), mn_ = (GM_USHORTV)(0xFFFF); \
     FOREACH_INPUT(GM_ADD_INPUT) \
-    const CTV y_ = (CTV)(GM_RCP), n_ = (CTV)((float)NIN); \
-    CTV q_ = acc * y_; \
-    q_ = fma(fma(-q_, n_, acc), y_, q_); \
-    q_ = fma(fma(-q_, n_, acc), y_, q_); \
-    res = select(q_, acc, acc == (CTV)(0.0f)); \
+    GM_QUOT4(res, acc) \
     const GM_USHORTV thr_ = min(((mn_ + (GM_USHORTV)(1)) & (GM_USHORTV)(0x7F80)) + (GM_USHORTV)(NARY_EXP_OK >> 16), \
                                 (GM_USHORTV)(GM_NARY_OVF >> 16)); \
     const GM_INTV need_ = GM_CVT_INT((mx_ >= thr_) | (mn_ < (GM_USHORTV)((27u << 7) - 1u))); \

@@ -1401,7 +1401,9 @@ GM_INLINE ACC8 gm_rows2(__global const T* in, long b GM_CHK_P) {
 #define GM_EXACT_TOP 0xFFFFFFFFu
 #endif
 #define GM_PAIRS16(a, b) ((float16)((a).even + (a).odd, (b).even + (b).odd))
-GM_INLINE int gm_exact_in_float(float16 a, float16 b, float16 c, float16 d) {
+// whether the block's nonzero exponent fields (GM_EXP16) lie at most span binades apart and the
+// largest is at most top (zeros alone pass)
+GM_INLINE int gm_block_span(float16 a, float16 b, float16 c, float16 d, const uint span, const uint top) {
     const uint16 ea = GM_EXP16(a), eb = GM_EXP16(b);
     const uint16 ec = GM_EXP16(c), ed = GM_EXP16(d);
     const uint16 hi = max(max(ea, eb), max(ec, ed));
@@ -1410,8 +1412,9 @@ GM_INLINE int gm_exact_in_float(float16 a, float16 b, float16 c, float16 d) {
     const uint4 h4 = max(h8.lo, h8.hi), l4 = min(l8.lo, l8.hi);
     const uint2 h2 = max(h4.lo, h4.hi), l2 = min(l4.lo, l4.hi);
     const uint h = max(h2.x, h2.y), l = min(l2.x, l2.y);
-    return (l == 0xFFFFFFFFu || h <= l + 1u + (GM_EXACT_SPAN << 23)) && h <= GM_EXACT_TOP;
+    return (l == 0xFFFFFFFFu || h <= l + 1u + (span << 23)) && h <= top;
 }
+#define gm_exact_in_float(a, b, c, d) gm_block_span(a, b, c, d, GM_EXACT_SPAN, GM_EXACT_TOP)
 #if EXACT_BF16 && GM_EXACT
 // BFLOAT16 blocks that fail the float test: their FLOAT64 sums are still exact when the nonzero
 // exponent fields span at most 42 binades and every value is finite (each value a multiple of
@@ -1419,17 +1422,7 @@ GM_INLINE int gm_exact_in_float(float16 a, float16 b, float16 c, float16 d) {
 // FLOAT64 overflow), so STORE8_RESULT's one rounding of the exact quotient by 8 is the correctly
 // rounded mean and the block needs no exact pass. Normal data: about 1 % of blocks fail the float
 // test (a value below 2^-12), nearly none this one (test_bfloat16_rows_of_8_double_path_span).
-GM_INLINE int gm_exact_in_double_b16(float16 a, float16 b, float16 c, float16 d) {
-    const uint16 ea = GM_EXP16(a), eb = GM_EXP16(b);
-    const uint16 ec = GM_EXP16(c), ed = GM_EXP16(d);
-    const uint16 hi = max(max(ea, eb), max(ec, ed));
-    const uint16 lo = min(min(ea - 1u, eb - 1u), min(ec - 1u, ed - 1u));   // a zero wraps to the top
-    const uint8 h8 = max(hi.lo, hi.hi), l8 = min(lo.lo, lo.hi);
-    const uint4 h4 = max(h8.lo, h8.hi), l4 = min(l8.lo, l8.hi);
-    const uint2 h2 = max(h4.lo, h4.hi), l2 = min(l4.lo, l4.hi);
-    const uint h = max(h2.x, h2.y), l = min(l2.x, l2.y);
-    return (l == 0xFFFFFFFFu || h <= l + 1u + (42u << 23)) && h < 0x7F800000u;
-}
+#define gm_exact_in_double_b16(a, b, c, d) gm_block_span(a, b, c, d, 42u, 254u << 23)   // finite: below 255
 #endif
 #endif
 #ifndef LOAD16
