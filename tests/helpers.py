@@ -47,3 +47,51 @@ def zero_rule_rows(n: int) -> np.ndarray:
     rows[6] = np.random.default_rng(n).standard_normal(n)
     rows[6, n - 2] = -np.inf
     return rows
+
+
+def reduce_mean_desc(dt, shape, axes):
+    """REDUCE AVERAGE of ``shape`` over ``axes`` (kept as size 1): DirectML's descriptor for its
+    types, gm.ext's for the extension types."""
+    out = tuple(1 if i in axes else s for i, s in enumerate(shape))
+    if dt in (gm.DataType.FLOAT32, gm.DataType.FLOAT16):
+        return gm.ReduceDesc(gm.ReduceFunction.AVERAGE, gm.TensorDesc(dt, shape), gm.TensorDesc(dt, out), tuple(axes))
+    return gm.ext.ReduceMeanDesc(gm.TensorDesc(dt, shape), gm.TensorDesc(dt, out), tuple(axes))
+
+
+def check_reduce_mean(dev, dt, x: np.ndarray, axes) -> np.ndarray:
+    """The device's REDUCE AVERAGE of x against the exact oracle, bit for bit (any NaN matches any
+    NaN); returns the result, flat."""
+    from oracle import equal_bits, reduce_mean
+    got = np.asarray(run(dev, reduce_mean_desc(dt, x.shape, axes), [x])).reshape(-1)
+    want = np.asarray(reduce_mean(x, tuple(axes), x.dtype)).reshape(-1)
+    if not equal_bits(got, want):
+        u = f"u{got.dtype.itemsize}"
+        bad = np.nonzero((got.view(u) != want.view(u)) & ~(np.isnan(got) & np.isnan(want)))[0]
+        raise AssertionError(f"{bad.size} outputs differ, first {got[bad[:3]]} against {want[bad[:3]]}")
+    return got
+
+
+def reduce_plan(dt, shape, axes):
+    """The planner's plan for REDUCE AVERAGE of a packed ``shape`` over ``axes``."""
+    from gpu_mean.descriptors.types import KernelOp
+    from gpu_mean.runtime import planning
+    strides = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+    out = tuple(1 if i in axes else s for i, s in enumerate(shape))
+    out_strides = tuple(int(np.prod(out[i + 1:])) for i in range(len(out)))
+    return planning.plan_reduce(KernelOp.REDUCE_MEAN, dt, shape, strides, out_strides, axes)
+
+
+def cpu_reduce_choice(dt, shape, axes, fp64: bool):
+    """The CPU shape's geometry and kernel variant for that plan (two compute units)."""
+    from gpu_mean.backends import opencl_geometry, reduce_kernels
+    plan = reduce_plan(dt, shape, axes)
+    return plan, opencl_geometry.reduce_geometry(plan, compute_units=2), \
+        reduce_kernels.cpu_variant(plan, compute_units=2, fp64=fp64)
+
+
+def exact_values(values, dtype) -> np.ndarray:
+    """``values`` in ``dtype``, each of which must be a value of the type (checked)."""
+    a = np.asarray(values, np.float64)
+    b = a.astype(dtype)
+    assert np.array_equal(b.astype(np.float64), a, equal_nan=True), "not values of the type"
+    return b

@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
-import oracle
 import pytest
-from helpers import run, zero_rule_rows
+from helpers import (
+    check_reduce_mean,
+    cpu_reduce_choice,
+    exact_values,
+    reduce_mean_desc,
+    reduce_plan,
+    run,
+    zero_rule_rows,
+)
 
-import gpu_mean as gm
 from gpu_mean import DataType as D
 from gpu_mean.backends import opencl_geometry, reduce_kernels
-from gpu_mean.descriptors.types import KernelOp
-from gpu_mean.runtime import planning
 
-T = gm.TensorDesc
 BF16 = np.dtype(ml_dtypes.bfloat16)
 BF_MAX = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
 BLOCK = 64 * reduce_kernels.B16_PASSES
@@ -28,34 +31,19 @@ BLOCK = 64 * reduce_kernels.B16_PASSES
 
 def bf(values) -> np.ndarray:
     """bfloat16 values written exactly (each must be a bfloat16 value: checked)."""
-    a = np.asarray(values, np.float64)
-    b = a.astype(BF16)
-    assert np.array_equal(b.astype(np.float64), a, equal_nan=True), "not bfloat16 values"
-    return b
+    return exact_values(values, BF16)
 
 
 def _mean(device, x: np.ndarray, axes) -> np.ndarray:
-    out = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
-    return run(device, gm.ext.ReduceMeanDesc(T(D.BFLOAT16, x.shape), T(D.BFLOAT16, out), tuple(axes)), [x])
+    return run(device, reduce_mean_desc(D.BFLOAT16, x.shape, axes), [x])
 
 
 def _check(device, x: np.ndarray, axes) -> np.ndarray:
-    got = _mean(device, x, axes)
-    want = oracle.reduce_mean(x, tuple(axes), BF16)
-    g, w = np.asarray(got).reshape(-1), np.asarray(want).reshape(-1)
-    gb, wb = g.view(np.uint16), w.view(np.uint16)
-    nan = np.isnan(w.astype(np.float32))
-    assert np.array_equal(np.isnan(g.astype(np.float32)), nan)
-    bad = np.nonzero(gb[~nan] != wb[~nan])[0]
-    assert bad.size == 0, f"{bad.size} outputs differ, first {g[~nan][bad[:3]]} against {w[~nan][bad[:3]]}"
-    return g
+    return check_reduce_mean(device, D.BFLOAT16, x, axes)
 
 
 def _plan(shape, axes, dt=D.BFLOAT16):
-    strides = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
-    out = tuple(1 if i in axes else s for i, s in enumerate(shape))
-    out_strides = tuple(int(np.prod(out[i + 1:])) for i in range(len(out)))
-    return planning.plan_reduce(KernelOp.REDUCE_MEAN, dt, shape, strides, out_strides, axes)
+    return reduce_plan(dt, shape, axes)
 
 
 @pytest.mark.parametrize("shape, axes, fp64, want", [
@@ -70,9 +58,7 @@ def _plan(shape, axes, dt=D.BFLOAT16):
 def test_b16_rows_chosen(shape, axes, fp64, want):
     """The planner's choice: the row kernel with fp64 only (the tests below would pass vacuously if
     their shapes never reached GM_B16); FLOAT16 never takes it."""
-    plan = _plan(shape, axes)
-    g = opencl_geometry.reduce_geometry(plan, compute_units=2)
-    v = reduce_kernels.cpu_variant(plan, compute_units=2, fp64=fp64)
+    plan, g, v = cpu_reduce_choice(D.BFLOAT16, shape, axes, fp64)
     assert bool(v.macros.get("GM_B16")) == want
     if want:
         assert g.kernel == "row" and reduce_kernels.b16_rows(plan, fp64, g)

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
-import oracle
 import pytest
-from helpers import run
+from helpers import check_reduce_mean, exact_values
 
-import gpu_mean as gm
 from gpu_mean import DataType as D
 
-T = gm.TensorDesc
 TYPES = {"FLOAT32": (D.FLOAT32, np.dtype(np.float32), 24), "FLOAT16": (D.FLOAT16, np.dtype(np.float16), 11),
          "BFLOAT16": (D.BFLOAT16, np.dtype(ml_dtypes.bfloat16), 8)}
 
@@ -50,37 +47,12 @@ def _cases(p: int, wide: bool) -> dict[str, list[float]]:
     return cases
 
 
-def _desc(dt, shape, axes):
-    out = tuple(1 if i in axes else s for i, s in enumerate(shape))
-    if dt is D.BFLOAT16:
-        return gm.ext.ReduceMeanDesc(T(dt, shape), T(dt, out), tuple(axes))
-    return gm.ReduceDesc(gm.ReduceFunction.AVERAGE, T(dt, shape), T(dt, out), tuple(axes))
-
-
-def _check(device, dt, npdt, x: np.ndarray, axes) -> None:
-    got = np.asarray(run(device, _desc(dt, x.shape, axes), [x])).reshape(-1)
-    want = np.asarray(oracle.reduce_mean(x, tuple(axes), npdt)).reshape(-1)
-    nan = np.isnan(want.astype(np.float32))
-    assert np.array_equal(np.isnan(got.astype(np.float32)), nan)
-    u = np.uint16 if npdt.itemsize == 2 else np.uint32
-    gb, wb = got.view(u), want.view(u)
-    bad = np.nonzero(gb[~nan] != wb[~nan])[0]
-    assert bad.size == 0, f"{bad.size} outputs differ, first {got[~nan][bad[:3]]} against {want[~nan][bad[:3]]}"
-
-
-def _exact(values, npdt) -> np.ndarray:
-    a = np.asarray(values, np.float64)
-    b = a.astype(npdt)
-    assert np.array_equal(b.astype(np.float64), a), "not values of the type"
-    return b
-
-
 @pytest.mark.parametrize("name", list(TYPES))
 @pytest.mark.parametrize("axis", [1, 0], ids=["rows", "columns"])
 def test_open_outputs_settled_exactly(device, name, axis):
     dt, npdt, p = TYPES[name]
     cases = _cases(p, wide=name != "FLOAT16")
-    runs = [_exact(v, npdt) for v in cases.values()]
+    runs = [exact_values(v, npdt) for v in cases.values()]
     n = max(len(r) for r in runs)
     # every run padded with zeros to one length, each twice (in a block of 64 outputs) and scaled by
     # 2^-3 (still exact), next to ordinary outputs: the bound settles those, the tier the others
@@ -94,7 +66,7 @@ def test_open_outputs_settled_exactly(device, name, axis):
     x = np.asarray(rows).astype(npdt)
     if axis == 0:
         x = np.ascontiguousarray(x.T)
-    _check(device, dt, npdt, x, (axis,))
+    check_reduce_mean(device, dt, x, (axis,))
 
 
 @pytest.mark.parametrize("name", list(TYPES))
@@ -107,7 +79,7 @@ def test_zero_column_beside_an_infinity_keeps_its_sign(device, name):
     x[0, 0] = np.inf
     x[:, 2:] = np.random.default_rng(3).standard_normal((4, 62))
     x[:, 5] = [1.0, -1.0, 0.5, -0.5]       # cancels to +0.0
-    _check(device, dt, npdt, x.astype(npdt), (0,))
+    check_reduce_mean(device, dt, x.astype(npdt), (0,))
 
 
 @pytest.mark.parametrize("name", list(TYPES))
@@ -117,4 +89,4 @@ def test_short_runs_of_normal_values(device, name, axis):
     has three more bits than the values), all decided by the tier."""
     dt, npdt, _ = TYPES[name]
     x = np.random.default_rng(8).standard_normal((8, 4096) if axis == 0 else (4096, 8)).astype(npdt)
-    _check(device, dt, npdt, x, (axis,))
+    check_reduce_mean(device, dt, x, (axis,))

@@ -8,41 +8,24 @@ outputs to the exact pass), the zero rule, infinities and NaN."""
 from __future__ import annotations
 
 import numpy as np
-import oracle
 import pytest
-from helpers import run, zero_rule_rows
+from helpers import check_reduce_mean, cpu_reduce_choice, reduce_mean_desc, reduce_plan, run, zero_rule_rows
 from test_fast_paths_exact import _near_midpoints
 
-import gpu_mean as gm
 from gpu_mean import DataType as D
 from gpu_mean.backends import opencl_geometry, reduce_kernels
-from gpu_mean.descriptors.types import KernelOp
-from gpu_mean.runtime import planning
-
-T = gm.TensorDesc
 
 
 def _mean(device, x: np.ndarray, axes) -> np.ndarray:
-    out = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
-    desc = gm.ReduceDesc(gm.ReduceFunction.AVERAGE, T(D.FLOAT16, x.shape), T(D.FLOAT16, out), tuple(axes))
-    return run(device, desc, [x])
+    return run(device, reduce_mean_desc(D.FLOAT16, x.shape, axes), [x])
 
 
 def _check(device, x: np.ndarray, axes) -> None:
-    got = _mean(device, x, axes)
-    want = oracle.reduce_mean(x, tuple(axes), np.float16)
-    g, w = got.reshape(-1), want.reshape(-1)
-    assert np.array_equal(np.isnan(g), np.isnan(w))
-    fin = ~np.isnan(w)
-    bad = np.nonzero(g[fin].view(np.uint16) != w[fin].view(np.uint16))[0]
-    assert bad.size == 0, f"{bad.size} outputs differ, first {g[fin][bad[:3]]} against {w[fin][bad[:3]]}"
+    check_reduce_mean(device, D.FLOAT16, x, axes)
 
 
 def _plan(shape, axes):
-    strides = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
-    out = tuple(1 if i in axes else s for i, s in enumerate(shape))
-    out_strides = tuple(int(np.prod(out[i + 1:])) for i in range(len(out)))
-    return planning.plan_reduce(KernelOp.REDUCE_MEAN, D.FLOAT16, shape, strides, out_strides, axes)
+    return reduce_plan(D.FLOAT16, shape, axes)
 
 
 @pytest.mark.parametrize("shape, axes, fp64, want", [
@@ -57,9 +40,7 @@ def _plan(shape, axes):
 def test_h16_rows_chosen(shape, axes, fp64, want):
     """The planner's choice: the row kernel with fp64 only (a test of this file would pass vacuously
     if the shapes below never reached GM_H16)."""
-    plan = _plan(shape, axes)
-    g = opencl_geometry.reduce_geometry(plan, compute_units=2)
-    v = reduce_kernels.cpu_variant(plan, compute_units=2, fp64=fp64)
+    plan, g, v = cpu_reduce_choice(D.FLOAT16, shape, axes, fp64)
     assert bool(v.macros.get("GM_H16")) == want
     if want:
         assert g.kernel == "row" and reduce_kernels.h16_rows(plan, fp64, g)
