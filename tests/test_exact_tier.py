@@ -5,8 +5,9 @@ format, the sign of S - n b by one fma. Outputs whose pair is not exact (errors 
 zero sums and infinities go on to the superaccumulator. Every case is built so that a wrong decision
 changes the result: exact ties (rounded to even, down and up), a tie broken by a value far below the
 sum's last bit (the pair's low word decides), a tie broken by a bit inside the double sum (the fma
-decides), a tie broken by a value lost from c (the pair must be refused), a column of -0.0 beside an
-infinity (the zero's sign must come from the values). Rows (the row kernel) and columns (the column
+decides), a tie broken by a value lost from the plain sum that is tried first (its exactness test
+must refuse it), a tie broken by a value lost from c (the pair must be refused), a column of -0.0
+beside an infinity (the zero's sign must come from the values). Rows (the row kernel) and columns (the column
 kernel), FLOAT32, FLOAT16 and BFLOAT16, every device variant, against the exact oracle bit for bit."""
 from __future__ import annotations
 
@@ -40,6 +41,9 @@ def _cases(p: int, wide: bool) -> dict[str, list[float]]:
             # the fma decides: a bit inside the double sum, within the bound's pad of the midpoint
             "tie broken up inside the sum": [1.0, 1.0 + eps, 2.0 ** -50, 1.0],
             "tie broken down inside the sum": [1.0, 1.0 + eps, -(2.0 ** -50), 1.0],
+            # 2^-48 eps is lost from the plain double sum, which must not be taken as exact (its
+            # values span more binades than gm_sum_is_exact allows), else a tie
+            "tie broken by a bit lost from the plain sum": [1.0 + eps, 1.0, 2.0 ** -48 * (1.0 + eps), -(2.0 ** -48)],
             # 2^-100 is lost from c (its addition rounds): the pair must be refused, else a tie
             "error of c rounds": [2.0 ** 100, 1.0, -(2.0 ** 100), 2.0 ** -24 if p == 24 else 2.0 ** -8,
                                   2.0 ** -100, 0.0, 0.0, 0.0],
