@@ -898,7 +898,7 @@ GM_INLINE void gm_xacc_tree(LOCAL_PTR gm_xacc* xs, const int lid) {
 // rounds and stores. The flags are uniform over the group, so every barrier is reached by all.
 __kernel void gm_reduce_exact(__global const T* restrict in, ulong in_off, __global OUT_T* restrict out,
                               ulong out_off, __global const uchar* restrict flag, ulong flag_off,
-                              GM_META_ARG(gm_rmeta, m), long n_out, ulong n, long per GM_CHK_P) {
+                              GM_META_ARG(gm_rmeta, m), long n_out, ulong n GM_CHK_P) {
     GM_META_BIND(gm_rmeta, m)
     __local gm_xacc xs[EX_WG];
     __local uchar open[EX_WG];
@@ -1001,6 +1001,65 @@ __kernel void gm_reduce_limbs(__global const T* restrict in, ulong in_off, __glo
         blk = 0; } \
     ++blk; }
 
+#if GM_EXACT
+// The exact path, CPU shape: each kernel that stores results redoes the outputs it left open before
+// it returns (no second launch: on PoCL a launch costs about as much as the exact pass of the few
+// outputs normal data leaves open). gm_redo_open scans the flags of outputs [k0, k1) (sixteen bytes at
+// a time; GM_FLAG_BITS: a bit per output, k0 a multiple of 8) and sums each open output's values
+// again: the second tier first (gm_dd_output), else a superaccumulator; then divides, rounds and
+// stores.
+GM_INLINE void gm_redo_open(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
+                            __global const uchar* flag, ulong flag_off, __constant const gm_rmeta* m,
+                            long k0, long k1, ulong n GM_CHK_P) {
+#if GM_FLAG_BITS
+    const long f0 = k0 >> 3, f1 = (k1 + 7) >> 3;
+#else
+    const long f0 = k0, f1 = k1;
+#endif
+    for (long f = f0; f < f1; ++f) {
+        if (f + 16 <= f1) {      // sixteen flag bytes at once: nearly always all clear
+            const uchar16 v = vload16(0, GM_AT(GM_A_FLAG, const uchar, flag, (long)flag_off + f, 16));
+            const ulong2 w = as_ulong2(v);
+            if ((w.s0 | w.s1) == 0) { f += 15; continue; }
+        }
+        const uint byte = *GM_AT(GM_A_FLAG, const uchar, flag, (long)flag_off + f, 1);
+        if (byte == 0) continue;
+#if GM_FLAG_BITS
+        for (int bit = 0; bit < 8; ++bit) {
+            const long k = f * 8 + bit;
+            if (!((byte >> bit) & 1u) || k >= k1) continue;
+#else
+        {
+            const long k = f;
+#endif
+#if GM_DD_TIER
+            uint bits;
+            if (n < 0x100000000ul && gm_dd_output(in, (long)in_off + gm_keep_offset(m, k, 1), m, n, &bits GM_CHK_A)) {
+                GM_STORE_BITS(GM_AT(GM_A_OUT, OUT_T, out, (long)out_off + gm_keep_offset(m, k, 2), 1), bits);
+                continue;
+            }
+#endif
+            gm_xacc x;
+            GM_XINIT(&x);
+            gm_exact_range(&x, in, (long)in_off + gm_keep_offset(m, k, 1), m, 0, (long)n GM_CHK_A);
+            gm_exact_store(&x, n, out, (long)out_off + gm_keep_offset(m, k, 2) GM_CHK_A);
+        }
+    }
+}
+// in a kernel with the main kernels' parameter names: outputs [k0, k1) settled (GM_FAST_ONLY, for
+// tests only: the fast path alone, open outputs keep the bound test's candidate)
+#if GM_FAST_ONLY
+#define GM_REDO_OPEN(k0, k1)
+#else
+#define GM_REDO_OPEN(k0, k1) gm_redo_open(in, in_off, out, out_off, flag, flag_off, m, k0, k1, n GM_CHK_A)
+#endif
+// the finalize pass reads the values of the outputs it leaves open
+#define GM_FIN_IN , __global const T* in, ulong in_off
+#else
+#define GM_REDO_OPEN(k0, k1)
+#define GM_FIN_IN
+#endif
+
 // one output already located: its element o of out, or its partial slot pi of part (use_part)
 GM_INLINE void gm_emit_at(gm_acc a, ulong n, __global OUT_T* out, long o, __global gm_acc* part, long pi,
                           __global uchar* flag, long fi, int use_part, __constant const gm_rmeta* m GM_CHK_P) {
@@ -1039,22 +1098,7 @@ GM_INLINE double gm_max8_value(int8 m) {
 #define GM_MAX8_TO(a)
 #endif
 
-#if GM_B16_SELF
-// BFLOAT16 rows of one run each (GM_B16 without partials; reduce_kernels.cpu_variant): an output the
-// bound test leaves open is decided by its own work-item, through the exact pass's steps
-// (gm_reduce_exact_serial: the second tier, then the superaccumulator), so that the host launches no
-// exact pass and keeps no flags (on PoCL that launch cost 5-10 % of a 32 MiB row reduction, most of
-// BFLOAT16's gap to FLOAT16, whose rows of at most 2^13 values need no exact pass).
-GM_INLINE void gm_b16_store_self(gm_acc a, ulong n, __global const T* in, ulong in_off, __global OUT_T* out,
-                                 ulong out_off, __constant const gm_rmeta* m, long k GM_CHK_P) {
-    const long o = (long)out_off + gm_keep_offset(m, k, 2);
-    uint bits;
-    if (!gm_settle(a, n, m->depth, &bits)) {
-        const long base = (long)in_off + gm_keep_offset(m, k, 1);
-#if GM_DD_TIER
-        if (!(n < 0x100000000ul && gm_dd_output(in, base, m, n, &bits GM_CHK_A)))
-#endif
-        {
+       {
             gm_xacc x;
             GM_XINIT(&x);
             gm_exact_range(&x, in, base, m, 0, (long)n GM_CHK_A);
@@ -1287,11 +1331,8 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
 #endif
 #endif
     for (; i < end; ++i) GM_ACC_ADD(a, GM_IN1(b + i));
-#if GM_B16_SELF
-    gm_b16_store_self(a, n, in, in_off, out, out_off, m, k GM_CHK_A);     // one run per row: no partials
-#else
     gm_emit(a, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k, chunk, n_out GM_CHK_A);
-#endif
+    if (!use_part) GM_REDO_OPEN(k, k + 1);
 }
 
 #if GM_SETTLE8
@@ -1464,7 +1505,7 @@ __kernel void gm_reduce_short_serial(__global const T* in, ulong in_off, __globa
                                      int use_part, __constant const gm_rmeta* m, long n_out, long len, long clen,
                                      ulong n GM_CHK_P) {
     long r = get_global_id(0) * clen;
-    const long end = min(n_out, r + clen);
+    const long r_first = r, end = min(n_out, r + clen);
     long b = (long)in_off + r * SHORT_LEN;
     for (; r + 8 <= end; r += 8, b += 8 * SHORT_LEN) {
         GM_PREFETCH(in, b, PREFETCH);
@@ -1539,6 +1580,7 @@ __kernel void gm_reduce_short_serial(__global const T* in, ulong in_off, __globa
 #if GM_EXACT
     if (end > r0) GM_FLAG((long)flag_off + (r0 >> 3)) = (uchar)fb;
 #endif
+    GM_REDO_OPEN(r_first, end);
 }
 #elif SHORT_LEN && GM_X_D
 // FLOAT64 REDUCE AVERAGE over short dense rows (SHORT_LEN 8, 16 or 32 values, a power of two; row k
@@ -1639,7 +1681,7 @@ __kernel void gm_reduce_short_serial(__global const T* in, ulong in_off, __globa
                                      int use_part, __constant const gm_rmeta* m, long n_out, long len, long clen,
                                      ulong n GM_CHK_P) {
     long r = get_global_id(0) * clen;
-    const long end = min(n_out, r + clen);
+    const long r_first = r, end = min(n_out, r + clen);
     long b = (long)in_off + r * SHORT_LEN;
     double8 res;
     for (; r + 8 <= end; r += 8, b += 8 * SHORT_LEN) {
@@ -1656,6 +1698,7 @@ __kernel void gm_reduce_short_serial(__global const T* in, ulong in_off, __globa
         for (int j = 0; j < cnt; ++j) *GM_AT(GM_A_OUT, OUT_T, out, (long)out_off + r + j, 1) = rl[j];
         GM_FLAG((long)flag_off + (r >> 3)) = (uchar)(gm_open_bits8(open) & ((1u << cnt) - 1u));
     }
+    GM_REDO_OPEN(r_first, end);
 }
 #endif
 
@@ -1784,6 +1827,7 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
                 vstore8(as_double8(bits), 0, GM_AT(GM_A_OUT, OUT_T, out, ob + 8 * v, 8));
                 vstore8(convert_uchar8(open & (long8)(1)), 0, GM_AT(GM_A_FLAG, uchar, flag, fb + 8 * v, 8));
             }
+            GM_REDO_OPEN(k0, k0 + COLS);
             return;
         }
         for (int v = 0; v < COLS; ++v) acc[v].bhi = max(acc[v].bhi, mc);
@@ -1964,6 +2008,7 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
             gm_emit_at(a, n, out, ob + (col - c0), part, pb + (col - c0), flag, fb + (col - c0), use_part, m GM_CHK_A);
         }
     }
+    if (!use_part) GM_REDO_OPEN(k0, k0 + min((long)COLS, inner - c0));
 }
 
 // General class: work-item (k, chunk) walks a chunk of the reduced index space with a carried
@@ -1977,63 +2022,20 @@ __kernel void gm_reduce_general_serial(__global const T* in, ulong in_off, __glo
     long j = chunk * clen;
     gm_acc a = gm_general_sum(in, (long)in_off + gm_keep_offset(m, k, 1), m, j, min(len, j + clen) GM_CHK_A);
     gm_emit(a, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k, chunk, n_out GM_CHK_A);
+    if (!use_part) GM_REDO_OPEN(k, k + 1);
 }
 
 // Second pass: a work-item per output combines its chunk partials in chunk order (deterministic).
 __kernel void gm_reduce_finalize_serial(__global const gm_acc* part, ulong part_off, long n_chunks, long n_out,
                                         __global OUT_T* out, ulong out_off, __global uchar* flag, ulong flag_off,
-                                        __constant const gm_rmeta* m, ulong n GM_CHK_P) {
+                                        __constant const gm_rmeta* m, ulong n GM_FIN_IN GM_CHK_P) {
     long k = get_global_id(0);
     if (k >= n_out) return;
     gm_acc a = GM_PART((long)part_off + k);
     for (long c = 1; c < n_chunks; ++c) { gm_acc b = GM_PART((long)part_off + c * n_out + k); GM_ACC_MERGE(a, b); }
     gm_store(a, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag, (long)flag_off + k, m GM_CHK_A);
+    GM_REDO_OPEN(k, k + 1);
 }
-
-#if GM_EXACT
-// The exact path, CPU shape: work-item g takes outputs [g * per, + per), scans their flags (sixteen
-// at a time; GM_FLAG_BITS: a bit per output) and sums each open output's values into a
-// superaccumulator alone (a work-item per output, no barriers), then divides, rounds and stores.
-__kernel void gm_reduce_exact_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
-                                     __global const uchar* flag, ulong flag_off, __constant const gm_rmeta* m,
-                                     long n_out, ulong n, long per GM_CHK_P) {
-    const long k0 = (long)get_global_id(0) * per, k1 = min(n_out, k0 + per);
-#if GM_FLAG_BITS
-    const long f0 = k0 >> 3, f1 = (k1 + 7) >> 3;    // per is a multiple of 8
-#else
-    const long f0 = k0, f1 = k1;
-#endif
-    for (long f = f0; f < f1; ++f) {
-        if (f + 16 <= f1) {      // sixteen flag bytes at once: nearly always all clear
-            const uchar16 v = vload16(0, GM_AT(GM_A_FLAG, const uchar, flag, (long)flag_off + f, 16));
-            const ulong2 w = as_ulong2(v);
-            if ((w.s0 | w.s1) == 0) { f += 15; continue; }
-        }
-        const uint byte = *GM_AT(GM_A_FLAG, const uchar, flag, (long)flag_off + f, 1);
-        if (byte == 0) continue;
-#if GM_FLAG_BITS
-        for (int bit = 0; bit < 8; ++bit) {
-            const long k = f * 8 + bit;
-            if (!((byte >> bit) & 1u) || k >= k1) continue;
-#else
-        {
-            const long k = f;
-#endif
-#if GM_DD_TIER
-            uint bits;
-            if (n < 0x100000000ul && gm_dd_output(in, (long)in_off + gm_keep_offset(m, k, 1), m, n, &bits GM_CHK_A)) {
-                GM_STORE_BITS(GM_AT(GM_A_OUT, OUT_T, out, (long)out_off + gm_keep_offset(m, k, 2), 1), bits);
-                continue;
-            }
-#endif
-            gm_xacc x;
-            GM_XINIT(&x);
-            gm_exact_range(&x, in, (long)in_off + gm_keep_offset(m, k, 1), m, 0, (long)n GM_CHK_A);
-            gm_exact_store(&x, n, out, (long)out_off + gm_keep_offset(m, k, 2) GM_CHK_A);
-        }
-    }
-}
-#endif
 
 #if GM_EXACT
 // Exact partials, CPU shape: a work-item per (run, output) pair, its run deposited serially.

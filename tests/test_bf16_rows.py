@@ -1,8 +1,8 @@
 """The CPU shape's BFLOAT16 row sums (issue 21 point 6, reduce.cl: GM_B16, reduce_kernels.b16_rows):
 BFLOAT16 REDUCE AVERAGE through the row kernel with fp64 widens each value to double (a shift or a
 mask to float, then a conversion: exact) and adds it into eight vectors of double lanes; the bound
-test and the exact path decide, and rows of one run decide their open outputs in the row kernel
-itself (GM_B16_SELF: no flags, no exact pass). Every device variant against the exact oracle, bit
+test and the exact path decide (rows of one run: the row kernel itself, gm_redo_open). Every device
+variant against the exact oracle, bit
 for bit: data that a float sum of four values would round or overflow (the float pre-sum that
 session 13 removed), tails that cut the passes, runs cut into chunks, interleaved axes, ties and
 rows the bound leaves open, subnormals, the zero rule, infinities and NaN."""
@@ -133,18 +133,14 @@ def test_ties(device):
     _check(device, x, (1,))
 
 
-@pytest.mark.parametrize("shape, axes, fp64, self_", [
-    ((64, 4096), (1,), True, True),                 # rows of one run: decided in the row kernel
-    ((4, 20000), (1,), True, True),
-    ((1 << 20,), (0,), True, False),                # chunks: partials, the finalize pass, the exact pass
-    ((16, 8, 40, 40), (0, 2, 3), True, False),      # a run per outer index: partials
-])
-def test_b16_self_chosen(shape, axes, fp64, self_):
-    """Rows of one run (no partials) take GM_B16_SELF: no gm_reduce_exact launch and no flags; split
-    rows keep the flags and the exact pass (their partials are decided only after the finalize pass)."""
-    plan, g, v = cpu_reduce_choice(D.BFLOAT16, shape, axes, fp64)
-    assert v.macros["GM_B16"] and bool(v.macros.get("GM_B16_SELF")) == self_ == (g.n_chunks == 1)
-    assert (v.exact is None) == self_ and (v.flag_bytes == 0) == self_
+@pytest.mark.parametrize("shape, axes", [((64, 4096), (1,)), ((4, 20000), (1,)), ((1 << 20,), (0,)),
+                                         ((16, 8, 40, 40), (0, 2, 3))])
+def test_b16_rows_depth(shape, axes):
+    """The bound's depth covers the loop's chains (reduce.cl: GM_B16): a lane's one addition per pass
+    of 64, then at most 3 + 3 + 8 + 15 (the passes of sixteen, the lanes' tree, the horizontal sum,
+    the tail), then the finalize pass's chunks."""
+    plan, g, v = cpu_reduce_choice(D.BFLOAT16, shape, axes, True)
+    assert v.macros["GM_B16"]
     assert v.depth == min(plan.n_reduce - 1, -(-g.chunk // 64) + 29 + (g.n_chunks + 2 if g.n_chunks > 1 else 0))
 
 
@@ -153,7 +149,7 @@ def _open_rows(n: int) -> np.ndarray:
     (1 and 1 + 2^-7: mean 1 + 2^-8, ties to 1.0), the same tie missed by +-2^-133 (one pair (1 + 2^-7,
     1) made (2 + 2^-6, +-2^-133), another (1, 1): rounds up, then down), a zero mean of nonzero values
     (+0.0), and ones lost in a FLOAT64 lane beside 2^100 (cancelled by -2^100 in the same lane for
-    n = 4096). The row kernel's own exact path (GM_B16_SELF) must decide them."""
+    n = 4096). The exact path must decide them."""
     tie = np.resize([1.0, 1.0 + 2.0 ** -7], n)
     up, down = tie.copy(), tie.copy()
     for r, t in ((up, 2.0 ** -133), (down, -(2.0 ** -133))):
@@ -169,9 +165,9 @@ def _open_rows(n: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("n", [4096, 20010])
-def test_open_rows_decided_in_the_row_kernel(device, n):
-    """The rows of _open_rows, one run each (GM_B16_SELF on the CPU shape with fp64): the correctly
-    rounded means, bit for bit (a row kernel that stored the bound test's guess fails them)."""
+def test_open_rows(device, n):
+    """The rows of _open_rows, one run each (on the CPU shape with fp64 the row kernel redoes them,
+    gm_redo_open): the correctly rounded means, bit for bit (the bound test's candidates fail them)."""
     got = _check(device, bf(_open_rows(n)), (1,))
     want = np.array([1.0, 1.0 + 2.0 ** -7, 1.0, 0.0, 0.0, -1.0])
     assert np.array_equal(got.astype(np.float64)[[0, 1, 2, 3, 5]], want[[0, 1, 2, 3, 5]])

@@ -299,8 +299,9 @@ class ElementwiseProgram(Program):
 
 class ReduceProgram(Program):
     """opencl_kernels/reduce.cl: the main kernel, then the finalize pass of a split reduction, then
-    (the correctly rounded means, GM_EXACT) gm_reduce_exact, always launched, with no host sync: it
-    redoes exactly the outputs whose flag the bound test set and returns at once where none is."""
+    (the correctly rounded means, GM_EXACT, GPU shape) gm_reduce_exact, always launched, with no host
+    sync: it redoes exactly the outputs whose flag the bound test set and returns at once where none
+    is. The CPU shape has no such pass: its kernels redo the outputs they leave open (redo_open)."""
 
     def __init__(self, be: KernelBackend, plan: planning.ReducePlan):
         self.be, self.plan = be, plan
@@ -365,7 +366,7 @@ class ReduceProgram(Program):
         n_out, n = self.plan.n_out, self.plan.n_reduce
         fin = exact = None
         if v.finalize:
-            fin = v.finalize_args(part, toff, out, ooff, flag, foff, self.meta, n_out, n, lo) + tail
+            fin = v.finalize_args(part, toff, out, ooff, flag, foff, self.meta, n_out, n, lo, inp, ioff) + tail
         if v.exact:
             exact = v.exact_args(inp, ioff, out, ooff, flag, foff, self.meta, n_out, n) + tail
         return main, fin, exact, (ioff, ooff, toff, foff, loff)

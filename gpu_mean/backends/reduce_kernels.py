@@ -80,8 +80,8 @@ def h16_rows(plan: planning.ReducePlan, fp64: bool, g) -> bool:
 def b16_rows(plan: planning.ReducePlan, fp64: bool, g) -> bool:
     """Whether the CPU shape's row kernel sums BFLOAT16 REDUCE AVERAGE runs through its own loop
     (reduce.cl: GM_B16: sixteen values per load, widened to double in eight vectors of lanes): the
-    correctly rounded mean with fp64, in the row kernel (docs/design.md, "BFLOAT16 rows on the CPU
-    shape"); rows of one run decide their open outputs in the row kernel (GM_B16_SELF)."""
+    correctly rounded mean with fp64, in the row kernel (docs/design.md, "BFLOAT16 on the CPU shape
+    with fp64")."""
     return plan.dtype == D.BFLOAT16 and fp64 and g.kernel == "row" and exact_mean(plan, fp64)
 
 
@@ -258,8 +258,9 @@ class ReduceVariant:
     n_chunks: int
     temporary_size: int         # bytes of chunk partials, then the flags (0: one pass without flags)
     acc_bytes: int = planning.ACC_BYTES     # bytes of one partial (binding offsets divide by it)
-    exact: Launch | None = None     # gm_reduce_exact (GM_EXACT variants whose bound can leave outputs open)
-    exact_per: int = 0              # outputs per work-item of gm_reduce_exact_serial
+    exact: Launch | None = None     # gm_reduce_exact (GPU-shaped GM_EXACT variants: the outputs left open)
+    redo_open: bool = False         # CPU shape, GM_EXACT: each kernel redoes the outputs it left open
+    #                                 (reduce.cl: gm_redo_open); the finalize pass also reads the input
     flag_bytes: int = 0             # bytes of flags after the partials (a byte, or a bit, per output)
     depth: int = 0                  # the bound on additions per value (pack_meta)
 
@@ -276,15 +277,16 @@ class ReduceVariant:
                 np.int32(self.n_chunks > 1), meta) + self.tail + lo
 
     def finalize_args(self, part, part_off, out, out_off, flag, flag_off, meta, n_out: int, n: int,
-                      lo: tuple = ()) -> tuple:
+                      lo: tuple = (), inp=None, in_off: int = 0) -> tuple:
+        """``inp``, ``in_off``: the input (redo_open: the outputs the pass leaves open are summed again)."""
         u64 = np.uint64
+        own = (inp, u64(in_off)) if self.redo_open else ()
         return (part, u64(part_off), np.int64(self.n_chunks), np.int64(n_out), out, u64(out_off), flag,
-                u64(flag_off), meta, u64(n)) + lo
+                u64(flag_off), meta, u64(n)) + own + lo
 
     def exact_args(self, inp, in_off, out, out_off, flag, flag_off, meta, n_out: int, n: int) -> tuple:
         u64 = np.uint64
-        return (inp, u64(in_off), out, u64(out_off), flag, u64(flag_off), meta, np.int64(n_out), u64(n),
-                np.int64(self.exact_per))
+        return (inp, u64(in_off), out, u64(out_off), flag, u64(flag_off), meta, np.int64(n_out), u64(n))
 
 
 def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, checked: bool = False) -> ReduceVariant:
@@ -326,7 +328,7 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
     fin_depth = _cdiv(g.n_chunks, fin_block[0]) + 12 if g.n_chunks > 1 else 0
     groups = max(1, min(_cdiv(n_out, EX_WG), sms * 8, gpu_geometry.MAX_X))
     ex = Launch("gm_reduce_exact", (groups * EX_WG,), (EX_WG,))
-    return _exact_variant(plan, m, main, tail, fin, g.n_chunks, ab, ex, 0, False, per_chunk + fin_depth)
+    return _exact_variant(plan, m, main, tail, fin, g.n_chunks, ab, ex, False, per_chunk + fin_depth)
 
 
 def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
@@ -419,21 +421,14 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
     else:
         per_chunk = g.chunk + 8                 # a walk, or the columns past the last whole block
     fin_depth = g.n_chunks + 2 if g.n_chunks > 1 else 0
-    if b16 and g.n_chunks == 1:
-        # rows of one run: the row kernel decides its open outputs itself (reduce.cl: GM_B16_SELF), no
-        # flags and no exact pass
-        m["GM_B16_SELF"] = 1
-        return ReduceVariant(m, main, tail, fin, 1, _temporary(plan, 1, ab), ab,
-                             depth=max(0, min(plan.n_reduce - 1, per_chunk)))
-    n_out = plan.n_out
-    per = _round_up(_cdiv(n_out, compute_units * 16), 128 if bits else 16)
-    ex = Launch("gm_reduce_exact_serial", (_cdiv(n_out, per),), (1,))
-    return _exact_variant(plan, m, main, tail, fin, g.n_chunks, ab, ex, per, bits, per_chunk + fin_depth)
+    # no exact pass: each kernel redoes the outputs it left open (reduce.cl: gm_redo_open)
+    return _exact_variant(plan, m, main, tail, fin, g.n_chunks, ab, None, bits, per_chunk + fin_depth)
 
 
-def _exact_variant(plan, m, main, tail, fin, n_chunks, ab, ex, per, bits, depth) -> ReduceVariant:
-    """A GM_EXACT variant: the flags after the partials, the exact pass, the depth of the bound
-    (never more than n - 1, which holds for every summation tree; 0 for a FLOAT16 sum that is exact)."""
+def _exact_variant(plan, m, main, tail, fin, n_chunks, ab, ex, bits, depth) -> ReduceVariant:
+    """A GM_EXACT variant: the flags after the partials, the exact pass (``ex``; None: the CPU shape's
+    kernels redo their open outputs themselves), the depth of the bound (never more than n - 1, which
+    holds for every summation tree; 0 for a FLOAT16 sum that is exact)."""
     depth = max(0, min(plan.n_reduce - 1, depth))
     if plan.dtype == D.FLOAT64:
         depth = plan.n_reduce - 1   # the double-double's bound is tiny even so (8 u^2 per addition)
@@ -441,7 +436,7 @@ def _exact_variant(plan, m, main, tail, fin, n_chunks, ab, ex, per, bits, depth)
         depth = 0
     flag_bytes = _cdiv(plan.n_out, 8) if bits else plan.n_out
     temp = _temporary(plan, n_chunks, ab)
-    return ReduceVariant(m, main, tail, fin, n_chunks, temp + _round_up(flag_bytes, 16), ab, ex, per,
+    return ReduceVariant(m, main, tail, fin, n_chunks, temp + _round_up(flag_bytes, 16), ab, ex, ex is None,
                          _round_up(flag_bytes, 16), depth)
 
 
