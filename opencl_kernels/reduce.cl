@@ -1098,17 +1098,6 @@ GM_INLINE double gm_max8_value(int8 m) {
 #define GM_MAX8_TO(a)
 #endif
 
-       {
-            gm_xacc x;
-            GM_XINIT(&x);
-            gm_exact_range(&x, in, base, m, 0, (long)n GM_CHK_A);
-            bits = GM_XMEAN(&x, (uint)n);
-        }
-    }
-    GM_STORE_BITS(GM_AT(GM_A_OUT, OUT_T, out, o, 1), bits);
-}
-#endif
-
 // Row class: work-item (k, chunk) sums [chunk*clen, +clen) of row k.
 __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
                                    __global gm_acc* part, ulong part_off, __global uchar* flag, ulong flag_off, int use_part,
