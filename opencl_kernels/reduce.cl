@@ -1139,23 +1139,6 @@ GM_INLINE double gm_max8_value(int8 m) {
 #define GM_MAX8_TO(a)
 #endif
 
-#if GM_B16
-// BFLOAT16 rows (GM_B16, the row kernel below): whether float sums of four of a block's values are
-// exact, from the block's largest magnitude and smallest nonzero one as bfloat16 bits (mx; mn: the
-// bits minus one, a zero wrapping to 0xFFFF), lane by lane. Every value is a multiple of
-// 2^(e_lo - 134) (e_lo: the smallest nonzero exponent field, a subnormal's 0 counted as 1) and below
-// 2^(e_hi - 126); a sum of four is a multiple of 2^(e_lo - 134) below 2^(e_hi - 124): fewer than 24
-// bits when e_hi - e_lo <= 14, and below FLT_MAX's binade's top when e_hi <= 252 (inf and NaN, 255,
-// fail). Zeros alone pass (-0.0 + -0.0 is -0.0 in float too).
-GM_INLINE int gm_b16_block_exact(ushort16 mx, ushort16 mn) {
-    const ushort8 h8 = max(mx.lo, mx.hi), l8 = min(mn.lo, mn.hi);
-    const ushort4 h4 = max(h8.lo, h8.hi), l4 = min(l8.lo, l8.hi);
-    const ushort2 h2 = max(h4.lo, h4.hi), l2 = min(l4.lo, l4.hi);
-    const uint h = max(h2.x, h2.y), l = min(l2.x, l2.y);
-    return l == 0xFFFFu || ((h >> 7) <= max((l + 1u) >> 7, 1u) + 14u && h < (253u << 7));
-}
-#endif
-
 // Row class: work-item (k, chunk) sums [chunk*clen, +clen) of row k.
 __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
                                    __global gm_acc* part, ulong part_off, __global uchar* flag, ulong flag_off, int use_part,
@@ -1223,62 +1206,42 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
     GM_ACC_MERGE(a, a1); GM_ACC_MERGE(a2, a3); GM_ACC_MERGE(a, a2);
 #elif GM_B16
     // BFLOAT16 REDUCE AVERAGE with fp64, CPU shape (reduce_kernels.b16_rows; docs/design.md, "BFLOAT16
-    // rows on the CPU shape"): blocks of GM_B16_PASSES passes of 64 values. Each pass adds its values
-    // four at a time in float (the even and the odd elements of two 16-wide loads: a bfloat16 is the
-    // top half of a float's bits) and the eight sums in double lanes; the block's largest magnitude
-    // and smallest nonzero one (their bits; a zero wraps to the top) say afterwards whether every sum
-    // of four was exact (gm_b16_block_exact). A block that fails (exponents more than 14 binades
-    // apart, a value from 2^126 on, inf, NaN) is added again value by value in double, as the other
-    // rows are. Either way the lanes hold FLOAT64 sums of the values with at most
-    // 4 GM_B16_PASSES + 1 additions per block, which join o8 (one addition per block): the bound's
-    // depth (reduce_kernels.cpu_variant). m: the largest magnitude of every value, from its bits.
+    // rows on the CPU shape"): passes of 64 values from four 16-wide loads; a load's even elements
+    // widen to float by a shift, its odd ones by a mask (a bfloat16 is the top half of a float's
+    // bits), each float to double exactly, added into eight vectors of double lanes, one addition per
+    // lane per pass, through FMAs by an opaque 1.0 (GM_H16's: the same sums, on the other vector
+    // pipes). m: the largest magnitude, from the bits (an and and a max per sixteen values). The
+    // FLOAT64 sums may round: the bound test and the exact path decide, as for the other rows (the
+    // bound's depth: a lane's chain of one addition per pass, the passes of sixteen after them, the
+    // lanes' tree, the horizontal sum and the tail: reduce_kernels.cpu_variant).
     const long i0 = i;
-    const long blen = 64 * GM_B16_PASSES;
-    double8 o8 = (double8)(-0.0);
+    const double8 one = (double8)((double)(n != 0));    // 1.0 (n >= 1), opaque: FMAs stay FMAs
+    double8 s0 = (double8)(-0.0), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
     ushort16 mall = (ushort16)(0);
-    for (; i + blen <= end; i += blen) {
-        ushort16 mx = (ushort16)(0), mn = (ushort16)(0xFFFF);
-        double8 s0 = (double8)(-0.0), s1 = (double8)(-0.0);
-        for (long j = i; j < i + blen; j += 64) {
-            GM_PREFETCH(in, b + j, PREFETCH); GM_PREFETCH(in, b + j + 32, PREFETCH);
-            const ushort16 h0 = GM_VLOAD_BF16(16, GM_AT(GM_A_IN, const T, in, b + j, 16));
-            const ushort16 h1 = GM_VLOAD_BF16(16, GM_AT(GM_A_IN, const T, in, b + j + 16, 16));
-            const ushort16 h2 = GM_VLOAD_BF16(16, GM_AT(GM_A_IN, const T, in, b + j + 32, 16));
-            const ushort16 h3 = GM_VLOAD_BF16(16, GM_AT(GM_A_IN, const T, in, b + j + 48, 16));
-            const ushort16 g0 = h0 & (ushort16)(0x7FFF), g1 = h1 & (ushort16)(0x7FFF);
-            const ushort16 g2 = h2 & (ushort16)(0x7FFF), g3 = h3 & (ushort16)(0x7FFF);
-            mx = max(mx, max(max(g0, g1), max(g2, g3)));
-            mn = min(mn, min(min(g0 - (ushort16)(1), g1 - (ushort16)(1)), min(g2 - (ushort16)(1), g3 - (ushort16)(1))));
-            const uint8 u0 = as_uint8(h0), u1 = as_uint8(h1), u2 = as_uint8(h2), u3 = as_uint8(h3);
-            const float8 q0 = (as_float8(u0 << 16) + as_float8(u0 & (uint8)(0xFFFF0000u))) +
-                              (as_float8(u1 << 16) + as_float8(u1 & (uint8)(0xFFFF0000u)));
-            const float8 q1 = (as_float8(u2 << 16) + as_float8(u2 & (uint8)(0xFFFF0000u))) +
-                              (as_float8(u3 << 16) + as_float8(u3 & (uint8)(0xFFFF0000u)));
-            s0 += convert_double8(q0);
-            s1 += convert_double8(q1);
-        }
-        mall = max(mall, mx);
-        if (!gm_b16_block_exact(mx, mn)) {     // value by value in double (the FLOAT64 sums may round)
-            s0 = (double8)(-0.0); s1 = (double8)(-0.0);
-            for (long j = i; j < i + blen; j += 16) {
-                const float16 x = as_float16(convert_uint16(GM_VLOAD_BF16(16, GM_AT(GM_A_IN, const T, in, b + j, 16))) << 16);
-                s0 += convert_double8(x.lo);
-                s1 += convert_double8(x.hi);
-            }
-        }
-        o8 += s0 + s1;
+#define GM_B16_EVEN(u) convert_double8(as_float8((u) << 16))
+#define GM_B16_ODD(u) convert_double8(as_float8((u) & (uint8)(0xFFFF0000u)))
+    for (; i + 64 <= end; i += 64) {
+        GM_PREFETCH(in, b + i, PREFETCH); GM_PREFETCH(in, b + i + 32, PREFETCH);
+        const ushort16 h0 = GM_VLOAD_BF16(16, GM_AT(GM_A_IN, const T, in, b + i, 16));
+        const ushort16 h1 = GM_VLOAD_BF16(16, GM_AT(GM_A_IN, const T, in, b + i + 16, 16));
+        const ushort16 h2 = GM_VLOAD_BF16(16, GM_AT(GM_A_IN, const T, in, b + i + 32, 16));
+        const ushort16 h3 = GM_VLOAD_BF16(16, GM_AT(GM_A_IN, const T, in, b + i + 48, 16));
+        mall = max(mall, max(max(h0 & (ushort16)(0x7FFF), h1 & (ushort16)(0x7FFF)),
+                             max(h2 & (ushort16)(0x7FFF), h3 & (ushort16)(0x7FFF))));
+        const uint8 u0 = as_uint8(h0), u1 = as_uint8(h1), u2 = as_uint8(h2), u3 = as_uint8(h3);
+        s0 = fma(GM_B16_EVEN(u0), one, s0); s1 = fma(GM_B16_ODD(u0), one, s1);
+        s2 = fma(GM_B16_EVEN(u1), one, s2); s3 = fma(GM_B16_ODD(u1), one, s3);
+        s4 = fma(GM_B16_EVEN(u2), one, s4); s5 = fma(GM_B16_ODD(u2), one, s5);
+        s6 = fma(GM_B16_EVEN(u3), one, s6); s7 = fma(GM_B16_ODD(u3), one, s7);
     }
-    {   // the passes of sixteen after the last whole block (fewer than 4 GM_B16_PASSES)
-        double8 s0 = (double8)(-0.0), s1 = (double8)(-0.0);
-        for (; i + 16 <= end; i += 16) {
-            const ushort16 h = GM_VLOAD_BF16(16, GM_AT(GM_A_IN, const T, in, b + i, 16));
-            mall = max(mall, h & (ushort16)(0x7FFF));
-            const float16 x = as_float16(convert_uint16(h) << 16);
-            s0 += convert_double8(x.lo);
-            s1 += convert_double8(x.hi);
-        }
-        o8 += s0 + s1;
+    for (; i + 16 <= end; i += 16) {    // the passes of sixteen after them (at most three)
+        const ushort16 h = GM_VLOAD_BF16(16, GM_AT(GM_A_IN, const T, in, b + i, 16));
+        mall = max(mall, h & (ushort16)(0x7FFF));
+        const uint8 u = as_uint8(h);
+        s0 += GM_B16_EVEN(u);
+        s1 += GM_B16_ODD(u);
     }
+    const double8 o8 = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7));
     gm_acc a;
     GM_ACC_ZERO(a);
     GM_ACC_ADD(a, o8.s0); GM_ACC_ADD(a, o8.s1); GM_ACC_ADD(a, o8.s2); GM_ACC_ADD(a, o8.s3);

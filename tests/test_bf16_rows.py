@@ -1,11 +1,11 @@
 """The CPU shape's BFLOAT16 row sums (issue 21 point 6, reduce.cl: GM_B16, reduce_kernels.b16_rows):
-BFLOAT16 REDUCE AVERAGE through the row kernel with fp64 adds each pass's values four at a time in
-float, which is exact only while a block's nonzero exponents lie at most 14 binades apart and below
-2^126 (gm_b16_block_exact); the other blocks are added again value by value in double. Every device
-variant against the exact oracle, bit for bit: blocks built so that a float sum of four rounds (15
-binades) or overflows (values near the largest bfloat16) and the rounding changes the mean, blocks
-just inside the limits, tails that cut the blocks and the passes, runs cut into chunks, interleaved
-axes, ties, subnormals, the zero rule, infinities and NaN."""
+BFLOAT16 REDUCE AVERAGE through the row kernel with fp64 widens each value to double (a shift or a
+mask to float, then a conversion: exact) and adds it into eight vectors of double lanes; the bound
+test and the exact path decide (rows of one run: the row kernel itself, gm_redo_open). Every device
+variant against the exact oracle, bit
+for bit: data that a float sum of four values would round or overflow (the float pre-sum that
+session 13 removed), tails that cut the passes, runs cut into chunks, interleaved axes, ties and
+rows the bound leaves open, subnormals, the zero rule, infinities and NaN."""
 from __future__ import annotations
 
 import ml_dtypes
@@ -26,7 +26,7 @@ from gpu_mean.backends import opencl_geometry, reduce_kernels
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 BF_MAX = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
-BLOCK = 64 * reduce_kernels.B16_PASSES
+BLOCK = 512     # lengths that cut the passes of 64 and of 16 (reduce.cl: GM_B16)
 
 
 def bf(values) -> np.ndarray:
@@ -79,10 +79,10 @@ def _quads(a: float, s: float, groups: int) -> np.ndarray:
 
 def test_fifteen_binades_are_added_in_double(device):
     """a = 65280 (2^15 (2 - 2^-7)) and s = 1 + 2^-7: 15 binades apart, and 2a + (a + s) needs 25 bits
-    (its float sum is a tie that rounds s's last bit away), so float sums would give a total of 8 per
-    even group for 8 (1 + 2^-7) and a mean the bound test settles on the wrong side (0.125 for
-    0.1259765625); the block check must send these blocks to the double loop. 14 binades apart
-    (a = 32640) the float sums are exact: the fast loop, the same correct means."""
+    (its float sum is a tie that rounds s's last bit away), so float sums of four would give a total
+    of 8 per even group for 8 (1 + 2^-7) and a mean the bound test settles on the wrong side (0.125
+    for 0.1259765625): every value must reach the double lanes as itself. 14 binades apart
+    (a = 32640) float sums of four would be exact: the same correct means."""
     rows = [_quads(65280.0, 1 + 2.0 ** -7, 2 * BLOCK // 32), _quads(32640.0, 1 + 2.0 ** -7, 2 * BLOCK // 32),
             _quads(-65280.0, -(1 + 2.0 ** -7), 2 * BLOCK // 32), _quads(65280.0 * 2.0 ** 80, 2.0 ** 80 + 2.0 ** 73,
                                                                           2 * BLOCK // 32)]
@@ -92,8 +92,8 @@ def test_fifteen_binades_are_added_in_double(device):
 
 
 def test_values_from_2_126_are_added_in_double(device):
-    """Four values of the largest bfloat16 overflow a float sum: blocks with a value from 2^126 on go
-    to the double loop, however close their exponents; values just below 2^126 stay in the float loop."""
+    """Four values of the largest bfloat16 overflow a float sum, not a double one: finite means
+    (values just below 2^126 beside them)."""
     big = BF_MAX
     below = 2.0 ** 126 - 2.0 ** 118               # the largest bfloat16 below 2^126
     rows = [_quads(big, 2.0 ** 120, 2 * BLOCK // 32), _quads(big, -big, 2 * BLOCK // 32),
@@ -117,10 +117,10 @@ def test_row_tails(device, n):
     _check(device, x.astype(BF16), (1,))
 
 
-def test_ties_through_the_float_loop(device):
-    """Means exactly on a bfloat16 midpoint (ties to even) and one value beside them, in blocks the
-    float loop takes: 1 and 1 + 2^-7 (mean 1 + 2^-8: 1.0), 1 + 2^-7 and 1 + 2^-6 (mean 1 + 3 2^-8:
-    1 + 2^-6), and the first with a value 2^-20 added (rounds up)."""
+def test_ties(device):
+    """Means exactly on a bfloat16 midpoint (ties to even) and one value beside them: 1 and 1 + 2^-7
+    (mean 1 + 2^-8: 1.0), 1 + 2^-7 and 1 + 2^-6 (mean 1 + 3 2^-8: 1 + 2^-6), and the first with a
+    value 2^-20 added (rounds up)."""
     n = 2 * BLOCK
     a = np.resize([1.0, 1 + 2.0 ** -7], n)
     b = np.resize([1 + 2.0 ** -7, 1 + 2.0 ** -6], n)
@@ -131,6 +131,47 @@ def test_ties_through_the_float_loop(device):
     c[8] = 1.0
     x = bf(np.stack([a, b, c]))
     _check(device, x, (1,))
+
+
+@pytest.mark.parametrize("shape, axes", [((64, 4096), (1,)), ((4, 20000), (1,)), ((1 << 20,), (0,)),
+                                         ((16, 8, 40, 40), (0, 2, 3))])
+def test_b16_rows_depth(shape, axes):
+    """The bound's depth covers the loop's chains (reduce.cl: GM_B16): a lane's one addition per pass
+    of 64, then at most 3 + 3 + 8 + 15 (the passes of sixteen, the lanes' tree, the horizontal sum,
+    the tail), then the finalize pass's chunks."""
+    plan, g, v = cpu_reduce_choice(D.BFLOAT16, shape, axes, True)
+    assert v.macros["GM_B16"]
+    assert v.depth == min(plan.n_reduce - 1, -(-g.chunk // 64) + 29 + (g.n_chunks + 2 if g.n_chunks > 1 else 0))
+
+
+def _open_rows(n: int) -> np.ndarray:
+    """Rows of n (even) values whose means the bound test cannot settle: an exact tie of the rounding
+    (1 and 1 + 2^-7: mean 1 + 2^-8, ties to 1.0), the same tie missed by +-2^-133 (one pair (1 + 2^-7,
+    1) made (2 + 2^-6, +-2^-133), another (1, 1): rounds up, then down), a zero mean of nonzero values
+    (+0.0), and ones lost in a FLOAT64 lane beside 2^100 (cancelled by -2^100 in the same lane for
+    n = 4096). The exact path must decide them."""
+    tie = np.resize([1.0, 1.0 + 2.0 ** -7], n)
+    up, down = tie.copy(), tie.copy()
+    for r, t in ((up, 2.0 ** -133), (down, -(2.0 ** -133))):
+        r[10], r[11] = 2.0 + 2.0 ** -6, t
+        r[20], r[21] = 1.0, 1.0
+    cancel = np.resize([3.0, -3.0], n)
+    cancel[1], cancel[2] = -3.0 + 2.0 ** -6, 3.0 - 2.0 ** -6
+    lost = np.zeros(n)
+    lost[0], lost[n // 2] = 2.0 ** 100, -(2.0 ** 100)
+    lost[16:n // 2:16] = 1.0
+    lost[n - 1] = 2.0 ** -133
+    return np.stack([tie, up, down, cancel, lost, -tie])
+
+
+@pytest.mark.parametrize("n", [4096, 20010])
+def test_open_rows(device, n):
+    """The rows of _open_rows, one run each (on the CPU shape with fp64 the row kernel redoes them,
+    gm_redo_open): the correctly rounded means, bit for bit (the bound test's candidates fail them)."""
+    got = _check(device, bf(_open_rows(n)), (1,))
+    want = np.array([1.0, 1.0 + 2.0 ** -7, 1.0, 0.0, 0.0, -1.0])
+    assert np.array_equal(got.astype(np.float64)[[0, 1, 2, 3, 5]], want[[0, 1, 2, 3, 5]])
+    assert got.view(np.uint16)[3] == 0      # +0.0
 
 
 def test_full_reduction_in_chunks(device):

@@ -11,6 +11,13 @@ through a recorded command list on device buffers, median of ``--repeat`` runs a
 output written once, over time). The table gives each class's median over the rounds, before and
 after, their ratio, the median of the rounds' own ratios ("paired"), the fastest rounds' ratio
 ("best"), and every round's figure.
+
+``--pair A,B`` (two DataType names) compares two data types of the same class instead, in both trees:
+each round runs one process per tree (trees alternating), and each process prepares both types' cases
+and interleaves their runs; the table gives per tree each round's A/B ratio of bytes per second and
+their median, so that A's share of B's speed is measured within one process, before and after, in one run:
+
+    python tools/bench_kernels.py --before /tmp/pre13 --pair BFLOAT16,FLOAT16 --only R6 --stat min
 """
 from __future__ import annotations
 
@@ -81,7 +88,11 @@ def main() -> int:
     ap.add_argument("--data", choices=("ones", "normal"), default="ones",
                     help="the inputs' values: all ones (default), or seeded standard normal values (zero mean; "
                     "needs profiler.prepare_device's data argument in both trees)")
+    ap.add_argument("--pair", default="", help="two DataType names A,B: per tree, each round's A/B ratio of "
+                    "the same class (the four processes of a round back to back)")
     a = ap.parse_args()
+    if a.pair:
+        return pair_main(a)
     trees = {"before": a.before.resolve(), "after": Path(__file__).resolve().parent.parent}
     n = a.mb * (1 << 20) // 4
     from gpu_mean import DataType
@@ -109,6 +120,78 @@ def main() -> int:
                   f"{' '.join(f'{x:.1f}' for x in b)} | {' '.join(f'{x:.1f}' for x in f)}", flush=True)
     return 0
 
+
+PAIR_PROBE = """
+import json, sys, time, gpu_mean as gm
+from gpu_mean.tools import profiler
+spec = sys.argv[1]
+if spec.startswith("opencl") and spec.endswith(("-nofp64", "-gpupaths")):
+    from gpu_mean.backends import opencl
+    dev = gm.Device(opencl.make_backend(int(spec.split(":")[1].split("-")[0]), allow_fp64="-nofp64" not in spec,
+                                        gpu_paths="-gpupaths" in spec))
+else:
+    dev = gm.create_device(spec)
+n, repeat = int(sys.argv[2]), int(sys.argv[3])
+cases = profiler.class_cases(n, tuple(gm.DataType[t] for t in sys.argv[5].split(",")))
+gos = []
+for w in map(int, sys.argv[4].split(",")):
+    case = cases[w]
+    data = None
+    if sys.argv[7] == "normal":
+        import numpy as np
+        rng = np.random.default_rng(24)
+        data = [rng.standard_normal(t.total_size_in_bytes // t.numpy_dtype.itemsize).astype(t.numpy_dtype)
+                for t in case.desc().input_tensors()]
+    gos.append((case, profiler.prepare_device(dev, case, data)))
+ts = [[] for _ in gos]
+for g in gos:
+    g[1]()
+for r in range(repeat):     # the two cases' runs interleaved, the first one swapped every run
+    for j in (range(len(gos)) if r % 2 == 0 else reversed(range(len(gos)))):
+        t0 = time.perf_counter()
+        gos[j][1]()
+        ts[j].append(time.perf_counter() - t0)
+import statistics
+pick = min if sys.argv[6] == "min" else statistics.median
+print(json.dumps([c.traffic / pick(t) / 1e9 for (c, _), t in zip(gos, ts)]))
+"""
+
+
+def pair_main(a) -> int:
+    """--pair A,B: A's bytes per second over B's, class by class, round by round, in both trees; each
+    process runs both types' cases, their runs interleaved (a jump of the machine's bandwidth between
+    processes then falls on both)."""
+    trees = {"before": a.before.resolve(), "after": Path(__file__).resolve().parent.parent}
+    n = a.mb * (1 << 20) // 4
+    from gpu_mean import DataType
+    from gpu_mean.tools import profiler
+    da, db = a.pair.split(",")
+    cases = profiler.class_cases(n, (DataType[da], DataType[db]))
+    half = len(cases) // 2
+    chosen = [i for i in range(half) if a.only in cases[i].klass]
+    print(f"{a.device}, {a.mb} MiB float32 inputs, {a.data} data, {a.rounds} rounds, one process per tree and "
+          f"round (trees alternating), each running both types' cases interleaved, the {a.stat} of {a.repeat} runs "
+          f"each; ratio: {da}/{db} bytes per second in the same process")
+    print(f"{'class':26s} {'tree':6s} {da + ' GB/s':>13s} {db + ' GB/s':>13s} {'ratio':>7s}   rounds' ratios "
+          f"({da} GB/s | {db} GB/s)")
+    for which in chosen:
+        got: dict = {label: ([], []) for label in trees}
+        for r in range(a.rounds):
+            for label, tree in (list(trees.items()) if r % 2 == 0 else list(trees.items())[::-1]):
+                env = dict(os.environ, PYTHONPATH=str(tree))
+                out = subprocess.run([sys.executable, "-c", PAIR_PROBE, a.device, str(n), str(a.repeat),
+                                      f"{which},{which + half}", f"{da},{db}", a.stat, a.data],
+                                     env=env, capture_output=True, text=True, check=True, cwd=tree)
+                va, vb = json.loads(out.stdout.strip().splitlines()[-1])
+                got[label][0].append(va)
+                got[label][1].append(vb)
+        for label in trees:
+            xa, xb = got[label]
+            ratios = [x / y for x, y in zip(xa, xb)]
+            print(f"{cases[which].klass:26s} {label:6s} {median(xa):13.2f} {median(xb):13.2f} {median(ratios):7.3f}   "
+                  f"{' '.join(f'{x:.3f}' for x in ratios)}  ({' '.join(f'{x:.1f}' for x in xa)} | "
+                  f"{' '.join(f'{x:.1f}' for x in xb)})", flush=True)
+    return 0
 
 if __name__ == "__main__":
     raise SystemExit(main())

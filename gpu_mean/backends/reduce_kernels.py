@@ -77,13 +77,11 @@ def h16_rows(plan: planning.ReducePlan, fp64: bool, g) -> bool:
             and (exact_mean(plan, fp64) or f16_direct(plan, fp64)) and run < H16_RUN)
 
 
-B16_PASSES = 8      # GM_B16: passes of 64 values per block (the float sums' exactness is decided per block)
-
-
 def b16_rows(plan: planning.ReducePlan, fp64: bool, g) -> bool:
-    """Whether the CPU shape's row kernel sums BFLOAT16 REDUCE AVERAGE runs through exact float sums
-    of four values (reduce.cl: GM_B16, gm_b16_block_exact): the correctly rounded mean with fp64, in
-    the row kernel (docs/design.md, "BFLOAT16 rows on the CPU shape")."""
+    """Whether the CPU shape's row kernel sums BFLOAT16 REDUCE AVERAGE runs through its own loop
+    (reduce.cl: GM_B16: sixteen values per load, widened to double in eight vectors of lanes): the
+    correctly rounded mean with fp64, in the row kernel (docs/design.md, "BFLOAT16 on the CPU shape
+    with fp64")."""
     return plan.dtype == D.BFLOAT16 and fp64 and g.kernel == "row" and exact_mean(plan, fp64)
 
 
@@ -363,7 +361,7 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
     h16 = h16_rows(plan, fp64, g)
     b16 = b16_rows(plan, fp64, g)
     m.update({"GM_CPU_SHAPE": 1, "GM_XBLOCK": XBLOCK, "COLS": g.cols, "ROW_MULTI": int(g.row_multi),
-              "GM_H16": int(h16), "GM_H16_PASSES": H16_PASSES, "GM_B16": int(b16), "GM_B16_PASSES": B16_PASSES,
+              "GM_H16": int(h16), "GM_H16_PASSES": H16_PASSES, "GM_B16": int(b16),
               "GM_B16C": int(b16_cols(plan, fp64, g)),
               "PREFETCH": g.prefetch,
               # the row kernel's float pre-sum of halves (the other kernels' FLOAT16 sums stay exact)
@@ -413,9 +411,9 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
         per_chunk = short
     elif h16:                   # the run's exact total rounded once (reduce.cl: GM_H16)
         per_chunk = 1
-    elif b16:                   # a block's lane chain (its values again in double: 4 B16_PASSES) and its
-        # join, one join per block, the passes after the last block, the lanes and the tail (reduce.cl: GM_B16)
-        per_chunk = 4 * B16_PASSES + _cdiv(g.chunk, 64 * B16_PASSES) + 4 * B16_PASSES + 32
+    elif b16:                   # a lane's chain (one addition per pass of 64), the passes of sixteen after
+        # them (3), the lanes' tree (3), the horizontal sum (8) and the tail (15) (reduce.cl: GM_B16)
+        per_chunk = _cdiv(g.chunk, 64) + 29
     elif g.kernel == "row":     # blocks of XBLOCK passes of 32 values (a lane's chain), then the rest
         per_chunk = XBLOCK + _cdiv(g.chunk, 32 * XBLOCK) + 32
     elif g.kernel == "col" and plan.inner % g.cols == 0:
