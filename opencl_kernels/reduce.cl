@@ -486,37 +486,26 @@ GM_INLINE int gm_sum_is_exact(double s, double mx, double mn, ulong n) {
 // runs below 2^13), it is the pair (s, 0) and decides at once, a dependent addition a value instead of
 // two TwoSums (short columns of normal data: about one output in ten is an exact tie, all settled
 // here). Else the pair h + c.
+// stmt for each of the output's n values, loaded as the double x, in the walk's order
+#if RN > 0
+#define GM_DD_EACH(stmt) { long idx_[RNA]; long off_ = gm_walk_start(0, idx_, m); \
+    for (ulong j_ = 0; j_ < n; ++j_) { \
+        const double x = LOAD1(GM_AT(GM_A_IN, const T, in, base + off_, 1)); stmt; \
+        off_ = gm_walk_next(off_, idx_, m); } }
+#else
+#define GM_DD_EACH(stmt) { if (n) { const double x = LOAD1(GM_AT(GM_A_IN, const T, in, base, 1)); stmt; } }
+#endif
 GM_INLINE int gm_dd_output(__global const T* in, long base, __constant const gm_rmeta* m, ulong n, uint* bits
                            GM_CHK_P) {
     gm_dd2 a;
     gm_dd2_init(&a);
     double s = 0.0, mx = 0.0, mn = INFINITY;
-#if RN > 0
-    long idx[RNA];
-    long off = gm_walk_start(0, idx, m);
-    for (ulong j = 0; j < n; ++j) {
-        const double x = LOAD1(GM_AT(GM_A_IN, const T, in, base + off, 1)), ax = fabs(x);
-        s += x;
-        mx = fmax(mx, ax);
-        mn = ax != 0.0 ? fmin(mn, ax) : mn;
-        off = gm_walk_next(off, idx, m);
-    }
-#else
-    if (n) { s = LOAD1(GM_AT(GM_A_IN, const T, in, base, 1)); mx = mn = fabs(s); }
-#endif
+    GM_DD_EACH(s += x; mx = fmax(mx, fabs(x)); mn = x != 0.0 ? fmin(mn, fabs(x)) : mn)
     if (gm_sum_is_exact(s, mx, mn, n)) {
         a.h = s;
         return gm_dd2_settle(&a, (uint)n, GM_DD_FMT, bits);
     }
-#if RN > 0
-    off = gm_walk_start(0, idx, m);
-    for (ulong j = 0; j < n; ++j) {
-        gm_dd2_add(&a, LOAD1(GM_AT(GM_A_IN, const T, in, base + off, 1)));
-        off = gm_walk_next(off, idx, m);
-    }
-#else
-    if (n) gm_dd2_add(&a, LOAD1(GM_AT(GM_A_IN, const T, in, base, 1)));
-#endif
+    GM_DD_EACH(gm_dd2_add(&a, x))
     return gm_dd2_settle(&a, (uint)n, GM_DD_FMT, bits);
 }
 #else
@@ -1073,17 +1062,18 @@ GM_INLINE void gm_redo_open(__global const T* in, ulong in_off, __global OUT_T* 
         {
             const long k = f;
 #endif
+            const long ib = (long)in_off + gm_keep_offset(m, k, 1), ob = (long)out_off + gm_keep_offset(m, k, 2);
 #if GM_DD_TIER
             uint bits;
-            if (n < 0x100000000ul && gm_dd_output(in, (long)in_off + gm_keep_offset(m, k, 1), m, n, &bits GM_CHK_A)) {
-                GM_STORE_BITS(GM_AT(GM_A_OUT, OUT_T, out, (long)out_off + gm_keep_offset(m, k, 2), 1), bits);
+            if (n < 0x100000000ul && gm_dd_output(in, ib, m, n, &bits GM_CHK_A)) {
+                GM_STORE_BITS(GM_AT(GM_A_OUT, OUT_T, out, ob, 1), bits);
                 continue;
             }
 #endif
             gm_xacc x;
             GM_XINIT(&x);
-            gm_exact_range(&x, in, (long)in_off + gm_keep_offset(m, k, 1), m, 0, (long)n GM_CHK_A);
-            gm_exact_store(&x, n, out, (long)out_off + gm_keep_offset(m, k, 2) GM_CHK_A);
+            gm_exact_range(&x, in, ib, m, 0, (long)n GM_CHK_A);
+            gm_exact_store(&x, n, out, ob GM_CHK_A);
         }
     }
 }
