@@ -499,23 +499,13 @@ __kernel void gm_ew_rows_scalar(__global TS* restrict out, ulong out_off, ulong 
 // ---- CPU-shaped kernels (OpenCL CPU devices) -----------------------------------------------------
 
 #if IS_BF16
-// BFLOAT16 stores of a vector: each lane rounded once to nearest even, NaN kept (common.h's rounding)
-#define GM_BF16_VEC(N) \
-GM_INLINE ushort##N gm_float##N##_to_bf16(float##N v) { \
-    const uint##N b = as_uint##N(v); \
-    return convert_ushort##N(select((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16, (b >> 16) | 0x40u, isnan(v))); \
-}
+// BFLOAT16 stores of a vector (common.h: GM_BF16_VEC): each lane rounded once to nearest even, NaN kept
 GM_BF16_VEC(16)
 // The n-ary mean's vector stores (NARY_CR 4, elementwise_kernels.cpu_macros) round without the NaN
-// test: a lane that the exactness test passes (GM_COMPUTE below) has finite inputs and a sum below
-// 2^128 (GM_NARY_OVF), so a finite quotient; every other lane is stored again by the fixing pass,
-// with the exact path's bfloat16 widened to float (low 16 bits zero), which the rounding add leaves
-// as it is (0x7FFF + 1 carries nothing). Three vector operations fewer per 16 lanes than GM_BF16_VEC.
-#define GM_BF16_VEC_FINITE(N) \
-GM_INLINE ushort##N gm_float##N##_to_bf16_finite(float##N v) { \
-    const uint##N b = as_uint##N(v); \
-    return convert_ushort##N((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16); \
-}
+// test (GM_BF16_VEC_FINITE): a lane that the exactness test passes (GM_COMPUTE below) has finite
+// inputs and a sum below 2^128 (GM_NARY_OVF), so a finite quotient; every other lane is stored again
+// by the fixing pass, with the exact path's bfloat16 widened to float (low 16 bits zero), which the
+// rounding add leaves as it is (0x7FFF + 1 carries nothing).
 GM_BF16_VEC_FINITE(16)
 #endif
 

@@ -404,3 +404,34 @@ def test_bfloat16_rows_of_8_double_path_span(device):
         return check_float(got[:, None], x, (1,), D.BFLOAT16)
     assert np.array_equal(got.view(np.uint16), want.view(np.uint16)), np.flatnonzero(got.view(np.uint16)
                                                                                     != want.view(np.uint16))
+
+
+def test_bfloat16_rows_of_8_float_path_span(device):
+    """R3's BFLOAT16 float test (reduce.cl: gm_b16_block_exps, GM_B16_IN_FLOAT) on the values' own bits,
+    each case a block of eight rows of its own (the test is per block). A row at 14 binades whose float
+    sum rounds: 1.5 four times, 1.0, 1.03125, -2^-14 and 2^-14 (1 + 2^-7); in the kernel's order the
+    tiny pair's 2^-21 meets 8.03125, half a float ulp, and is lost to the tie, so the exact mean
+    1 + 2^-8 + 2^-24 (just above a bfloat16 midpoint) would round to even (1.0). The same row at 13
+    binades (its pair's 2^-20 is kept); rows of eight values from 2^125 on (their float sum passes
+    FLT_MAX: the largest exponent field allowed is 251) and from 2^124; zeros with one subnormal;
+    subnormals alone; then blocks of normal values."""
+    from helpers import check_reduce_mean, exact_values
+    bf = np.dtype(ml_dtypes.bfloat16)
+    rng = np.random.default_rng(14)
+
+    def row(e):
+        return [1.5] * 4 + [1.0, 1.03125, -(2.0 ** -e), 2.0 ** -e * (1 + 2.0 ** -7)]
+    x = rng.standard_normal((96, 8)).astype(bf).astype(np.float64)
+    for r in range(8):
+        x[r], x[8 + r] = rng.permutation(row(14)), rng.permutation(row(13))
+    x[0], x[8] = row(14), row(13)
+    x[16:24] = 1.9921875 * 2.0 ** 125               # exponent field 252: eight pass FLT_MAX in float
+    x[24:32] = 1.9921875 * 2.0 ** 124               # field 251: the float path, exact
+    x[32:40] = [1.9921875 * 2.0 ** 125] * 7 + [-1.5 * 2.0 ** 125]
+    x[40:48] = 0.0
+    x[44, 5] = 2.0 ** -133                          # the smallest subnormal beside zeros
+    x[48:56] = 2.0 ** -126 * rng.integers(-127, 128, (8, 8)) / 128.0    # subnormals only
+    got = check_reduce_mean(device, D.BFLOAT16, exact_values(x, bf), (1,))
+    assert (got[:16].astype(np.float64) == 1 + 2.0 ** -7).all()
+    assert (got[16:24].astype(np.float64) == 1.9921875 * 2.0 ** 125).all()
+    assert (got[24:32].astype(np.float64) == 1.9921875 * 2.0 ** 124).all()

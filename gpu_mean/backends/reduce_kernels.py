@@ -357,7 +357,7 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
             # as FLOAT16's, within 13 binades (reduce.cl: gm_exact_in_float); one rounding to bfloat16
             m["EXACT_BF16"] = 1
             m["STORE8_FLOAT(t, p)"] = ("vstore8(convert_double8(t), 0, (p))" if plan.op == KernelOp.REDUCE_SUM
-                                       else "GM_VSTORE_BF16(8, gm_float8_to_bf16((t) * 0.125f), (p))")
+                                       else "GM_VSTORE_BF16(8, gm_float8_to_bf16_finite((t) * 0.125f), (p))")
     h16 = h16_rows(plan, fp64, g)
     b16 = b16_rows(plan, fp64, g)
     m.update({"GM_CPU_SHAPE": 1, "GM_XBLOCK": XBLOCK, "COLS": g.cols, "ROW_MULTI": int(g.row_multi),
