@@ -49,6 +49,14 @@
 #endif
 #if OP == 1 && IS_FLOAT && WIDE_COMPUTE
 #define GM_COMBINE(a, b, V) (((a) + (b)) * (V)(0.5f))
+#elif OP == 1 && IS_BF16
+// BFLOAT16 in float: halving a widened bfloat16 is exact (8 significant bits, multiples of 2^-134 at
+// worst, far above float's 2^-149), so a/2 + b/2 is (a + b) / 2 rounded once to float, the same bits
+// as the form below where a + b is finite, and it never overflows: three operations instead of
+// eight. Rounded again to bfloat16 on the store, that is the correctly rounded mean: a float sum of
+// two bfloat16 values rounds only when they lie more than 15 binades apart, and then the float
+// result is within 2^-15 of the larger half, never on a bfloat16 midpoint (2^-9 of it at least).
+#define GM_COMBINE(a, b, V) ((a) * (V)(0.5f) + (b) * (V)(0.5f))
 #elif OP == 1 && IS_FLOAT
 #define GM_COMBINE(a, b, V) GM_SELECT((a) * (V)(0.5f) + (b) * (V)(0.5f), ((a) + (b)) * (V)(0.5f), \
                                    isless(fabs((a) + (b)), (V)(INFINITY)))
