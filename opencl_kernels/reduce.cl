@@ -1921,11 +1921,22 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
             }
         }
 #endif
+#if GM_H16C
+        // FLOAT16 with fp64 (reduce_kernels.h16_cols): a chunk of at most 2^13 rows, so each column's
+        // FLOAT64 sum is exact in any order (multiples of 2^-24 below 2^29), IEEE's for inf, NaN and
+        // a zero total (from -0.0); no largest magnitude kept, no blocks: the partial is the exact
+        // total and, as its m, |s| / (rows of the chunk) rounded up (GM_H16's rule for rows: the
+        // finalize pass's additions are within the bound's depth u n m, per_chunk 1)
+#define GM_IN8C(i) GM_IN8(i)
+        const long r_c0 = r;
+#else
+#define GM_IN8C(i) GM_IN8M(i)
+#endif
 #if !HAS_C8
         // four rows per pass over the accumulators: a quarter of the accumulator loads and stores
         // (COLS/8 vectors do not fit in registers), and four row streams in flight. Exact adds
         // (integers) or double adds of floats: the grouping does not change the 1-ulp bound.
-#if GM_EXACT
+#if GM_EXACT && !GM_H16C
         // blocks of 4 GM_XBLOCK rows: each column's block sum joins o[v] (the bound's depth:
         // 2 + GM_XBLOCK + clen / (4 GM_XBLOCK) + 3, reduce_kernels.cpu_variant)
         ACC8 o[COLS / 8];
@@ -1979,7 +1990,7 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
 #endif
         for (; r + 4 <= rend; r += 4) {
             long q = b + r * rs;
-#if GM_EXACT
+#if GM_EXACT && !GM_H16C
             GM_COL_BLOCK()
 #endif
             for (int v = 0; v < COLS / 8; ++v) {
@@ -1987,22 +1998,25 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
                 // the same columns PREFETCH rows on: a 64-byte line per two vectors
                 if ((v & 1) == 0) GM_PREFETCH4(q + PREFETCH * rs + 8 * v)
 #endif
-                s[v] += (GM_IN8M(q + 8 * v) + GM_IN8M(q + rs + 8 * v)) +
-                        (GM_IN8M(q + 2 * rs + 8 * v) + GM_IN8M(q + 3 * rs + 8 * v));
+                s[v] += (GM_IN8C(q + 8 * v) + GM_IN8C(q + rs + 8 * v)) +
+                        (GM_IN8C(q + 2 * rs + 8 * v) + GM_IN8C(q + 3 * rs + 8 * v));
             }
         }
 #endif
         for (; r < rend; ++r) {
             long q = b + r * rs;
-            for (int v = 0; v < COLS / 8; ++v) { X8 x8 = GM_IN8M(q + 8 * v); ACC8_ADD(s[v], GM_C(v), x8); }
+            for (int v = 0; v < COLS / 8; ++v) { X8 x8 = GM_IN8C(q + 8 * v); ACC8_ADD(s[v], GM_C(v), x8); }
         }
-#if GM_EXACT
+#if GM_EXACT && !GM_H16C
         for (int v = 0; v < COLS / 8; ++v) s[v] += o[v];
 #endif
-#if GM_EXACT
+#if GM_H16C
+        const double h16c_w = (1.0 + 0x1p-50) / (double)max(rend - r_c0, 1l);     // m: |s| / rows, up
+#elif GM_EXACT
         gm_acc mall;
         GM_MAX8_TO(mall)
 #endif
+#undef GM_IN8C
         for (int v = 0; v < COLS / 8; ++v) {
 #if GM_SETTLE8
             if (!use_part) {      // eight adjacent results and their flags (a byte each) at once
@@ -2038,7 +2052,9 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
             for (int j = 0; j < 8; ++j) {
                 gm_acc a;
                 a.s = ss[j];
-#if GM_EXACT
+#if GM_H16C
+                a.m = isfinite(ss[j]) ? fabs(ss[j]) * h16c_w : 0.0;
+#elif GM_EXACT
                 a.m = mall.m;
 #endif
 #if HAS_C8

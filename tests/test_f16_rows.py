@@ -94,3 +94,54 @@ def test_zero_rule_and_specials(device, n):
     assert got[0].view(np.uint16) == 0x8000 and got[1].view(np.uint16) == 0 and got[2].view(np.uint16) == 0
     assert got[3] == np.inf and np.isnan(got[4]) and np.isnan(got[5]) and got[6] == -np.inf
     _check(device, x, (1,))
+
+
+# -- columns (reduce.cl: GM_H16C, reduce_kernels.h16_cols) ------------------------------------------
+
+@pytest.mark.parametrize("shape, axes, fp64, want", [
+    ((1 << 19, 16), (0,), True, True),      # few long columns (R5): 64 chunks of 2^13 rows
+    ((32, 16384, 8), (1,), True, True),     # one chunk per column before the cap, two of 2^13 after
+    ((20000, 24), (0,), True, True),
+    ((256, 4096), (0,), True, False),       # at most 2^13 rows: f16_direct
+    ((20000, 20), (0,), True, False),       # a column block past the last whole one
+    ((1 << 19, 16), (0,), False, False),    # no fp64: the float-float path (the same chunks)
+])
+def test_h16_cols_chosen(shape, axes, fp64, want):
+    """The planner's choice, and the chunks of FLOAT16 columns past 2^13 rows capped at 2^13 (a
+    column's FLOAT64 sum of that many halves is exact)."""
+    plan, g, v = cpu_reduce_choice(D.FLOAT16, shape, axes, fp64)
+    assert g.kernel == "col" and bool(v.macros.get("GM_H16C")) == want
+    if plan.n_reduce > reduce_kernels.F16_DIRECT:
+        assert g.chunk <= opencl_geometry.F16_COL_ROWS
+    if want:
+        assert v.depth == min(plan.n_reduce - 1, 1 + g.n_chunks + 2)    # per chunk 1, then the finalize
+    assert opencl_geometry.F16_COL_ROWS == reduce_kernels.F16_EXACT_SUM
+
+
+def test_columns_in_exact_chunks(device):
+    """Columns of 3 * 2^13 + 6 halves: means 2^-24 / n beside a midpoint or on it (the transposed
+    rows of _near_midpoints), the zero rule and specials, wide and tiny values, normal ones."""
+    rng = np.random.default_rng(16)
+    n = 3 * 8192 + 6
+    mid, want = _near_midpoints(rng, n, binades=(15, 0, -10))
+    other = np.stack([rng.standard_normal(n) * 100.0, rng.standard_normal(n) * 2.0 ** -20,
+                      np.where(rng.random(n) < 0.5, 65504.0, -65504.0),
+                      np.where(rng.random(n) < 0.01, 2.0 ** -24, 65504.0)]).astype(np.float16)
+    specials = zero_rule_rows(n).astype(np.float16)
+    x = np.concatenate([mid, other, specials, other, other[:1]]).T    # 72 + 4 + 7 + 5 columns: 88, one block
+    plan, g, v = cpu_reduce_choice(D.FLOAT16, x.shape, (0,), True)
+    assert v.macros.get("GM_H16C")
+    got = check_reduce_mean(device, D.FLOAT16, np.ascontiguousarray(x), (0,))
+    assert np.array_equal(got[:len(want)].view(np.uint16), want.view(np.uint16))
+
+
+def test_columns_of_full_chunks(device):
+    """Chunks of exactly 2^13 rows whose column sums need all 53 bits (65504s of both signs beside
+    2^-24s: a chunk of 2^14 rows would round them), and a column of the largest half alone."""
+    rng = np.random.default_rng(17)
+    x = np.where(rng.random((32, 16384, 8)) < 0.5, 65504.0, -65504.0)
+    x[rng.random(x.shape) < 0.02] = 2.0 ** -24
+    x[:, :, 7] = 65504.0
+    x = x.astype(np.float16)
+    got = check_reduce_mean(device, D.FLOAT16, x, (1,))
+    assert (got.reshape(32, 8)[:, 7] == np.float16(65504.0)).all()

@@ -63,6 +63,16 @@ def wide_sum(plan: planning.ReducePlan) -> bool:
     return plan.op == KernelOp.REDUCE_SUM and (plan.dtype in WIDE_INT or plan.dtype == D.FLOAT64)
 
 
+def h16_cols(plan: planning.ReducePlan, fp64: bool, g) -> bool:
+    """Whether the CPU shape's column kernel sums FLOAT16 REDUCE AVERAGE columns exactly (reduce.cl:
+    GM_H16C): chunks of at most F16_EXACT_SUM rows (opencl_geometry.reduce_geometry caps them), so
+    each column's FLOAT64 chunk sum is exact in any order and no largest magnitude is kept; the
+    partial's m is |s| / rows, as GM_H16's runs. With fp64, for the correctly rounded variant
+    (exact_mean), where every column block is whole (the kernel's vector path)."""
+    return (plan.op == KernelOp.REDUCE_MEAN and plan.dtype == D.FLOAT16 and fp64 and g.kernel == "col"
+            and exact_mean(plan, fp64) and plan.inner % g.cols == 0 and g.chunk <= F16_EXACT_SUM)
+
+
 H16_PASSES = 256        # GM_H16: passes of 32 halves per block (at most 4 * 256 values per double lane)
 H16_RUN = 1 << 22       # GM_H16: runs shorter than this (2^22 values of at most 2^40 units of 2^-24: a long)
 
@@ -359,9 +369,10 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
             m["STORE8_FLOAT(t, p)"] = ("vstore8(convert_double8(t), 0, (p))" if plan.op == KernelOp.REDUCE_SUM
                                        else "GM_VSTORE_BF16(8, gm_float8_to_bf16_finite((t) * 0.125f), (p))")
     h16 = h16_rows(plan, fp64, g)
+    h16c = h16_cols(plan, fp64, g)
     b16 = b16_rows(plan, fp64, g)
     m.update({"GM_CPU_SHAPE": 1, "GM_XBLOCK": XBLOCK, "COLS": g.cols, "ROW_MULTI": int(g.row_multi),
-              "GM_H16": int(h16), "GM_H16_PASSES": H16_PASSES, "GM_B16": int(b16),
+              "GM_H16": int(h16), "GM_H16C": int(h16c), "GM_H16_PASSES": H16_PASSES, "GM_B16": int(b16),
               "GM_B16C": int(b16_cols(plan, fp64, g)),
               "PREFETCH": g.prefetch,
               # the row kernel's float pre-sum of halves (the other kernels' FLOAT16 sums stay exact)
@@ -409,8 +420,8 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
     # the column's chain (col), the walk (general); then the finalize pass's chain of chunks
     if short:
         per_chunk = short
-    elif h16:                   # the run's exact total rounded once (reduce.cl: GM_H16)
-        per_chunk = 1
+    elif h16 or h16c:           # the run's exact total rounded once, or the chunk's exact total
+        per_chunk = 1           # (reduce.cl: GM_H16, GM_H16C)
     elif b16:                   # a lane's chain (one addition per pass of 64), the passes of sixteen after
         # them (3), the lanes' tree (3), the horizontal sum (8) and the tail (15) (reduce.cl: GM_B16)
         per_chunk = _cdiv(g.chunk, 64) + 29
