@@ -35,8 +35,9 @@
 //              ROW_MULTI (interleaved axes with a dense innermost run), COL_Y (col kernel's local
 //              size in y; x is 32), FIN_WG (finalize work-group size); all multiples of 32
 //   CPU shape: ACC8, X8 (a loaded vector's type), LOAD8(p), COLS, HALF_BLOCKS, TO_ACC8(v), PREFETCH,
-//              SHORT_LEN, LOAD16(p), STORE8_FLOAT(t, p), EXACT_BF16 (rows of 8 in float where exact)
-//              and, where ACC
+//              SHORT_LEN, LOAD16(p), STORE8_FLOAT(t, p), EXACT_BF16 (rows of 8 in float where exact),
+//              GM_H16C (FLOAT16 columns in exact chunks), GM_COL_SPAN (FLOAT32 columns of few rows:
+//              the span test's limit) and, where ACC
 //              is not the compensated pair, STORE8_RESULT(t, n, p) (8 results at once, each t / n
 //              rounded once; see those kernels)
 // Every global access goes through GM_AT (opencl_kernels/common.h) as (argument, element index), so
@@ -1123,6 +1124,33 @@ GM_INLINE double gm_max8_value(int8 m) {
     return (double)as_float(max(m.s0, m.s1));
 }
 #define GM_MAX8_TO(a) { (a).m = gm_max8_value(max(m8i, max(m16i.lo, m16i.hi))); }
+#if GM_COL_SPAN
+// FLOAT32 columns of few rows (reduce_kernels.cpu_variant: GM_COL_SPAN): the loads also keep the
+// smallest nonzero magnitude, as its bits minus one (a zero wraps to the top), for gm_col_exact
+GM_INLINE ACC8 gm_in8mn(__global const T* in, long i, int8* m, uint8* lo GM_CHK_P) {
+    const float8 r = RAW8(GM_AT(GM_A_IN, const T, in, i, 8));
+    const int8 a = GM_MAG8(r);
+    *m = max(*m, a);
+    *lo = min(*lo, as_uint8(a) - (uint8)(1u));
+    return TO_ACC8(r);
+}
+// Whether the FLOAT64 sums of a block of columns of n <= 2^8 values are exact and their quotients,
+// rounded once more to FLOAT32, the correctly rounded means: every value is a multiple of
+// 2^(e_lo - 150) (e: exponent fields, e_lo at least 1), every partial sum is below 2^(e_hi - 126) n,
+// so the sums need at most 53 bits while e_hi - e_lo <= 29 - log2 n; and a mean that is no FLOAT32
+// midpoint M lies at least 2^min(e_lo - 150, e_M - 151) / n from one, more than the double
+// quotient's own rounding (at most 2^(e_M - 180), e_M <= e_hi) while e_hi - e_lo < 29 - log2 n
+// (and n < 2^28), so that rounding never lands on a midpoint. GM_COL_SPAN (the host's
+// 28 - ceil(log2 n)) is the widest span allowed. Zeros alone (lo at the top) pass; so does a block
+// of infinities or NaN alone, whose double sums are IEEE's answer.
+GM_INLINE int gm_col_exact(double mx, uint8 lo) {
+    lo.lo = min(lo.lo, lo.hi);
+    lo.s01 = min(lo.s01, lo.s23);
+    const int e_hi = (int)(as_uint((float)mx) >> 23);
+    const int e_lo = max((int)((min(lo.s0, lo.s1) + 1u) >> 23), 1);
+    return e_hi - e_lo <= GM_COL_SPAN;
+}
+#endif
 #else
 #define GM_IN8M(i) GM_IN8(i)
 #define GM_MAX8_DECL
@@ -1793,6 +1821,9 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
     long pb = (long)part_off + chunk * n_out + k0;
     long fb = (long)flag_off + k0;      // the COLS outputs' flags (a byte each)
     long r = chunk * clen, rend = min(len, r + clen);
+#if GM_COL_SPAN
+    int col_exact = 0;                  // gm_col_exact: the block's sums exact, every output settled
+#endif
 #if WIDE_FLOAT
     if (c0 + COLS <= inner) {
         // FLOAT64: each column's double-double of the values below 2^960 (gm_dd4's hi, lo) in the
@@ -1929,6 +1960,9 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
         // finalize pass's additions are within the bound's depth u n m, per_chunk 1)
 #define GM_IN8C(i) GM_IN8(i)
         const long r_c0 = r;
+#elif GM_COL_SPAN
+        uint8 l8i = (uint8)(0xFFFFFFFFu);
+#define GM_IN8C(i) gm_in8mn(in, (i), &m8i, &l8i GM_CHK_A)
 #else
 #define GM_IN8C(i) GM_IN8M(i)
 #endif
@@ -2015,12 +2049,21 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
 #elif GM_EXACT
         gm_acc mall;
         GM_MAX8_TO(mall)
+#if GM_COL_SPAN
+        col_exact = gm_col_exact(mall.m, l8i);
+#endif
 #endif
 #undef GM_IN8C
         for (int v = 0; v < COLS / 8; ++v) {
 #if GM_SETTLE8
             if (!use_part) {      // eight adjacent results and their flags (a byte each) at once
                 float8 res;
+#if GM_COL_SPAN
+                if (col_exact) {    // exact sums: one rounding decides; no flags (no redo below)
+                    vstore8(convert_float8(GM_Q8(s[v], n)), 0, GM_AT(GM_A_OUT, OUT_T, out, ob + 8 * v, 8));
+                    continue;
+                }
+#endif
                 const int8 open = gm_settle8(s[v], mall.m, m->depth, n, &res);
                 vstore8(res, 0, GM_AT(GM_A_OUT, OUT_T, out, ob + 8 * v, 8));
                 vstore8(convert_uchar8(open & (int8)(1)), 0, GM_AT(GM_A_FLAG, uchar, flag, fb + 8 * v, 8));
@@ -2072,6 +2115,9 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
             gm_emit_at(a, n, out, ob + (col - c0), part, pb + (col - c0), flag, fb + (col - c0), use_part, m GM_CHK_A);
         }
     }
+#if GM_COL_SPAN
+    if (col_exact && !use_part) return;     // every output settled: the block wrote no flags
+#endif
     if (!use_part) GM_REDO_OPEN(k0, k0 + min((long)COLS, inner - c0));
 }
 

@@ -113,3 +113,65 @@ def test_float32_rows_of_8_exact_blocks(device):
     desc = gm.ReduceDesc(gm.ReduceFunction.AVERAGE, T(D.FLOAT32, x.shape), T(D.FLOAT32, (x.shape[0], 1)), (1,))
     got = run(device, desc, [x]).reshape(-1)
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+# -- FLOAT32 columns of few rows (reduce.cl: gm_col_exact, GM_COL_SPAN) -----------------------------
+
+@pytest.mark.parametrize("shape, span", [((8, 32768), 25), ((32, 1024), 23), ((9, 16), 24), ((256, 32768), 20),
+                                         ((300, 4096), None), ((8, 12), None)])
+def test_col_span_chosen(shape, span):
+    """Columns of at most 2^8 rows in one chunk, every column block whole, take the span test with
+    28 - ceil(log2 n) binades; longer columns (chunks) and a block past the last whole one do not."""
+    from helpers import cpu_reduce_choice
+    _, g, v = cpu_reduce_choice(D.FLOAT32, shape, (0,), True)
+    assert g.kernel == "col" and v.macros.get("GM_COL_SPAN") == span
+    _, _, v = cpu_reduce_choice(D.FLOAT32, shape, (0,), False)
+    assert v.macros.get("GM_COL_SPAN") is None          # no fp64: the float-float bound
+
+
+def _col(vals, neg=False):
+    c = np.array(vals, np.float64)
+    return -c if neg else c
+
+
+def test_float32_columns_of_8_exact_blocks(device):
+    """Columns of eight rows, each case a reduction of its own (the span is one per column block, and
+    a block is the whole row here):
+    - exact ties (1 + 2^-24 as the mean of seven ones and 1 + 2^-21) round to even, and an exact
+      mean (seven ones and 1 + 2^-20: 1 + 2^-23) stays -- the span test settles them without the
+      exact pass; the same negated;
+    - 27 binades: 1, 1, 1, 1, 1.96875 + 2^-21, 1.96875, 2^-4 - 2^-27, 2^-27 (1 + 2^-23), whose exact
+      mean 1 + 2^-24 + 2^-53 lies just above a midpoint; the kernel's double sum (rows four at a time)
+      loses the 2^-50 to a tie at 8, so a span limit of 27 binades would round it to 1.0;
+    - zeros alone (-0.0 and +0.0 rules), subnormals, infinities, inf with -inf, normal values."""
+    from helpers import check_reduce_mean, exact_values
+    tie = [1.0] * 7 + [1.0 + 2.0 ** -21]
+    exact = [1.0] * 7 + [1.0 + 2.0 ** -20]
+    wide = [1.0] * 4 + [1.96875 + 2.0 ** -21, 1.96875, 2.0 ** -4 - 2.0 ** -27, 2.0 ** -27 * (1 + 2.0 ** -23)]
+    rng = np.random.default_rng(32)
+
+    def mean(cols):
+        return check_reduce_mean(device, D.FLOAT32, exact_values(np.array(cols).T, np.float32), (0,))
+    got = mean([tie, exact, _col(tie, True), _col(exact, True)] * 2)
+    assert (got[0::4] == np.float32(1.0)).all() and (got[1::4] == np.float32(1.0 + 2.0 ** -23)).all()
+    got = mean([wide, _col(wide, True)] * 4)
+    assert (got[0::2] == np.float32(1.0 + 2.0 ** -23)).all()
+    got = mean([[-0.0] * 8] * 4 + [[-0.0] * 7 + [0.0]] * 4)
+    assert (got[:4].view(np.uint32) == 0x80000000).all() and (got[4:].view(np.uint32) == 0).all()
+    mean([[2.0 ** -149] * 7 + [2.0 ** -148]] * 8)
+    mean([[np.inf] * 8, [np.inf] * 4 + [-np.inf] * 4] * 4)
+    mean(rng.standard_normal((16, 8)).astype(np.float32))
+
+
+@pytest.mark.parametrize("n", [8, 9, 32, 100, 256])
+def test_float32_short_columns_against_the_oracle(device, n):
+    """Columns of n rows, many column blocks (one chunk): normal data, data spanning about 20 binades,
+    and exact ties scaled across the range."""
+    from helpers import check_reduce_mean
+    rng = np.random.default_rng(n)
+    x = np.concatenate([rng.standard_normal((n, 2048)),
+                        rng.standard_normal((n, 1024)) * 2.0 ** rng.integers(-10, 10, (n, 1024)),
+                        np.round(rng.standard_normal((n, 1024)) * 2.0 ** 20)
+                        * 2.0 ** -rng.integers(20, 140, (1, 1024))],
+                       axis=1).astype(np.float32)
+    check_reduce_mean(device, D.FLOAT32, x, (0,))

@@ -73,6 +73,7 @@ def h16_cols(plan: planning.ReducePlan, fp64: bool, g) -> bool:
             and exact_mean(plan, fp64) and plan.inner % g.cols == 0 and g.chunk <= F16_EXACT_SUM)
 
 
+COL_SPAN_ROWS = 1 << 8     # FLOAT32 columns of at most this many rows test their exponent span (GM_COL_SPAN)
 H16_PASSES = 256        # GM_H16: passes of 32 halves per block (at most 4 * 256 values per double lane)
 H16_RUN = 1 << 22       # GM_H16: runs shorter than this (2^22 values of at most 2^40 units of 2^-24: a long)
 
@@ -407,6 +408,10 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
                            D.BFLOAT16: f"as_float{w}(convert_uint{w}(GM_VLOAD_BF16({w}, (p))) << 16)"}[dt]
     if dt == D.FLOAT32 and fp64:     # eight results through one vector bound test (gm_settle8)
         m.update({"GM_SETTLE8": 1, "GM_Q8(t, n)": quotient8(plan, acc)})
+        if g.kernel == "col" and g.n_chunks == 1 and plan.n_reduce <= COL_SPAN_ROWS and plan.inner % g.cols == 0:
+            # columns of few rows: blocks whose values span at most this many binades take their
+            # exact sums' quotients rounded once, ties included (reduce.cl: gm_col_exact)
+            m["GM_COL_SPAN"] = 28 - (plan.n_reduce - 1).bit_length()
     if m["GM_B16C"]:                 # the same for BFLOAT16's columns (gm_settle8_bf16)
         m.update({"GM_SETTLE8_BF16": 1, "GM_Q8(t, n)": quotient8(plan, acc),
                   "GM_BF16_BITS8(v)": f"gm_float8_to_bf16({half_through_odd('(v)', 8)})"})
