@@ -1125,8 +1125,9 @@ GM_INLINE double gm_max8_value(int8 m) {
 }
 #define GM_MAX8_TO(a) { (a).m = gm_max8_value(max(m8i, max(m16i.lo, m16i.hi))); }
 #if GM_COL_SPAN
-// FLOAT32 columns of few rows (reduce_kernels.cpu_variant: GM_COL_SPAN): the loads also keep the
-// smallest nonzero magnitude, as its bits minus one (a zero wraps to the top), for gm_col_exact
+// FLOAT32 and BFLOAT16 columns of few rows (reduce_kernels.cpu_variant: GM_COL_SPAN): the loads also
+// keep the smallest nonzero magnitude, as its bits minus one (a zero wraps to the top), for
+// gm_col_exact
 GM_INLINE ACC8 gm_in8mn(__global const T* in, long i, int8* m, uint8* lo GM_CHK_P) {
     const float8 r = RAW8(GM_AT(GM_A_IN, const T, in, i, 8));
     const int8 a = GM_MAG8(r);
@@ -1141,8 +1142,10 @@ GM_INLINE ACC8 gm_in8mn(__global const T* in, long i, int8* m, uint8* lo GM_CHK_
 // midpoint M lies at least 2^min(e_lo - 150, e_M - 151) / n from one, more than the double
 // quotient's own rounding (at most 2^(e_M - 180), e_M <= e_hi) while e_hi - e_lo < 29 - log2 n
 // (and n < 2^28), so that rounding never lands on a midpoint. GM_COL_SPAN (the host's
-// 28 - ceil(log2 n)) is the widest span allowed. Zeros alone (lo at the top) pass; so does a block
-// of infinities or NaN alone, whose double sums are IEEE's answer.
+// 28 - ceil(log2 n)) is the widest span allowed. BFLOAT16 (8-bit significands: values multiples of
+// 2^(e_lo - 134), midpoints of 2^(e_M - 135); the results through float rounded to odd, one
+// rounding of the double quotient): the same reasoning gives 44 - ceil(log2 n). Zeros alone (lo at
+// the top) pass; so does a block of infinities or NaN alone, whose double sums are IEEE's answer.
 GM_INLINE int gm_col_exact(double mx, uint8 lo) {
     lo.lo = min(lo.lo, lo.hi);
     lo.s01 = min(lo.s01, lo.s23);
@@ -1986,6 +1989,9 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
         // bits (mxc)
         {
             ushort16 mxc = (ushort16)(0);
+#if GM_COL_SPAN
+            ushort16 lnc = (ushort16)(0xFFFF);
+#endif
             for (; r + 4 <= rend; r += 4) {
                 long q = b + r * rs;
                 GM_COL_BLOCK()
@@ -2000,6 +2006,11 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
                     const ushort16 h3 = GM_VLOAD_BF16(16, GM_AT(GM_A_IN, const T, in, q + 3 * rs + 16 * w, 16));
                     mxc = max(mxc, max(max(h0 & (ushort16)(0x7FFF), h1 & (ushort16)(0x7FFF)),
                                        max(h2 & (ushort16)(0x7FFF), h3 & (ushort16)(0x7FFF))));
+#if GM_COL_SPAN
+                    // the smallest nonzero magnitude too (bits minus one, a zero wrapping to the top)
+                    lnc = min(lnc, min(min((h0 & (ushort16)(0x7FFF)) - (ushort16)(1), (h1 & (ushort16)(0x7FFF)) - (ushort16)(1)),
+                                       min((h2 & (ushort16)(0x7FFF)) - (ushort16)(1), (h3 & (ushort16)(0x7FFF)) - (ushort16)(1))));
+#endif
                     const uint8 u0 = as_uint8(h0), u1 = as_uint8(h1), u2 = as_uint8(h2), u3 = as_uint8(h3);
                     s[2 * w] += (convert_double8(as_float8(u0 << 16)) + convert_double8(as_float8(u1 << 16))) +
                                 (convert_double8(as_float8(u2 << 16)) + convert_double8(as_float8(u3 << 16)));
@@ -2020,6 +2031,13 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
             const ushort4 m4 = max(m8.lo, m8.hi);
             const ushort2 m2 = max(m4.lo, m4.hi);
             m8i = max(m8i, (int8)((int)((uint)max(m2.x, m2.y) << 16)));
+#if GM_COL_SPAN
+            // as a float's magnitude bits minus one (0xFFFF + 1 wraps to 0, and 0 - 1 to the top)
+            const ushort8 l8 = min(lnc.lo, lnc.hi);
+            const ushort4 l4 = min(l8.lo, l8.hi);
+            const ushort2 l2 = min(l4.lo, l4.hi);
+            l8i = min(l8i, (uint8)((((uint)min(l2.x, l2.y) + 1u) << 16) - 1u));
+#endif
         }
 #endif
         for (; r + 4 <= rend; r += 4) {
@@ -2072,6 +2090,12 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
 #elif GM_SETTLE8_BF16
             if (!use_part) {      // eight adjacent results and their flags (a byte each) at once
                 ushort8 res;
+#if GM_COL_SPAN
+                if (col_exact) {    // exact sums: one rounding decides; no flags (no redo below)
+                    GM_VSTORE_BF16(8, GM_BF16_BITS8(GM_Q8(s[v], n)), GM_AT(GM_A_OUT, OUT_T, out, ob + 8 * v, 8));
+                    continue;
+                }
+#endif
                 const int8 open = gm_settle8_bf16(s[v], mall.m, m->depth, n, &res);
                 GM_VSTORE_BF16(8, res, GM_AT(GM_A_OUT, OUT_T, out, ob + 8 * v, 8));
                 vstore8(convert_uchar8(open & (int8)(1)), 0, GM_AT(GM_A_FLAG, uchar, flag, fb + 8 * v, 8));

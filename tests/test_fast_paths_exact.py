@@ -117,15 +117,19 @@ def test_float32_rows_of_8_exact_blocks(device):
 
 # -- FLOAT32 columns of few rows (reduce.cl: gm_col_exact, GM_COL_SPAN) -----------------------------
 
-@pytest.mark.parametrize("shape, span", [((8, 32768), 25), ((32, 1024), 23), ((9, 16), 24), ((256, 32768), 20),
-                                         ((300, 4096), None), ((8, 12), None)])
-def test_col_span_chosen(shape, span):
+@pytest.mark.parametrize("dt, shape, span", [
+    (D.FLOAT32, (8, 32768), 25), (D.FLOAT32, (32, 1024), 23), (D.FLOAT32, (9, 16), 24),
+    (D.FLOAT32, (256, 32768), 20), (D.FLOAT32, (300, 4096), None), (D.FLOAT32, (8, 12), None),
+    (D.BFLOAT16, (8, 32768), 41), (D.BFLOAT16, (32, 16), 39), (D.BFLOAT16, (300, 4096), None),
+    (D.FLOAT16, (8, 32768), None)])
+def test_col_span_chosen(dt, shape, span):
     """Columns of at most 2^8 rows in one chunk, every column block whole, take the span test with
-    28 - ceil(log2 n) binades; longer columns (chunks) and a block past the last whole one do not."""
+    28 - ceil(log2 n) binades (BFLOAT16: 44 - ceil(log2 n)); longer columns (chunks) and a block past
+    the last whole one do not, nor FLOAT16 (its sums of at most 2^13 values are exact anyway)."""
     from helpers import cpu_reduce_choice
-    _, g, v = cpu_reduce_choice(D.FLOAT32, shape, (0,), True)
+    _, g, v = cpu_reduce_choice(dt, shape, (0,), True)
     assert g.kernel == "col" and v.macros.get("GM_COL_SPAN") == span
-    _, _, v = cpu_reduce_choice(D.FLOAT32, shape, (0,), False)
+    _, _, v = cpu_reduce_choice(dt, shape, (0,), False)
     assert v.macros.get("GM_COL_SPAN") is None          # no fp64: the float-float bound
 
 
@@ -175,3 +179,31 @@ def test_float32_short_columns_against_the_oracle(device, n):
                         * 2.0 ** -rng.integers(20, 140, (1, 1024))],
                        axis=1).astype(np.float32)
     check_reduce_mean(device, D.FLOAT32, x, (0,))
+
+
+def test_bfloat16_columns_of_8_exact_blocks(device):
+    """BFLOAT16 columns of eight rows (GM_B16C with GM_COL_SPAN), each case a reduction of its own:
+    exact ties (1 + 2^-8 as the mean of seven ones and 1 + 2^-5) to even, an exact mean (1 + 2^-7)
+    kept, both negated; 44 binades: 1.5 four times, 1, 1.03125, 2^-44 (1 + 2^-7) and -2^-44, whose
+    exact mean 1 + 2^-8 + 2^-54 lies just above a midpoint: the kernel's double sum loses the 2^-51 at
+    8.03125, so a span limit three binades higher would round it to 1.0; zeros, subnormals,
+    infinities, normal values."""
+    import ml_dtypes
+    from helpers import check_reduce_mean, exact_values
+    bf = np.dtype(ml_dtypes.bfloat16)
+    tie = [1.0] * 7 + [1.0 + 2.0 ** -5]
+    exact = [1.0] * 7 + [1.0 + 2.0 ** -4]
+    wide = [1.5] * 4 + [1.0, 1.03125, 2.0 ** -44 * (1 + 2.0 ** -7), -(2.0 ** -44)]
+    rng = np.random.default_rng(16)
+
+    def mean(cols):
+        return check_reduce_mean(device, D.BFLOAT16, exact_values(np.array(cols, np.float64).T, bf), (0,))
+    got = mean([tie, exact, _col(tie, True), _col(exact, True)] * 4).astype(np.float64)
+    assert (got[0::4] == 1.0).all() and (got[1::4] == 1.0 + 2.0 ** -7).all()
+    got = mean([wide, _col(wide, True)] * 8).astype(np.float64)
+    assert (got[0::2] == 1.0 + 2.0 ** -7).all()
+    got = mean([[-0.0] * 8] * 8 + [[-0.0] * 7 + [0.0]] * 8)
+    assert (got[:8].view(np.uint16) == 0x8000).all() and (got[8:].view(np.uint16) == 0).all()
+    mean([[2.0 ** -133] * 7 + [2.0 ** -132]] * 16)
+    mean([[np.inf] * 8, [np.inf] * 4 + [-np.inf] * 4] * 8)
+    mean(rng.standard_normal((32, 8)).astype(bf).astype(np.float64))

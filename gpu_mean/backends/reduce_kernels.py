@@ -415,6 +415,8 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
     if m["GM_B16C"]:                 # the same for BFLOAT16's columns (gm_settle8_bf16)
         m.update({"GM_SETTLE8_BF16": 1, "GM_Q8(t, n)": quotient8(plan, acc),
                   "GM_BF16_BITS8(v)": f"gm_float8_to_bf16({half_through_odd('(v)', 8)})"})
+        if g.n_chunks == 1 and plan.n_reduce <= COL_SPAN_ROWS and plan.inner % g.cols == 0:
+            m["GM_COL_SPAN"] = 44 - (plan.n_reduce - 1).bit_length()     # as FLOAT32's, below
     bits = bool(short)
     if bits:
         m["GM_FLAG_BITS"] = 1       # a bit per row, eight rows per byte (each work-item owns whole bytes)
