@@ -715,9 +715,32 @@ GM_BF16_VEC_FINITE(16)
 // in-place executes only); a lane's output then overwrites only that lane's inputs, after their last
 // read. The kernels call one inline body with fix_now a constant, so each is compiled for its case.
 
+// Streaming stores (STOREV_NT(v, p), GM_NT_T: elementwise_kernels.cpu_variant, for outputs of at least
+// OpenCLTuning.nt_store_min_bytes whose vector stores are plain vstores): the *_nt_serial kernels store
+// the vector loops' results with non-temporal stores, which skip the read of each output line that
+// an ordinary store's write-allocate costs (2 inputs and 1 output: 4 transfers become 3; measured on
+// PoCL, 256 MB arrays: 1.33x). The host launches them only where every operand's address is 16-byte
+// aligned (the vector launch's rule), and the stores go through a type of that alignment, so the
+// compiler never assumes more. The streaming stores are weakly ordered (x86): the runtime's
+// completion of a launch is a locked instruction, which orders them before it; besides, the last
+// work-item of each work-group ends with a store fence (a fence per work-item cost the contiguous
+// kernel four fifths of its speed on PoCL: one per 256 bytes; per work-group, one per 64 KB).
+#ifdef STOREV_NT
+typedef GM_NT_T __attribute__((aligned(16))) gm_nt_t;
+#define GM_STOREV_MAIN(nt, v, p) { if (nt) { STOREV_NT(v, p); } else { STOREV(v, p); } }
+#if defined(__x86_64__) || defined(__i386__)
+#define GM_NT_FENCE(nt) { if ((nt) && get_local_id(0) == get_local_size(0) - 1) __builtin_ia32_sfence(); }
+#else
+#define GM_NT_FENCE(nt)
+#endif
+#else
+#define GM_STOREV_MAIN(nt, v, p) STOREV(v, p)
+#define GM_NT_FENCE(nt)
+#endif
+
 // Every operand is one dense run: work-item g owns elements [VW*UNROLL*g, VW*UNROLL*(g+1)).
 GM_INLINE void gm_ew_contig_run(__global T* out, ulong out_off, ulong n, float scale,
-                                float bias GM_INPUT_PARAMS GM_CHK_P, const int fix_now) {
+                                float bias GM_INPUT_PARAMS GM_CHK_P, const int fix_now, const int nt) {
     GM_INPUTS_BIND
     GM_REDO_DECL
     ulong first = (ulong)get_global_id(0) * VW * UNROLL;
@@ -733,7 +756,7 @@ GM_INLINE void gm_ew_contig_run(__global T* out, ulong out_off, ulong n, float s
 #define GM_FIXING fix_now
             RESV r;
             GM_COMPUTE(r)
-            STOREV(r, GM_AT(NIN, T, out, out_off + base, VW));
+            GM_STOREV_MAIN(nt, r, GM_AT(NIN, T, out, out_off + base, VW));
 #undef GM_FIXING
         }
 #if GM_REDO
@@ -743,7 +766,7 @@ GM_INLINE void gm_ew_contig_run(__global T* out, ulong out_off, ulong n, float s
 #define GM_FIXING 1
                 RESV r;
                 GM_COMPUTE(r)
-                STOREV(r, GM_AT(NIN, T, out, out_off + base, VW));
+                GM_STOREV_MAIN(nt, r, GM_AT(NIN, T, out, out_off + base, VW));
 #undef GM_FIXING
             }
         }
@@ -766,16 +789,23 @@ GM_INLINE void gm_ew_contig_run(__global T* out, ulong out_off, ulong n, float s
         }
 #undef GM_FIXING
     }
+    GM_NT_FENCE(nt)
 }
 
 __kernel void gm_ew_contig_serial(__global T* out, ulong out_off, ulong n, float scale,
                                   float bias GM_INPUT_PARAMS GM_CHK_P) {
-    gm_ew_contig_run(out, out_off, n, scale, bias GM_INPUT_ARGS GM_CHK_A, 0);
+    gm_ew_contig_run(out, out_off, n, scale, bias GM_INPUT_ARGS GM_CHK_A, 0, 0);
 }
+#ifdef STOREV_NT
+__kernel void gm_ew_contig_nt_serial(__global T* out, ulong out_off, ulong n, float scale,
+                                     float bias GM_INPUT_PARAMS GM_CHK_P) {
+    gm_ew_contig_run(out, out_off, n, scale, bias GM_INPUT_ARGS GM_CHK_A, 0, 1);
+}
+#endif
 #if GM_REDO
 __kernel void gm_ew_contig_inplace_serial(__global T* out, ulong out_off, ulong n, float scale,
                                           float bias GM_INPUT_PARAMS GM_CHK_P) {
-    gm_ew_contig_run(out, out_off, n, scale, bias GM_INPUT_ARGS GM_CHK_A, 1);
+    gm_ew_contig_run(out, out_off, n, scale, bias GM_INPUT_ARGS GM_CHK_A, 1, 0);
 }
 #endif
 
@@ -828,10 +858,13 @@ __kernel void gm_ew_strided_serial(__global T* out, ulong out_off, ulong n_runs,
 // Every operand's innermost dimension is dense (broadcast and padded layouts usually are): work-item
 // g owns a run of RUN_ROWS elements of one row, moved with VW-wide vector loads.
 GM_INLINE void gm_ew_rows_run(__global T* out, ulong out_off, ulong n_runs, __constant const gm_dims* m,
-                              float scale, float bias GM_INPUT_PARAMS GM_CHK_P, const int fix_now) {
+                              float scale, float bias GM_INPUT_PARAMS GM_CHK_P, const int fix_now, const int nt) {
     GM_INPUTS_BIND
     ulong g = get_global_id(0);
-    if (g >= n_runs) return;
+    if (g >= n_runs) {
+        GM_NT_FENCE(nt)
+        return;
+    }
     long pos[NIN + 1], i0;
     long iend = gm_run_start(m, (long)g, RUN_ROWS, pos, &i0);
     GM_REDO_DECL
@@ -846,7 +879,7 @@ GM_INLINE void gm_ew_rows_run(__global T* out, ulong out_off, ulong n_runs, __co
 #define GM_FIXING fix_now
         RESV r;
         GM_COMPUTE(r)
-        STOREV(r, GM_AT(NIN, T, out, (long)out_off + pos[NIN] + i, VW));
+        GM_STOREV_MAIN(nt, r, GM_AT(NIN, T, out, (long)out_off + pos[NIN] + i, VW));
 #undef GM_FIXING
     }
 #if GM_REDO
@@ -855,11 +888,12 @@ GM_INLINE void gm_ew_rows_run(__global T* out, ulong out_off, ulong n_runs, __co
 #define GM_FIXING 1
             RESV r;
             GM_COMPUTE(r)
-            STOREV(r, GM_AT(NIN, T, out, (long)out_off + pos[NIN] + i, VW));
+            GM_STOREV_MAIN(nt, r, GM_AT(NIN, T, out, (long)out_off + pos[NIN] + i, VW));
 #undef GM_FIXING
         }
     }
 #endif
+    GM_NT_FENCE(nt)
 #undef LOADV_AT
 #undef ELEM_AT
 #undef GM_NL
@@ -880,12 +914,18 @@ GM_INLINE void gm_ew_rows_run(__global T* out, ulong out_off, ulong n_runs, __co
 
 __kernel void gm_ew_rows_serial(__global T* out, ulong out_off, ulong n_runs, __constant const gm_dims* m,
                                 float scale, float bias GM_INPUT_PARAMS GM_CHK_P) {
-    gm_ew_rows_run(out, out_off, n_runs, m, scale, bias GM_INPUT_ARGS GM_CHK_A, 0);
+    gm_ew_rows_run(out, out_off, n_runs, m, scale, bias GM_INPUT_ARGS GM_CHK_A, 0, 0);
 }
+#ifdef STOREV_NT
+__kernel void gm_ew_rows_nt_serial(__global T* out, ulong out_off, ulong n_runs, __constant const gm_dims* m,
+                                   float scale, float bias GM_INPUT_PARAMS GM_CHK_P) {
+    gm_ew_rows_run(out, out_off, n_runs, m, scale, bias GM_INPUT_ARGS GM_CHK_A, 0, 1);
+}
+#endif
 #if GM_REDO
 __kernel void gm_ew_rows_inplace_serial(__global T* out, ulong out_off, ulong n_runs, __constant const gm_dims* m,
                                         float scale, float bias GM_INPUT_PARAMS GM_CHK_P) {
-    gm_ew_rows_run(out, out_off, n_runs, m, scale, bias GM_INPUT_ARGS GM_CHK_A, 1);
+    gm_ew_rows_run(out, out_off, n_runs, m, scale, bias GM_INPUT_ARGS GM_CHK_A, 1, 0);
 }
 #endif
 #endif  // GM_CPU_SHAPE

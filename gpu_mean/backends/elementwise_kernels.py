@@ -12,6 +12,7 @@ guaranteed), the offsets in a small constant buffer.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -390,16 +391,42 @@ def cpu_variant(plan: planning.ElementwisePlan, *, fp64: bool, max_param_bytes: 
     m = cpu_macros(plan, fp64, in_buf, tuning, checked)
     # the vector loops' second pass (GM_REDO) reads the inputs again: in place, the *_inplace_serial kernels
     redo = plan.op == KernelOp.NARY_MEAN and m.get("NARY_CR") in (1, 4, 5)
+    nt = nt_stores(plan, m, tuning, checked)
+    if nt:
+        m.update(nt)
     if plan.contiguous:
         g, local = opencl_geometry.ew_contig_geometry(plan.count, m["VW"] * m["UNROLL"])
         inplace = Launch("gm_ew_contig_inplace_serial", g, local) if redo else None
-        return ElementwiseVariant(m, Launch("gm_ew_contig_serial", g, local), None, plan.count, None, in_buf, inplace)
+        vec = Launch("gm_ew_contig_nt_serial", g, local) if nt else None
+        return ElementwiseVariant(m, Launch("gm_ew_contig_serial", g, local), vec, plan.count, None, in_buf, inplace)
     run = RUN_ROWS if plan.rows_dense else RUN
     n_runs = plan.count // plan.shape[-1] * -(-plan.shape[-1] // run)
     g, local = opencl_geometry.round_up_geometry(n_runs, 64)
     name = "gm_ew_rows_serial" if plan.rows_dense else "gm_ew_strided_serial"
     inplace = Launch("gm_ew_rows_inplace_serial", g, local) if redo and plan.rows_dense else None
-    return ElementwiseVariant(m, Launch(name, g, local), None, n_runs, pack_dims(plan), in_buf, inplace)
+    # the rows kernel's runs start at a row's start plus a multiple of RUN_ROWS: aligned where every
+    # outer stride of the output is a multiple of 16 bytes (the vector launch checks the address)
+    rows_nt = nt and plan.rows_dense and all(st * int(plan.dtype.element_size) % 16 == 0
+                                             for st in plan.strides[-1][:-1])
+    vec = Launch("gm_ew_rows_nt_serial", g, local) if rows_nt else None
+    return ElementwiseVariant(m, Launch(name, g, local), vec, n_runs, pack_dims(plan), in_buf, inplace)
+
+
+def nt_stores(plan: planning.ElementwisePlan, m: dict, tuning: opencl_geometry.OpenCLTuning,
+              checked: bool) -> dict | None:
+    """The streaming-store macros of the CPU shape (elementwise.cl: STOREV_NT, GM_NT_T) where the
+    output has at least ``tuning.nt_store_min_bytes`` and the vector store is a plain vstore of the
+    computed vector (FLOAT32, FLOAT64, the integer types; not FLOAT16 / BFLOAT16, whose stores convert):
+    the non-temporal store of the same value. Not in the checked build (an access outside the bounds
+    goes to the status buffer's sink, whose alignment the streaming store must not assume)."""
+    if checked or plan.count * int(plan.dtype.element_size) < tuning.nt_store_min_bytes:
+        return None
+    vw = m["VW"]
+    got = re.fullmatch(rf"vstore{vw}\((.*), 0, p\)", m["STOREV(v, p)"])
+    if got is None:
+        return None
+    return {"STOREV_NT(v, p)": f"__builtin_nontemporal_store({got.group(1)}, (__global gm_nt_t*)(p))",
+            "GM_NT_T": f"{m['T']}{vw}"}
 
 
 def _launch(kernel: str, grid: tuple, block: tuple) -> Launch:

@@ -333,11 +333,13 @@ class OpenCLBackend(KernelBackend):
 
     def memory(self, native) -> tuple:
         """A buffer over host memory (USE_HOST_PTR) lies at its host array's address; any other is
-        its own memory object."""
+        its own memory object, starting at 0 there (its handle is no address of its data: two
+        buffers whose handles lie closer than their sizes did compare as overlapping, and an n-ary
+        mean took the in-place kernels for distinct buffers)."""
         host = getattr(native, "hostbuf", None)
         if host is not None:
             return "host", np.asarray(host).__array_interface__["data"][0]
-        return "mem", native.int_ptr
+        return ("mem", native.int_ptr), 0
 
     def struct_arg(self, packed: np.ndarray) -> object:
         """A kernel's metadata struct (the bytes CUDA passes by value) as a constant buffer."""

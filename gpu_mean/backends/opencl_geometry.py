@@ -54,6 +54,9 @@ class OpenCLTuning:
     col_prefetch_rows: int = 4
     prefetch_min_run_bytes: int = 64 << 10
     prefetch_min_col_rows: int = 256
+    # element-wise outputs from this size on take streaming stores (elementwise.cl: STOREV_NT): half
+    # the CI machine's 32 MiB last-level cache, past which the output would not stay cached anyway
+    nt_store_min_bytes: int = 16 << 20
 
 
 DEFAULT_TUNING = OpenCLTuning()
