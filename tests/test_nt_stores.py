@@ -40,29 +40,35 @@ def launched(nt_dev, monkeypatch):
 def _mean_desc(dt, shape, b_shape=None):
     b = gm.TensorDesc(dt, shape, strides=[0] * (len(shape) - 1) + [1]) if b_shape == "broadcast" else \
         gm.TensorDesc(dt, shape)
-    return gm.ElementWiseMeanDesc(gm.TensorDesc(dt, shape), b, gm.TensorDesc(dt, shape))
+    cls = gm.ElementWiseMeanDesc if dt in (D.FLOAT32, D.FLOAT16, D.INT32, D.UINT32) else gm.ext.MeanDesc
+    return cls(gm.TensorDesc(dt, shape), b, gm.TensorDesc(dt, shape))
 
 
-@pytest.mark.parametrize("dt", [D.FLOAT32, D.INT32])
+@pytest.mark.parametrize("dt", [D.FLOAT32, D.INT32, D.FLOAT16, D.BFLOAT16])
 @pytest.mark.parametrize("layout, kernel", [("packed", "gm_ew_contig_nt_serial"),
                                             ("broadcast", "gm_ew_rows_nt_serial")])
 def test_element_wise_mean(nt_dev, launched, dt, layout, kernel):
-    """Contiguous (a tail past the last 64 elements) and broadcast rows (each row's last run 12
-    elements; rows 2060 elements apart, a multiple of 16 bytes): the streaming kernel is launched and
-    every element is the oracle's (sums past FLT_MAX among them)."""
+    """Contiguous (a tail past the last 64 elements) and broadcast rows (each row's last run 24
+    elements: vectors and a tail; rows 2072 elements apart, a multiple of 16 bytes): the streaming
+    kernel is launched and every element is the oracle's (sums past the largest float among them)."""
     rng = np.random.default_rng(5)
-    shape = (37, 2060)
+    shape = (37, 2072)
     if dt == D.FLOAT32:
         a = (rng.uniform(-1.0, 1.0, shape) * 3.4e38).astype(np.float32)
         b = (rng.uniform(-1.0, 1.0, shape[-1]) * 3.4e38).astype(np.float32)
+    elif dt in (D.FLOAT16, D.BFLOAT16):
+        top = 65504.0 if dt == D.FLOAT16 else 3.38e38
+        a = (rng.uniform(-1.0, 1.0, shape) * top).astype(dt.numpy_dtype)
+        b = (rng.uniform(-1.0, 1.0, shape[-1]) * top).astype(dt.numpy_dtype)
     else:
         a = rng.integers(-2 ** 31, 2 ** 31, shape, dtype=np.int64).astype(np.int32)
         b = rng.integers(-2 ** 31, 2 ** 31, shape[-1], dtype=np.int64).astype(np.int32)
     b = np.broadcast_to(b, shape)
     got = run(nt_dev, _mean_desc(dt, shape, layout), [a, b])
     assert kernel in launched
-    want = oracle.mean2(a, b, a.dtype)
-    assert np.array_equal(got.view(np.uint32), np.asarray(want).view(np.uint32))
+    want = np.asarray(oracle.mean2(a, b, a.dtype))
+    u = f"u{a.dtype.itemsize}"
+    assert np.array_equal(got.view(u), want.view(u))
 
 
 def test_nary_mean_and_its_redo(nt_dev, launched):
@@ -92,10 +98,11 @@ def test_rows_not_16_byte_apart_take_the_ordinary_kernel(nt_dev, launched):
 
 
 @pytest.mark.parametrize("dt, op, want", [(D.FLOAT32, KernelOp.MEAN, True), (D.FLOAT64, KernelOp.MEAN, True),
-                                          (D.FLOAT16, KernelOp.MEAN, False), (D.BFLOAT16, KernelOp.MEAN, False)])
+                                          (D.FLOAT16, KernelOp.MEAN, True), (D.BFLOAT16, KernelOp.MEAN, True),
+                                          (D.INT64, KernelOp.MEAN, True)])
 def test_which_variants_stream(dt, op, want):
-    """Plain vstores stream, converting stores do not; below the threshold and in the checked build
-    nothing streams."""
+    """Plain vstores, FLOAT16's converting one and BFLOAT16's stream; below the threshold and in the
+    checked build nothing streams."""
     from gpu_mean.runtime import planning
     plan = planning.ElementwisePlan(op=op, dtype=dt, shape=(1 << 22,), strides=((1,), (1,), (1,)), n_inputs=2)
     zero = opencl_geometry.OpenCLTuning(nt_store_min_bytes=0)
