@@ -126,3 +126,20 @@ def test_distinct_buffers_never_overlap():
     host = np.zeros(1024, np.float32)
     h1 = be.cl.Buffer(be.ctx, be.cl.mem_flags.READ_WRITE | be.cl.mem_flags.USE_HOST_PTR, hostbuf=host)
     assert be.memory(h1) == ("host", host.__array_interface__["data"][0])
+
+
+def test_in_place_mean_streams_and_keeps_the_bits(nt_dev, launched):
+    """The output bound over its first input (DirectML allows it): each element is read before the
+    same work-item streams its result over it."""
+    from helpers import upload
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal(40000).astype(np.float32), rng.standard_normal(40000).astype(np.float32)
+    desc = _mean_desc(D.FLOAT32, (40000,))
+    cop = nt_dev.compile_operator(nt_dev.create_operator(desc))
+    t = desc.input_tensors()[0]
+    ab, bb = upload(nt_dev, t, a), upload(nt_dev, t, b)
+    binding = gm.BufferBinding(ab, 0, t.total_size_in_bytes)
+    cop.execute(inputs=[binding, gm.BufferBinding(bb, 0, t.total_size_in_bytes)], outputs=[binding])
+    got = ab.read_tensor(t, 0)
+    assert "gm_ew_contig_nt_serial" in launched
+    assert np.array_equal(got.view(np.uint32), np.asarray(oracle.mean2(a, b, np.float32)).view(np.uint32))
