@@ -36,8 +36,8 @@
 //              size in y; x is 32), FIN_WG (finalize work-group size); all multiples of 32
 //   CPU shape: ACC8, X8 (a loaded vector's type), LOAD8(p), COLS, HALF_BLOCKS, TO_ACC8(v), PREFETCH,
 //              SHORT_LEN, LOAD16(p), STORE8_FLOAT(t, p), EXACT_BF16 (rows of 8 in float where exact),
-//              GM_H16C (FLOAT16 columns in exact chunks), GM_COL_SPAN (FLOAT32 columns of few rows:
-//              the span test's limit) and, where ACC
+//              GM_H16C (FLOAT16 columns in exact chunks), GM_COL_SPAN (FLOAT32 and BFLOAT16 columns
+//              of few rows: the span test's limit) and, where ACC
 //              is not the compensated pair, STORE8_RESULT(t, n, p) (8 results at once, each t / n
 //              rounded once; see those kernels)
 // Every global access goes through GM_AT (opencl_kernels/common.h) as (argument, element index), so
