@@ -2004,12 +2004,12 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
                     const ushort16 h1 = GM_VLOAD_BF16(16, GM_AT(GM_A_IN, const T, in, q + rs + 16 * w, 16));
                     const ushort16 h2 = GM_VLOAD_BF16(16, GM_AT(GM_A_IN, const T, in, q + 2 * rs + 16 * w, 16));
                     const ushort16 h3 = GM_VLOAD_BF16(16, GM_AT(GM_A_IN, const T, in, q + 3 * rs + 16 * w, 16));
-                    mxc = max(mxc, max(max(h0 & (ushort16)(0x7FFF), h1 & (ushort16)(0x7FFF)),
-                                       max(h2 & (ushort16)(0x7FFF), h3 & (ushort16)(0x7FFF))));
+                    const ushort16 k = (ushort16)(0x7FFF), a0 = h0 & k, a1 = h1 & k, a2 = h2 & k, a3 = h3 & k;
+                    mxc = max(mxc, max(max(a0, a1), max(a2, a3)));
 #if GM_COL_SPAN
                     // the smallest nonzero magnitude too (bits minus one, a zero wrapping to the top)
-                    lnc = min(lnc, min(min((h0 & (ushort16)(0x7FFF)) - (ushort16)(1), (h1 & (ushort16)(0x7FFF)) - (ushort16)(1)),
-                                       min((h2 & (ushort16)(0x7FFF)) - (ushort16)(1), (h3 & (ushort16)(0x7FFF)) - (ushort16)(1))));
+                    const ushort16 one = (ushort16)(1);
+                    lnc = min(lnc, min(min(a0 - one, a1 - one), min(a2 - one, a3 - one)));
 #endif
                     const uint8 u0 = as_uint8(h0), u1 = as_uint8(h1), u2 = as_uint8(h2), u3 = as_uint8(h3);
                     s[2 * w] += (convert_double8(as_float8(u0 << 16)) + convert_double8(as_float8(u1 << 16))) +

@@ -73,7 +73,17 @@ def h16_cols(plan: planning.ReducePlan, fp64: bool, g) -> bool:
             and exact_mean(plan, fp64) and plan.inner % g.cols == 0 and g.chunk <= F16_EXACT_SUM)
 
 
-COL_SPAN_ROWS = 1 << 8     # FLOAT32 columns of at most this many rows test their exponent span (GM_COL_SPAN)
+COL_SPAN_ROWS = 1 << 8     # FLOAT32 / BFLOAT16 columns of at most this many rows test their span (GM_COL_SPAN)
+
+
+def col_span(plan: planning.ReducePlan, g) -> int | None:
+    """GM_COL_SPAN (reduce.cl: gm_col_exact) for FLOAT32 or BFLOAT16 columns of at most COL_SPAN_ROWS
+    rows in one chunk, every column block whole: the widest exponent span whose FLOAT64 sums are exact
+    and whose double quotient, rounded once more, is the correctly rounded mean, 52 - p - ceil(log2 n)
+    for p significand bits (FLOAT32 28 - ceil(log2 n), BFLOAT16 44 - ceil(log2 n)); else None."""
+    if not (g.kernel == "col" and g.n_chunks == 1 and plan.n_reduce <= COL_SPAN_ROWS and plan.inner % g.cols == 0):
+        return None
+    return 52 - {D.FLOAT32: 24, D.BFLOAT16: 8}[plan.dtype] - (plan.n_reduce - 1).bit_length()
 H16_PASSES = 256        # GM_H16: passes of 32 halves per block (at most 4 * 256 values per double lane)
 H16_RUN = 1 << 22       # GM_H16: runs shorter than this (2^22 values of at most 2^40 units of 2^-24: a long)
 
@@ -408,15 +418,13 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
                            D.BFLOAT16: f"as_float{w}(convert_uint{w}(GM_VLOAD_BF16({w}, (p))) << 16)"}[dt]
     if dt == D.FLOAT32 and fp64:     # eight results through one vector bound test (gm_settle8)
         m.update({"GM_SETTLE8": 1, "GM_Q8(t, n)": quotient8(plan, acc)})
-        if g.kernel == "col" and g.n_chunks == 1 and plan.n_reduce <= COL_SPAN_ROWS and plan.inner % g.cols == 0:
-            # columns of few rows: blocks whose values span at most this many binades take their
-            # exact sums' quotients rounded once, ties included (reduce.cl: gm_col_exact)
-            m["GM_COL_SPAN"] = 28 - (plan.n_reduce - 1).bit_length()
     if m["GM_B16C"]:                 # the same for BFLOAT16's columns (gm_settle8_bf16)
         m.update({"GM_SETTLE8_BF16": 1, "GM_Q8(t, n)": quotient8(plan, acc),
                   "GM_BF16_BITS8(v)": f"gm_float8_to_bf16({half_through_odd('(v)', 8)})"})
-        if g.n_chunks == 1 and plan.n_reduce <= COL_SPAN_ROWS and plan.inner % g.cols == 0:
-            m["GM_COL_SPAN"] = 44 - (plan.n_reduce - 1).bit_length()     # as FLOAT32's, below
+    if (m.get("GM_SETTLE8") or m.get("GM_SETTLE8_BF16")) and (span := col_span(plan, g)) is not None:
+        # columns of few rows: blocks whose values span at most this many binades take their exact
+        # sums' quotients rounded once, ties included (reduce.cl: gm_col_exact)
+        m["GM_COL_SPAN"] = span
     bits = bool(short)
     if bits:
         m["GM_FLAG_BITS"] = 1       # a bit per row, eight rows per byte (each work-item owns whole bytes)
