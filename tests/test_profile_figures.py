@@ -27,7 +27,8 @@ def test_every_row_carries_the_read_bandwidth_limit_and_the_spread(device):
         assert r["limit"] == "measured read bandwidth" and r["limit_gbps"] > 0
         assert 0 <= r["spread"] and 0 <= r["limit_spread"] and len(r["samples_s"]) == 3
         assert r["fraction_of_read_bandwidth"] == pytest.approx(r["gbps"] / r["limit_gbps"])
-        assert r["measurement_fault"] == (r["fraction_of_read_bandwidth"] > 1)
+        assert r["limit_best_gbps"] >= r["limit_gbps"] and r["input_gbps"] <= r["gbps"]
+        assert r["measurement_fault"] == (r["input_gbps"] > r["limit_best_gbps"])
         assert r["noisy"] == (max(r["spread"], r["limit_spread"]) > profiler.NOISY_SPREAD)
         assert "of copy" not in json.dumps(r)
 
@@ -48,6 +49,43 @@ def test_a_row_above_its_limit_is_a_fault_never_a_speed_up(monkeypatch, cpu):
     assert "measurement fault" in lines[0] and "of read bw" not in lines[0]
     demo_line = profiler.format_fraction(rows[0])
     assert "ABOVE" in demo_line and "fault" in demo_line
+
+
+def _rigged_times(monkeypatch, ours_s: float, read_s: list):
+    """profiler.measure made to return these per-call times: ours fixed, the read kernel's samples."""
+    real = profiler.measure
+
+    def rigged(fns, repeat, pause=0.0, min_sample_s=profiler.MIN_SAMPLE_S):
+        out = real(fns, repeat, pause, min_sample_s)
+        out["ours"].samples = [ours_s] * repeat
+        out["read"].samples = list(read_s)
+        return out
+    monkeypatch.setattr(profiler, "measure", rigged)
+
+
+@pytest.mark.parametrize("case, ours_over_read, fault", [
+    # a reduction reads as many bytes as the read kernel (its output is a few bytes): 5 % faster than
+    # the read kernel's median but slower than its fastest sample is drift, not a fault; faster than
+    # the fastest sample is
+    (Case("reduce", F32, (64, 256), (1,)), 1 / 1.05, False),
+    (Case("reduce", F32, (64, 256), (1,)), 1 / 1.25, True),
+    # an element-wise mean reads 2 of its 3 arrays' bytes: its whole traffic 1.3x the read median
+    # (the written third streams beside the reads) reads its inputs at 0.87x: no fault; 1.7x is
+    (Case("mean", F32, (64, 256)), 1 / 1.3, False),
+    (Case("mean", F32, (64, 256)), 1 / 1.7, True),
+], ids=["reduce-drift", "reduce-fault", "elementwise-streamed-write", "elementwise-fault"])
+def test_a_fault_is_inputs_read_faster_than_the_fastest_read(monkeypatch, cpu, case, ours_over_read, fault):
+    """Read samples 1.0, 1.1, 1.2 (median 1.1 ms, fastest 1.0 ms); ours at a fixed ratio of the median."""
+    read_s = [1.1e-3, 1.0e-3, 1.2e-3]
+    _rigged_times(monkeypatch, 1.1e-3 * ours_over_read, read_s)
+    lines = []
+    rows, _ = profiler.profile(cpu, [case], repeat=3, peers=False, log=lines.append)
+    r = rows[0]
+    assert r["fraction_of_read_bandwidth"] == pytest.approx(1 / ours_over_read)
+    assert r["measurement_fault"] is fault
+    assert ("measurement fault" in lines[0]) is fault
+    if not fault:
+        assert f"{1 / ours_over_read:4.2f} of read bw" in lines[0]
 
 
 def test_spread_is_the_interquartile_range_over_the_median_and_noisy_past_20_percent():

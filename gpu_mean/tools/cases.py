@@ -183,16 +183,23 @@ class Case:
         """Bytes each input's distinct elements are read once plus the output written once (a
         broadcast input counts the elements it really has, not the logical shape)."""
         d = self.desc()
-        total = 0
-        for t in d.input_tensors() + d.output_tensors():
-            n = 1
-            for s, st in zip(t.sizes, t.effective_strides):
-                n *= 1 if st == 0 else s
-            total += n * t.numpy_dtype.itemsize
-        return total
+        return self.read_traffic + sum(_distinct_bytes(t) for t in d.output_tensors())
+
+    @property
+    def read_traffic(self) -> int:
+        """The part of ``traffic`` that is read: each input's distinct elements once."""
+        return sum(_distinct_bytes(t) for t in self.desc().input_tensors())
 
     def to_json(self) -> dict:
         return {"name": self.name, "class": self.shape_class, "operator": self.operator, "op": self.op,
                 "dtype": self.dtype.name,
                 "shape": list(self.shape), "axes": None if self.axes is None else list(self.axes),
                 "layout": self.layout, "inputs": self.inputs if self.op == "nary" else None}
+
+
+def _distinct_bytes(t) -> int:
+    """Bytes of a tensor's distinct elements (a dimension of stride 0 counts once)."""
+    n = 1
+    for s, st in zip(t.sizes, t.effective_strides):
+        n *= 1 if st == 0 else s
+    return n * t.numpy_dtype.itemsize

@@ -99,7 +99,8 @@ def main(device=None, log=print) -> int:
     log(f"3. Speed on {DEMO_MIB} MiB float32 inputs: median of 8 samples after a warm-up, interleaved with the "
         "device's read kernel and the peers; +-N% = spread (interquartile range over the median). GB/s = bytes "
         "read once + written once, over time, higher is better; 'of read bw' = against the device's measured "
-        "read bandwidth, the limit no correct result passes (above it: a measurement fault):")
+        "read bandwidth (a little above 1 is possible where the output streams; inputs read faster than the read "
+        "kernel's fastest sample: a measurement fault):")
     n = DEMO_MIB * 2**20 // 4
     picks = [c for c in profiler.class_cases(n, (F32,)) if c.shape_class in (
         "E1 contiguous", "R1 full", "R2 inner, long", "R4 outer, many outputs")]

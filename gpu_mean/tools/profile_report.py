@@ -30,7 +30,7 @@ def main(device=None, size_mb=256.0, repeat=10, peers=False, ops=None, dtypes=No
     peak = readbw.cuda_peak_gbps(dev)
     log(f"profile: {dev.name}; median and spread of {repeat} samples per case, after a warm-up, in interleaved "
         f"rounds; last-level cache {llc / 2**20:.0f} MiB")
-    log("  limit of every row: the device's read bandwidth, measured beside it" + (
+    log("  reference of every row: the device's read bandwidth, measured beside it" + (
         f"; peak {peak:.0f} GB/s from the memory clock and bus width" if peak else ""))
     for d in profiler.DEFINITIONS:
         log(f"  {d}")
@@ -72,7 +72,8 @@ def main(device=None, size_mb=256.0, repeat=10, peers=False, ops=None, dtypes=No
     noisy = sum(r["noisy"] for r in rows)
     faults = sum(r["measurement_fault"] for r in rows)
     log(f"profile: {plural(len(rows), 'case')} timed, {len(report['skipped'])} skipped; {noisy} noisy, "
-        f"{faults} above the limit (measurement faults); {report['seconds']:.1f} s")
+        f"{faults} measurement faults (inputs read faster than the read kernel's fastest sample); "
+        f"{report['seconds']:.1f} s")
     return 0
 
 

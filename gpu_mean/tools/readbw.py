@@ -1,12 +1,14 @@
-"""The limit no correct result can pass: the device's read bandwidth, measured through the device's
-own queue on buffers made by its own allocator, with a read-only streaming kernel in the best
-access pattern of the backend.
+"""The profiler's reference: the device's read bandwidth, measured through the device's own queue on
+buffers made by its own allocator, with a read-only streaming kernel in the best access pattern of
+the backend.
 
-A mean reads each input once and writes its output once; no such kernel moves its bytes faster than
-the device can read them. (Writing costs at least as much as reading on every memory system this
-library runs on, so a write counted at the read rate never makes the limit too low.) A result
-above this limit is a fault of the measurement (the machine's bandwidth drifted between the two,
-or a cache held what should have streamed), never a speed-up.
+A mean reads each input once and writes its output once. Its inputs cannot be read faster than this
+kernel reads as many bytes: a case whose input bytes alone pass the read kernel's fastest sample is
+a fault of the measurement (the machine's bandwidth drifted between the two, or a cache held what
+should have streamed), never a speed-up. Its whole traffic may pass the read rate a little: written
+bytes can stream beside the reads (streaming stores on a CPU: docs/results/2026-11-27-nt-stores-pocl.md
+measures a native loop of two reads and a streamed write at 1.15x the bytes per second of a native
+read-only loop on the same machine).
 
 - CPU device: numpy's maximum over the bytes viewed as uint64 (one streaming, vectorised pass,
   single-threaded like the CPU device itself).
