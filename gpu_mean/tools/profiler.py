@@ -3,13 +3,13 @@ side by side with the peers present (numpy, onnxruntime, OpenVINO, CuPy, PyTorch
 
 The reference of every row is the device's read bandwidth (``readbw.py``): a read-only streaming
 kernel over as many bytes as the case moves, run through the device's own queue and allocator and
-timed in the same rounds as the case. A mean reads its inputs once and writes its output once; its
-figure may pass 1 of that reference (written bytes can stream beside the reads: on the PoCL machine of
-docs/results/2026-11-27-nt-stores-pocl.md a native loop of two reads and a streamed write moves 1.15x
-the bytes per second of a native read-only loop; and two medians drift apart by their spreads), but
-its inputs cannot be read faster than the read kernel's fastest sample reads as many bytes: a row
-whose input bytes alone pass that is a measurement fault (drift, or a cache that held what should
-have streamed), reported as such, never as a speed-up.
+timed in the same rounds as the case. A mean reads its inputs once and writes its output once. Its
+figure may pass 1 of that reference, for two reasons. Written bytes can stream beside the reads: on
+this project's PoCL machine a native loop of two reads and a streamed write moves 1.09-1.15x the
+bytes per second of a native read-only loop (docs/results/2026-11-27-s15-closing-pocl.md). And two
+medians drift apart by their spreads. But its inputs cannot be read faster than the read kernel's
+fastest sample reads as many bytes. A row whose input bytes alone pass that is a measurement fault
+(drift, or a cache that held what should have streamed), reported as such, never as a speed-up.
 
 How figures are made repeatable (after asv and pyperf): every contender is warmed up, then
 calibrated to a number of calls per sample that lasts at least ``MIN_SAMPLE_S`` (asv's sample_time,

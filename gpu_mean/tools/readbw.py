@@ -6,9 +6,9 @@ A mean reads each input once and writes its output once. Its inputs cannot be re
 kernel reads as many bytes: a case whose input bytes alone pass the read kernel's fastest sample is
 a fault of the measurement (the machine's bandwidth drifted between the two, or a cache held what
 should have streamed), never a speed-up. Its whole traffic may pass the read rate a little: written
-bytes can stream beside the reads (streaming stores on a CPU: docs/results/2026-11-27-nt-stores-pocl.md
-measures a native loop of two reads and a streamed write at 1.15x the bytes per second of a native
-read-only loop on the same machine).
+bytes can stream beside the reads (streaming stores on a CPU: docs/results/2026-11-27-s15-closing-pocl.md
+measures a native loop of two reads and a streamed write at 1.09-1.15x the bytes per second of a
+native read-only loop on the same machine).
 
 - CPU device: numpy's maximum over the bytes viewed as uint64 (one streaming, vectorised pass,
   single-threaded like the CPU device itself).
