@@ -64,6 +64,34 @@ double gm_native_read(const float *a, size_t n) {
     return total;
 }
 
+/* column sums of a rows x cols float matrix (rows a multiple of 4, cols of blk, blk of 8) in the
+   access pattern of the CPU-shaped column kernel (reduce.cl: gm_reduce_col_serial): each task a
+   block of blk adjacent columns over every row, four rows per pass into blk double accumulators,
+   the same columns prefetched four rows ahead; every core */
+void gm_native_cols(const float *a, size_t rows, size_t cols, size_t blk, double *out) {
+    #pragma omp parallel for schedule(static)
+    for (size_t cb = 0; cb < cols / blk; ++cb) {
+        double acc[4096] __attribute__((aligned(64)));
+        for (size_t j = 0; j < blk; ++j) acc[j] = 0.0;
+        for (size_t r = 0; r + 4 <= rows; r += 4) {
+            const float *p = a + r * cols + cb * blk;
+            for (size_t j = 0; j < blk; j += 8) {
+                if ((j & 15) == 0 && r + 8 <= rows) {
+                    for (int q = 0; q < 4; ++q) _mm_prefetch((const char *)(p + (4 + q) * cols + j), _MM_HINT_T0);
+                }
+                __m512d s = _mm512_load_pd(acc + j);
+                s = _mm512_add_pd(s, _mm512_add_pd(
+                        _mm512_add_pd(_mm512_cvtps_pd(_mm256_loadu_ps(p + j)),
+                                      _mm512_cvtps_pd(_mm256_loadu_ps(p + cols + j))),
+                        _mm512_add_pd(_mm512_cvtps_pd(_mm256_loadu_ps(p + 2 * cols + j)),
+                                      _mm512_cvtps_pd(_mm256_loadu_ps(p + 3 * cols + j)))));
+                _mm512_store_pd(acc + j, s);
+            }
+        }
+        for (size_t j = 0; j < blk; ++j) out[cb * blk + j] = acc[j];
+    }
+}
+
 /* out = mean of k inputs of n floats (n a multiple of 16), streaming stores, every core */
 void gm_native_mean(int k, const float *const *in, float *out, size_t n) {
     const __m512 scale = _mm512_set1_ps(1.0f / (float)k);
@@ -89,6 +117,7 @@ def build_native() -> ctypes.CDLL:
     so.gm_native_read.restype = ctypes.c_double
     so.gm_native_read.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     so.gm_native_mean.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    so.gm_native_cols.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p]
     return so
 
 
@@ -111,6 +140,24 @@ class Native:
             self.so.gm_native_read(self.arrays[0].ctypes.data, self.n)
         else:
             self.so.gm_native_mean(self.k, self.ptrs, self.arrays[-1].ctypes.data, self.n)
+
+
+class NativeCols:
+    """The native loop of the column kernel's pattern (gm_native_cols) over at least ``nbytes``: the
+    case's row length in bytes and the kernel's column block in bytes (opencl_geometry: 1024 columns
+    of the case's type), as floats."""
+
+    def __init__(self, so, row_bytes: int, block_bytes: int, nbytes: int):
+        self.so = so
+        self.cols, self.blk = row_bytes // 4, min(block_bytes // 4, row_bytes // 4)
+        self.rows = -(-nbytes // row_bytes) // 4 * 4
+        self.nbytes = self.rows * self.cols * 4
+        self.a = aligned_empty(self.nbytes, 64).view(np.float32)
+        self.a[:] = 1.0
+        self.out = np.zeros(self.cols, np.float64)
+
+    def __call__(self):
+        self.so.gm_native_cols(self.a.ctypes.data, self.rows, self.cols, self.blk, self.out.ctypes.data)
 
 
 def full_inputs(case) -> int:
@@ -154,6 +201,18 @@ def main() -> int:
         pattern = "read, summed" if k == 0 else f"{k} read + 1 streamed write"
         print(f"{case.klass + ' ' + case.dtype.name:34s} {median(ours):8.2f} {median(machine):8.2f} "
               f"{median(ours) / median(machine):6.2f}   {pattern}", flush=True)
+        if case.klass.startswith("R4"):
+            # the outer axis with many outputs: also against a native loop of the column kernel's
+            # own pattern (blocks of 1024 columns, rows strided), in alternating rounds
+            item = case.dtype.numpy_dtype.itemsize
+            cols = NativeCols(so, case.shape[-1] * item, 1024 * item, max(case.traffic, 1 << 30))
+            ours, same = [], []
+            for _ in range(a.rounds):
+                ours.append(case.traffic / profiler.median_time(go, a.repeat) / 1e9)
+                same.append(cols.nbytes / profiler.median_time(cols, a.repeat) / 1e9)
+            print(f"{'':34s} {median(ours):8.2f} {median(same):8.2f} {median(ours) / median(same):6.2f}   "
+                  f"read, summed in the column kernel's pattern ({cols.blk * 4} B of each row per block)", flush=True)
+            del cols
         del go, native
     return 0
 
