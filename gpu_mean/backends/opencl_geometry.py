@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from ..descriptors.types import DataType, KernelOp
 from ..runtime import planning
 
-# FLOAT16 REDUCE AVERAGE columns: rows per chunk at most (reduce_kernels.F16_EXACT_SUM: a FLOAT64 sum
-# of that many halves is exact in any order; tests/test_f16_rows.py checks the two agree)
-F16_COL_ROWS = 1 << 13
+# FLOAT16 REDUCE AVERAGE columns: rows per chunk at most, the most halves whose FLOAT64 sum is exact
+F16_COL_ROWS = planning.F16_EXACT_SUM
 
 
 def round_up(n: int, m: int) -> int:

@@ -29,7 +29,7 @@ EXACT_BINDINGS = (0, 1, 2, 3, 4, 5)         # in, in_off, out, out_off, flag, fl
 # store and gm_reduce_exact for the outputs it leaves open
 EXACT_TYPES = (D.FLOAT32, D.FLOAT16, D.BFLOAT16)
 EX_WG = 64          # gm_reduce_exact's work-group (GPU shape)
-F16_EXACT_SUM = 1 << 13     # FLOAT16 sums of at most this many values are exact in FLOAT64
+F16_EXACT_SUM = planning.F16_EXACT_SUM   # FLOAT16 sums of at most this many values are exact in FLOAT64
 F16_DIRECT = 1 << 13        # ... and their quotient rounded once to half is the correctly rounded mean
 XBLOCK = 64     # the CPU shape's GM_EXACT loops restart their accumulators every XBLOCK passes
 

@@ -29,6 +29,9 @@ from ..descriptors.types import DataType, KernelOp
 
 MAX_DIMS = 8
 ACC_BYTES = 8       # a reduction partial of the DirectML types: double, long, ulong, or float + compensation
+# FLOAT16 sums of at most this many values are exact in FLOAT64, in any order: every half is a
+# multiple of 2^-24 below 2^16, so such a sum is a multiple of 2^-24 below 2^29 (53 bits hold it)
+F16_EXACT_SUM = 1 << 13
 D = DataType
 _WIDE = {D.FLOAT32: D.FLOAT64, D.FLOAT16: D.FLOAT64, D.BFLOAT16: D.FLOAT64, D.FLOAT64: D.FLOAT64,
          D.INT32: D.INT64, D.UINT32: D.UINT64, D.INT64: D.INT64, D.UINT64: D.UINT64}
