@@ -488,6 +488,7 @@ GM_INLINE int gm_sum_is_exact(double s, double mx, double mn, ulong n) {
 // two TwoSums (short columns of normal data: about one output in ten is an exact tie, all settled
 // here). Else the pair h + c.
 // stmt for each of the output's n values, loaded as the double x, in the walk's order
+#define GM_DD_LANES_MIN 32      // innermost reduced runs of at least this many values take the lanes
 #if RN > 0
 #define GM_DD_EACH(stmt) { long idx_[RNA]; long off_ = gm_walk_start(0, idx_, m); \
     for (ulong j_ = 0; j_ < n; ++j_) { \
@@ -496,8 +497,71 @@ GM_INLINE int gm_sum_is_exact(double s, double mx, double mn, ulong n) {
 #else
 #define GM_DD_EACH(stmt) { if (n) { const double x = LOAD1(GM_AT(GM_A_IN, const T, in, base, 1)); stmt; } }
 #endif
+#if RN > 0
+// The same two passes over eight lanes (docs/design.md, "The exact pass's second tier"): one open
+// output of a whole reduction (R1) or of a few long columns (R5) is redone by one work-item, and the
+// scalar passes are chains of dependent additions (about 20 cycles a value in the pair's). The values
+// go as runs of the innermost reduced dimension (its length L and stride st), eight at a time into
+// eight lanes, a run's last values through the scalar statement. Neither pass depends on the order:
+// a lane's plain sum is a partial sum of the same values (gm_sum_is_exact holds for any order), and a
+// lane's pair h + c is its values' exact total while its c's errors are zero, so the eight lanes'
+// pairs added into one gm_dd2 give the exact total, or set bad. The bits are those of the scalar
+// passes (both are the correctly rounded mean, or leave the output to the superaccumulator).
+GM_INLINE double8 gm_dd_load8(__global const T* in, long p, long st GM_CHK_P) {
+    if (st == 1) return GM_IN8(p);
+    return (double8)(LOAD1(GM_AT(GM_A_IN, const T, in, p, 1)), LOAD1(GM_AT(GM_A_IN, const T, in, p + st, 1)),
+                     LOAD1(GM_AT(GM_A_IN, const T, in, p + 2 * st, 1)), LOAD1(GM_AT(GM_A_IN, const T, in, p + 3 * st, 1)),
+                     LOAD1(GM_AT(GM_A_IN, const T, in, p + 4 * st, 1)), LOAD1(GM_AT(GM_A_IN, const T, in, p + 5 * st, 1)),
+                     LOAD1(GM_AT(GM_A_IN, const T, in, p + 6 * st, 1)), LOAD1(GM_AT(GM_A_IN, const T, in, p + 7 * st, 1)));
+}
+#define GM_DD_RUNS(STMT8, STMT1) { \
+    const long st_ = m->red_in[RN - 1], L_ = m->red_shape[RN - 1]; \
+    const ulong runs_ = n / (ulong)L_; \
+    long idx_[RNA]; \
+    for (ulong r_ = 0; r_ < runs_; ++r_) { \
+        const long p_ = base + gm_walk_start((long)r_ * L_, idx_, m); \
+        long j_ = 0; \
+        for (; j_ + 8 <= L_; j_ += 8) { const double8 x8 = gm_dd_load8(in, p_ + j_ * st_, st_ GM_CHK_A); STMT8 } \
+        for (; j_ < L_; ++j_) { const double x = LOAD1(GM_AT(GM_A_IN, const T, in, p_ + j_ * st_, 1)); STMT1 } } }
+GM_INLINE int gm_dd_output_lanes(__global const T* in, long base, __constant const gm_rmeta* m, ulong n, uint* bits
+                                 GM_CHK_P) {
+    gm_dd2 a;
+    gm_dd2_init(&a);
+    double8 s8 = (double8)(0.0), mx8 = (double8)(0.0), mn8 = (double8)(INFINITY);
+    double s = 0.0, mx = 0.0, mn = INFINITY;
+    GM_DD_RUNS(s8 += x8; mx8 = fmax(mx8, fabs(x8));
+               mn8 = fmin(mn8, select((double8)(INFINITY), fabs(x8), x8 != (double8)(0.0)));,
+               s += x; mx = fmax(mx, fabs(x)); mn = x != 0.0 ? fmin(mn, fabs(x)) : mn;)
+    s += ((s8.s0 + s8.s1) + (s8.s2 + s8.s3)) + ((s8.s4 + s8.s5) + (s8.s6 + s8.s7));
+    mx8.lo = fmax(mx8.lo, mx8.hi); mx8.s01 = fmax(mx8.s01, mx8.s23);
+    mn8.lo = fmin(mn8.lo, mn8.hi); mn8.s01 = fmin(mn8.s01, mn8.s23);
+    mx = fmax(mx, fmax(mx8.s0, mx8.s1));
+    mn = fmin(mn, fmin(mn8.s0, mn8.s1));
+    if (gm_sum_is_exact(s, mx, mn, n)) {
+        a.h = s;
+        return gm_dd2_settle(&a, (uint)n, GM_DD_FMT, bits);
+    }
+    double8 h8 = (double8)(0.0), c8 = (double8)(0.0);
+    long8 bad8 = (long8)(0);
+    GM_DD_RUNS(const double8 sv = h8 + x8; const double8 bv = sv - h8;
+               const double8 e = (h8 - (sv - bv)) + (x8 - bv);
+               const double8 t = c8 + e; const double8 cv = t - c8;
+               const double8 f = (c8 - (t - cv)) + (e - cv);
+               h8 = sv; c8 = t; bad8 |= (f != (double8)(0.0));,
+               gm_dd2_add(&a, x);)
+    double hh[8], cc[8];
+    vstore8(h8, 0, hh); vstore8(c8, 0, cc);
+    for (int k = 0; k < 8; ++k) { gm_dd2_add(&a, hh[k]); gm_dd2_add(&a, cc[k]); }
+    bad8.lo |= bad8.hi; bad8.s01 |= bad8.s23;
+    a.bad |= (bad8.s0 | bad8.s1) != 0;
+    return gm_dd2_settle(&a, (uint)n, GM_DD_FMT, bits);
+}
+#endif
 GM_INLINE int gm_dd_output(__global const T* in, long base, __constant const gm_rmeta* m, ulong n, uint* bits
                            GM_CHK_P) {
+#if RN > 0
+    if (m->red_shape[RN - 1] >= GM_DD_LANES_MIN) return gm_dd_output_lanes(in, base, m, n, bits GM_CHK_A);
+#endif
     gm_dd2 a;
     gm_dd2_init(&a);
     double s = 0.0, mx = 0.0, mn = INFINITY;

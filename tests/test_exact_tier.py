@@ -11,6 +11,8 @@ beside an infinity (the zero's sign must come from the values). Rows (the row ke
 kernel), FLOAT32, FLOAT16 and BFLOAT16, every device variant, against the exact oracle bit for bit."""
 from __future__ import annotations
 
+from fractions import Fraction
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -94,3 +96,61 @@ def test_short_runs_of_normal_values(device, name, axis):
     dt, npdt, _ = TYPES[name]
     x = np.random.default_rng(8).standard_normal((8, 4096) if axis == 0 else (4096, 8)).astype(npdt)
     check_reduce_mean(device, dt, x, (axis,))
+
+
+TINY = {"FLOAT32": 2.0 ** -149, "FLOAT16": 2.0 ** -24, "BFLOAT16": 2.0 ** -133}
+
+
+def _tie_run(name: str, n: int, rng) -> tuple[np.ndarray, float]:
+    """A run of n values of the format whose exact mean lies just off a midpoint b of the format:
+    random values in [0.5, 1) everywhere but at positions 9 and the last four, whose values make the
+    sum exactly n b, and the format's least subnormal at position 9 (lane 1 of eight, beside position
+    1's value ~1: it is lost from lane 1's sum and lives in the lane's low word), signed towards b's odd
+    neighbour. So the mean rounds to that neighbour, and to the even one if the least value were lost.
+    The last position is in the tail for n not a multiple of eight. Returns the run (float64) and the
+    neighbour."""
+    _, npdt, p = TYPES[name]
+    run = (rng.uniform(0.5, 1.0, n)).astype(npdt).astype(np.float64)
+    fixed = [9, n - 1, n - 2, n - 3, n - 4]
+    run[fixed] = 0.0
+    rest = sum(Fraction(float(v)) for v in run)
+    half = Fraction(1, 2 ** (p + 1))                        # half the spacing of the format in [0.5, 1)
+    k = round((rest / n - half) / (2 * half))                # b = (2k + 1) half, the midpoint nearest rest / n
+    b = (2 * k + 1) * half
+    diff, parts = n * b - rest, []
+    while diff != 0:                                         # n b - rest as a few values of the format
+        v = Fraction(float(np.float64(float(diff)).astype(npdt)))
+        parts.append(v)
+        diff -= v
+    assert len(parts) <= 4
+    run[fixed[1:1 + len(parts)]] = [float(v) for v in parts]
+    lo_even = k % 2 == 0                                     # b - half = k (2 half): even when k is
+    run[9] = TINY[name] if lo_even else -TINY[name]
+    return run, float(b + half if lo_even else b - half)
+
+
+@pytest.mark.parametrize("name", list(TYPES))
+@pytest.mark.parametrize("layout", ["whole", "rows", "columns", "two axes"])
+def test_ties_broken_in_lanes(device, name, layout):
+    """Open outputs whose innermost reduced run has at least 32 values: the tier's two passes go over
+    eight lanes (reduce.cl: gm_dd_output_lanes), a run's last n % 8 values through the scalar
+    statement. Every output is a tie of the format broken by the least subnormal, which sits in a
+    lane's low word (_tie_run), with the sum's last part in the tail: a lane's low word not merged,
+    a lost tail or a wrong stride gives the other neighbour. Layouts: a whole reduction (one output,
+    1003 values), rows (64 of 67 values), columns (64 of 1003 rows, the runs strided by the row
+    length: eight separate loads) and two reduced axes (each output two runs of 67 of the innermost)."""
+    dt, npdt, _ = TYPES[name]
+    rng = np.random.default_rng([len(name), len(layout)])
+    n = {"whole": 1003, "rows": 67, "columns": 1003, "two axes": 134}[layout]
+    runs, want = zip(*(_tie_run(name, n, rng) for _ in range(1 if layout == "whole" else 64)))
+    m = np.asarray(runs).astype(npdt)
+    if layout == "whole":
+        x, axes = m[0], (0,)
+    elif layout == "rows":
+        x, axes = m, (1,)
+    elif layout == "columns":
+        x, axes = np.ascontiguousarray(m.T), (0,)
+    else:
+        x, axes = np.ascontiguousarray(m.reshape(64, 2, 67).transpose(1, 0, 2)), (0, 2)   # (2, 64, 67)
+    got = check_reduce_mean(device, dt, x, axes)
+    assert np.array_equal(got.astype(np.float64), np.asarray(want))     # the exact oracle agrees: off the tie
