@@ -154,3 +154,31 @@ def test_ties_broken_in_lanes(device, name, layout):
         x, axes = np.ascontiguousarray(m.reshape(64, 2, 67).transpose(1, 0, 2)), (0, 2)   # (2, 64, 67)
     got = check_reduce_mean(device, dt, x, axes)
     assert np.array_equal(got.astype(np.float64), np.asarray(want))     # the exact oracle agrees: off the tie
+
+
+@pytest.mark.parametrize("name", list(TYPES))
+@pytest.mark.parametrize("layout", ["whole", "rows", "columns"])
+def test_cancelling_runs_through_the_superaccumulator(device, name, layout):
+    """Values near the format's largest, cancelling in pairs, with three small ones 60 and 100 binades
+    apart: the bound and the pair (its low word's additions round) leave every output to the
+    superaccumulator, which the CPU
+    shape's redo fills block by block (reduce.cl: gm_limbs_range; blocks of 1024 values within 29
+    binades summed in a long, the block holding a small value value by value). Runs of 2500 values:
+    two whole blocks and a partial one; whole reductions, rows and columns (strided loads)."""
+    dt, npdt, _ = TYPES[name]
+    big = float(ml_dtypes.finfo(npdt).max)
+    rng = np.random.default_rng([len(name), len(layout), 7])
+    n, outs = 2500, {"whole": 1, "rows": 8, "columns": 16}[layout]
+    small = np.array([1.0, -(2.0 ** -60), 2.0 ** -100] if name != "FLOAT16" else [1.0, -(2.0 ** -14), 2.0 ** -24])
+    x = np.empty((outs, n))
+    for k in range(outs):
+        v = (rng.uniform(0.5, 1.0, n // 2 - 2) * big).astype(npdt).astype(np.float64)
+        run = np.concatenate([v, -v, small * (k + 1), [0.0]])   # the pair's low word takes 1 and 2^-60
+        x[k] = run[rng.permutation(n)]
+    x = x.astype(npdt)
+    if layout == "whole":
+        check_reduce_mean(device, dt, x[0], (0,))
+    elif layout == "rows":
+        check_reduce_mean(device, dt, x, (1,))
+    else:
+        check_reduce_mean(device, dt, np.ascontiguousarray(x.T), (0,))
