@@ -1132,6 +1132,62 @@ GM_INLINE void gm_redo_open(__global const T* in, ulong in_off, __global OUT_T* 
         }
     }
 }
+#if GM_DD_TIER && RN == 1
+// The column kernel's open outputs (GM_REDO_OPEN_COLS): ncols adjacent columns from input element b
+// on, n rows rs apart, outputs k0 .. k0 + ncols - 1 (a flag byte each). Redone one by one, each open
+// column would be read down its rows alone, a value per cache line, eight lines of the same rows
+// read eight times: on standardized columns (each column's mean a rounding residue near zero, every
+// output open) that ran at about 0.05 of the main pass. Here eight adjacent columns with an open one
+// among them go down their rows together: each column's pair h + c in a lane (gm_dd2_add's
+// operations, the column's values in row order, as the scalar pass adds them), then each open
+// column's pair is settled as gm_dd_output's (gm_dd2_settle), or the column goes to the
+// superaccumulator (gm_limbs_range, strided).
+GM_INLINE void gm_redo_open_cols(__global const T* in, long b, long rs, __global OUT_T* out, ulong out_off,
+                                 __global const uchar* flag, ulong flag_off, __constant const gm_rmeta* m,
+                                 long k0, long ncols, ulong n GM_CHK_P) {
+    for (long g = 0; g < ncols; g += 8) {
+        const int w = (int)min(8l, ncols - g);
+        uint open = 0;
+        for (int j = 0; j < w; ++j)
+            open |= (*GM_AT(GM_A_FLAG, const uchar, flag, (long)flag_off + k0 + g + j, 1) != 0) ? (1u << j) : 0u;
+        if (!open) continue;
+        double8 h8 = (double8)(0.0), c8 = (double8)(0.0);
+        long8 bad8 = (long8)(0);
+        for (ulong r = 0; r < n; ++r) {
+            const long q = b + (long)r * rs + g;
+            double xs[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+            double8 x8;
+            if (w == 8) {
+                x8 = GM_IN8(q);
+            } else {
+                for (int j = 0; j < w; ++j) xs[j] = LOAD1(GM_AT(GM_A_IN, const T, in, q + j, 1));
+                x8 = vload8(0, xs);
+            }
+            const double8 sv = h8 + x8, bv = sv - h8, e = (h8 - (sv - bv)) + (x8 - bv);
+            const double8 t = c8 + e, cv = t - c8, f = (c8 - (t - cv)) + (e - cv);
+            h8 = sv; c8 = t; bad8 |= (f != (double8)(0.0));
+        }
+        double hh[8], cc[8];
+        long bb[8];
+        vstore8(h8, 0, hh); vstore8(c8, 0, cc); vstore8(bad8, 0, bb);
+        for (int j = 0; j < w; ++j) {
+            if (!((open >> j) & 1u)) continue;
+            const long k = k0 + g + j, ob = (long)out_off + gm_keep_offset(m, k, 2);
+            gm_dd2 a;
+            a.h = hh[j]; a.c = cc[j]; a.bad = bb[j] != 0;
+            uint bits;
+            if (n < 0x100000000ul && gm_dd2_settle(&a, (uint)n, GM_DD_FMT, &bits)) {
+                GM_STORE_BITS(GM_AT(GM_A_OUT, OUT_T, out, ob, 1), bits);
+                continue;
+            }
+            gm_xacc x;
+            GM_XINIT(&x);
+            gm_limbs_range(&x, in, b + g + j, m, 0, (long)n GM_CHK_A);
+            gm_exact_store(&x, n, out, ob GM_CHK_A);
+        }
+    }
+}
+#endif
 // in a kernel with the main kernels' parameter names: outputs [k0, k1) settled (GM_FAST_ONLY, for
 // tests only: the fast path alone, open outputs keep the bound test's candidate)
 #if GM_FAST_ONLY
@@ -2196,7 +2252,11 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
 #if GM_COL_SPAN
     if (col_exact && !use_part) return;     // every output settled: the block wrote no flags
 #endif
+#if GM_DD_TIER && RN == 1 && !GM_FAST_ONLY
+    if (!use_part) gm_redo_open_cols(in, b, rs, out, out_off, flag, flag_off, m, k0, min((long)COLS, inner - c0), n GM_CHK_A);
+#else
     if (!use_part) GM_REDO_OPEN(k0, k0 + min((long)COLS, inner - c0));
+#endif
 }
 
 // General class: work-item (k, chunk) walks a chunk of the reduced index space with a carried

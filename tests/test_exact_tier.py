@@ -16,7 +16,7 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 import pytest
-from helpers import check_reduce_mean, exact_values
+from helpers import check_reduce_mean, cpu_reduce_choice, exact_values
 
 from gpu_mean import DataType as D
 
@@ -101,21 +101,29 @@ def test_short_runs_of_normal_values(device, name, axis):
 TINY = {"FLOAT32": 2.0 ** -149, "FLOAT16": 2.0 ** -24, "BFLOAT16": 2.0 ** -133}
 
 
-def _tie_run(name: str, n: int, rng) -> tuple[np.ndarray, float]:
+def _tie_run(name: str, n: int, rng, pairs: int = 0) -> tuple[np.ndarray, float]:
     """A run of n values of the format whose exact mean lies just off a midpoint b of the format:
     random values in [0.5, 1) everywhere but at positions 9 and the last four, whose values make the
     sum exactly n b, and the format's least subnormal at position 9 (lane 1 of eight, beside position
     1's value ~1: it is lost from lane 1's sum and lives in the lane's low word), signed towards b's odd
     neighbour. So the mean rounds to that neighbour, and to the even one if the least value were lost.
-    The last position is in the tail for n not a multiple of eight. Returns the run (float64) and the
-    neighbour."""
+    The last position is in the tail for n not a multiple of eight. ``pairs``: that many values near
+    the format's largest and their negatives at positions 20 on (a zero sum; the pair's low word then
+    takes values whose sum rounds, so the pair is not exact and the superaccumulator decides).
+    Returns the run (float64) and the neighbour."""
     _, npdt, p = TYPES[name]
     run = (rng.uniform(0.5, 1.0, n)).astype(npdt).astype(np.float64)
+    if pairs:
+        v = (rng.uniform(0.5, 1.0, pairs) * float(ml_dtypes.finfo(npdt).max)).astype(npdt).astype(np.float64)
+        run[20:20 + 2 * pairs] = np.ravel(np.column_stack([v, -v]))
     fixed = [9, n - 1, n - 2, n - 3, n - 4]
     run[fixed] = 0.0
     rest = sum(Fraction(float(v)) for v in run)
-    half = Fraction(1, 2 ** (p + 1))                        # half the spacing of the format in [0.5, 1)
-    k = round((rest / n - half) / (2 * half))                # b = (2k + 1) half, the midpoint nearest rest / n
+    q = rest / n
+    e = q.numerator.bit_length() - q.denominator.bit_length()
+    e -= Fraction(2) ** e > q                                # 2^e <= q < 2^(e + 1)
+    half = Fraction(2) ** (e - p)                            # half the spacing of the format there
+    k = round((q - half) / (2 * half))                       # b = (2k + 1) half, the midpoint nearest q
     b = (2 * k + 1) * half
     diff, parts = n * b - rest, []
     while diff != 0:                                         # n b - rest as a few values of the format
@@ -124,6 +132,7 @@ def _tie_run(name: str, n: int, rng) -> tuple[np.ndarray, float]:
         diff -= v
     assert len(parts) <= 4
     run[fixed[1:1 + len(parts)]] = [float(v) for v in parts]
+    assert Fraction(2) ** e <= b - half and b + half <= Fraction(2) ** (e + 1)
     lo_even = k % 2 == 0                                     # b - half = k (2 half): even when k is
     run[9] = TINY[name] if lo_even else -TINY[name]
     return run, float(b + half if lo_even else b - half)
@@ -182,3 +191,29 @@ def test_cancelling_runs_through_the_superaccumulator(device, name, layout):
         check_reduce_mean(device, dt, x, (1,))
     else:
         check_reduce_mean(device, dt, np.ascontiguousarray(x.T), (0,))
+
+
+@pytest.mark.parametrize("name", list(TYPES))
+def test_open_columns_redone_together(device, name):
+    """The column kernel's own redo (one chunk of rows: reduce.cl gm_redo_open_cols, eight adjacent
+    columns with an open one among them down their rows together): 100 rows and 1027 columns, so a
+    block of 1024 and one of 3 (a group of eight with three columns). Ties of _tie_run broken by a
+    least subnormal in the pair's low word, such ties among values near the format's largest that
+    cancel (the pair is not exact: the superaccumulator, strided), normal columns between them, and
+    the last three columns ties."""
+    dt, npdt, _ = TYPES[name]
+    rows, cols = 100, 1027
+    rng = np.random.default_rng([len(name), 11])
+    x = rng.standard_normal((cols, rows))
+    kinds = np.full(cols, "normal", object)
+    tie = np.r_[rng.choice(cols - 3, 40, replace=False), [cols - 3, cols - 2, cols - 1]]
+    kinds[tie] = "tie"
+    kinds[rng.choice(np.flatnonzero(kinds == "normal"), 12, replace=False)] = "cancelling"
+    want = {}
+    for c in range(cols):
+        if kinds[c] != "normal":
+            x[c], want[c] = _tie_run(name, rows, rng, pairs=20 if kinds[c] == "cancelling" else 0)
+    plan, g, v = cpu_reduce_choice(dt, (rows, cols), (0,), True)
+    assert g.kernel == "col" and g.n_chunks == 1        # the column kernel redoes its own outputs
+    got = check_reduce_mean(device, dt, np.ascontiguousarray(x.T).astype(npdt), (0,))
+    assert all(got[c] == w for c, w in want.items())
