@@ -2279,6 +2279,26 @@ __kernel void gm_reduce_finalize_serial(__global const gm_acc* part, ulong part_
                                         __constant const gm_rmeta* m, ulong n GM_FIN_IN GM_CHK_P) {
     long k = get_global_id(0);
     if (k >= n_out) return;
+#if GM_DD_TIER && RN == 1 && !GM_FAST_ONLY
+    {   // eight outputs whose inputs are adjacent columns (a few long columns: R5): the group's first
+        // work-item finalizes the eight and redoes their open ones together (gm_redo_open_cols: the
+        // rows read once for the eight, not once per column); the others return. Every work-item of a
+        // group decides the same.
+        const long k0 = k & ~7l, w = min(8l, n_out - k0), b0 = gm_keep_offset(m, k0, 1);
+        int adjacent = w > 1;
+        for (long j = 1; j < w; ++j) adjacent &= gm_keep_offset(m, k0 + j, 1) == b0 + j;
+        if (adjacent) {
+            if (k != k0) return;
+            for (long j = 0; j < w; ++j) {
+                gm_acc a = GM_PART((long)part_off + k0 + j);
+                for (long c = 1; c < n_chunks; ++c) { gm_acc b = GM_PART((long)part_off + c * n_out + k0 + j); GM_ACC_MERGE(a, b); }
+                gm_store(a, n, out, (long)out_off + gm_keep_offset(m, k0 + j, 2), flag, (long)flag_off + k0 + j, m GM_CHK_A);
+            }
+            gm_redo_open_cols(in, (long)in_off + b0, m->red_in[0], out, out_off, flag, flag_off, m, k0, w, n GM_CHK_A);
+            return;
+        }
+    }
+#endif
     gm_acc a = GM_PART((long)part_off + k);
     for (long c = 1; c < n_chunks; ++c) { gm_acc b = GM_PART((long)part_off + c * n_out + k); GM_ACC_MERGE(a, b); }
     gm_store(a, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag, (long)flag_off + k, m GM_CHK_A);

@@ -217,3 +217,21 @@ def test_open_columns_redone_together(device, name):
     assert g.kernel == "col" and g.n_chunks == 1        # the column kernel redoes its own outputs
     got = check_reduce_mean(device, dt, np.ascontiguousarray(x.T).astype(npdt), (0,))
     assert all(got[c] == w for c, w in want.items())
+
+
+@pytest.mark.parametrize("name", list(TYPES))
+def test_open_columns_finalized_together(device, name):
+    """Columns cut into chunks of rows (partials, then the finalize pass): the finalize pass's work-item
+    of each group of eight outputs whose inputs are adjacent columns finalizes and redoes the eight
+    (reduce.cl: gm_reduce_finalize_serial, gm_redo_open_cols); a group that is not adjacent goes output
+    by output. A (2, 1003, 36) tensor over axis 1: 72 outputs, groups of eight adjacent but 32-39
+    across the outer index (columns 32-35 of the first slab, 0-3 of the second). Every column a tie of
+    _tie_run broken in the pair's low word, a third of them among cancelling values near the largest."""
+    dt, npdt, _ = TYPES[name]
+    rng = np.random.default_rng([len(name), 13])
+    runs, want = zip(*(_tie_run(name, 1003, rng, pairs=20 if c % 3 == 0 else 0) for c in range(72)))
+    x = np.asarray(runs).reshape(2, 36, 1003).transpose(0, 2, 1)       # (2, 1003, 36): output (a, c)
+    plan, g, v = cpu_reduce_choice(dt, x.shape, (1,), True)
+    assert g.kernel == "col" and g.n_chunks > 1         # the finalize pass redoes the open outputs
+    got = check_reduce_mean(device, dt, np.ascontiguousarray(x).astype(npdt), (1,))
+    assert np.array_equal(got.astype(np.float64), np.asarray(want))
