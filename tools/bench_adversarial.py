@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 from statistics import median
 
+import ml_dtypes
 import numpy as np
 
 import gpu_mean as gm
@@ -35,7 +36,7 @@ def data(kind: str, shape, npdt, rng, axes=()) -> np.ndarray:
     if kind == "centered":
         x = rng.standard_normal(n).reshape(shape)
         return (x - x.mean(axis=tuple(axes), keepdims=True)).astype(npdt)
-    big = float(np.finfo(npdt).max)
+    big = float(ml_dtypes.finfo(npdt).max)   # numpy's finfo does not know bfloat16
     v = (rng.uniform(0.5, 1.0, n // 2) * big).astype(npdt)
     x = np.concatenate([v, -v, np.full(n - 2 * v.size, 3.0, npdt)])
     rng.shuffle(x)
