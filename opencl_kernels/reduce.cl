@@ -2252,7 +2252,7 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
 #if GM_COL_SPAN
     if (col_exact && !use_part) return;     // every output settled: the block wrote no flags
 #endif
-#if GM_DD_TIER && RN == 1 && !GM_FAST_ONLY
+#if GM_DD_TIER && RN == 1 && !GM_FAST_ONLY && !GM_FLAG_BITS
     if (!use_part) gm_redo_open_cols(in, b, rs, out, out_off, flag, flag_off, m, k0, min((long)COLS, inner - c0), n GM_CHK_A);
 #else
     if (!use_part) GM_REDO_OPEN(k0, k0 + min((long)COLS, inner - c0));
@@ -2279,7 +2279,7 @@ __kernel void gm_reduce_finalize_serial(__global const gm_acc* part, ulong part_
                                         __constant const gm_rmeta* m, ulong n GM_FIN_IN GM_CHK_P) {
     long k = get_global_id(0);
     if (k >= n_out) return;
-#if GM_DD_TIER && RN == 1 && !GM_FAST_ONLY
+#if GM_DD_TIER && RN == 1 && !GM_FAST_ONLY && !GM_FLAG_BITS
     {   // eight outputs whose inputs are adjacent columns (a few long columns: R5): the group's first
         // work-item finalizes the eight and redoes their open ones together (gm_redo_open_cols: the
         // rows read once for the eight, not once per column); the others return. Every work-item of a
