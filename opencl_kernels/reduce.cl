@@ -514,28 +514,56 @@ GM_INLINE double8 gm_dd_load8(__global const T* in, long p, long st GM_CHK_P) {
                      LOAD1(GM_AT(GM_A_IN, const T, in, p + 4 * st, 1)), LOAD1(GM_AT(GM_A_IN, const T, in, p + 5 * st, 1)),
                      LOAD1(GM_AT(GM_A_IN, const T, in, p + 6 * st, 1)), LOAD1(GM_AT(GM_A_IN, const T, in, p + 7 * st, 1)));
 }
-#define GM_DD_RUNS(STMT8, STMT1) { \
-    const long st_ = m->red_in[RN - 1], L_ = m->red_shape[RN - 1]; \
-    const ulong runs_ = n / (ulong)L_; \
-    long idx_[RNA]; \
-    for (ulong r_ = 0; r_ < runs_; ++r_) { \
-        const long p_ = base + gm_walk_start((long)r_ * L_, idx_, m); \
-        long j_ = 0; \
-        if (st_ == 1) { for (; j_ + 8 <= L_; j_ += 8) { const double8 x8 = GM_IN8(p_ + j_); STMT8 } } \
-        else { for (; j_ + 8 <= L_; j_ += 8) { const double8 x8 = gm_dd_load8(in, p_ + j_ * st_, st_ GM_CHK_A); STMT8 } } \
-        for (; j_ < L_; ++j_) { const double x = LOAD1(GM_AT(GM_A_IN, const T, in, p_ + j_ * st_, 1)); STMT1 } } }
+// a lane's TwoSums: x8 joins h8, h8's error joins c8, an error of c8 sets bad8
+GM_INLINE void gm_dd_two8(double8* h8, double8* c8, long8* bad8, const double8 x8) {
+    const double8 h = *h8, c = *c8;
+    const double8 sv = h + x8, bv = sv - h, e = (h - (sv - bv)) + (x8 - bv);
+    const double8 t = c + e, cv = t - c, f = (c - (t - cv)) + (e - cv);
+    *h8 = sv; *c8 = t; *bad8 |= (f != (double8)(0.0));
+}
+// Blocks of GM_DD_BLK vectors: each lane's plain FLOAT64 sum of its GM_DD_BLK values, with the
+// largest and smallest nonzero magnitudes' bits, is exact when every value is a multiple of u (the
+// smallest one's ulp in its format, gm_sum_is_exact's argument) and GM_DD_BLK times the largest is
+// below 2^53 u: 2^(emx + 1 + 6) <= 2^(53 + max(emn, emin) - (p - 1)). Then the block's lane sums
+// join the pair by one TwoSum each; else (a lane spanning more binades, an inf or a NaN) the block
+// goes value by value through the TwoSums. Five operations a vector instead of about twelve.
+#define GM_DD_BLK 64
+#define GM_DD_BLOCK(LD) { \
+    double8 s_ = (double8)(0.0); \
+    ulong8 mx_ = (ulong8)(0), mn_ = (ulong8)(0xFFFFFFFFFFFFFFFFul); \
+    for (int i_ = 0; i_ < GM_DD_BLK; ++i_) { \
+        const double8 x8 = LD(j_ + 8 * i_); \
+        const ulong8 mag_ = as_ulong8(x8) & (ulong8)(0x7FFFFFFFFFFFFFFFul); \
+        s_ += x8; mx_ = max(mx_, mag_); mn_ = min(mn_, mag_ - (ulong8)(1)); } \
+    const long8 emx_ = as_long8(mx_ >> 52) - 1023; \
+    const long8 emn_ = max(as_long8((mn_ + (ulong8)(1)) >> 52) - 1023, (long8)(GM_DD_EMIN)); \
+    if (all(emx_ + 7 <= emn_ + (53 - GM_DD_PM1))) gm_dd_two8(&h8, &c8, &bad8, s_); \
+    else for (int i_ = 0; i_ < GM_DD_BLK; ++i_) gm_dd_two8(&h8, &c8, &bad8, LD(j_ + 8 * i_)); }
+#define GM_DD_LD1(i) GM_IN8(p_ + (i))
+#define GM_DD_LDS(i) gm_dd_load8(in, p_ + (i) * st_, st_ GM_CHK_A)
 GM_INLINE int gm_dd_output_lanes(__global const T* in, long base, __constant const gm_rmeta* m, ulong n, uint* bits
                                  GM_CHK_P) {
     gm_dd2 a;
     gm_dd2_init(&a);
     double8 h8 = (double8)(0.0), c8 = (double8)(0.0);
     long8 bad8 = (long8)(0);
-    GM_DD_RUNS(const double8 sv = h8 + x8; const double8 bv = sv - h8;
-               const double8 e = (h8 - (sv - bv)) + (x8 - bv);
-               const double8 t = c8 + e; const double8 cv = t - c8;
-               const double8 f = (c8 - (t - cv)) + (e - cv);
-               h8 = sv; c8 = t; bad8 |= (f != (double8)(0.0));,
-               gm_dd2_add(&a, x);)
+    // the output's values as runs of the innermost reduced dimension (length L, stride st), each in
+    // blocks, then vectors, then its last values one by one
+    const long st_ = m->red_in[RN - 1], L_ = m->red_shape[RN - 1];
+    const ulong runs_ = n / (ulong)L_;
+    long idx_[RNA];
+    for (ulong r_ = 0; r_ < runs_; ++r_) {
+        const long p_ = base + gm_walk_start((long)r_ * L_, idx_, m);
+        long j_ = 0;
+        if (st_ == 1) {
+            for (; j_ + 8 * GM_DD_BLK <= L_; j_ += 8 * GM_DD_BLK) GM_DD_BLOCK(GM_DD_LD1)
+            for (; j_ + 8 <= L_; j_ += 8) gm_dd_two8(&h8, &c8, &bad8, GM_DD_LD1(j_));
+        } else {
+            for (; j_ + 8 * GM_DD_BLK <= L_; j_ += 8 * GM_DD_BLK) GM_DD_BLOCK(GM_DD_LDS)
+            for (; j_ + 8 <= L_; j_ += 8) gm_dd_two8(&h8, &c8, &bad8, GM_DD_LDS(j_));
+        }
+        for (; j_ < L_; ++j_) gm_dd2_add(&a, LOAD1(GM_AT(GM_A_IN, const T, in, p_ + j_ * st_, 1)));
+    }
     double hh[8], cc[8];
     vstore8(h8, 0, hh); vstore8(c8, 0, cc);
     for (int k = 0; k < 8; ++k) { gm_dd2_add(&a, hh[k]); gm_dd2_add(&a, cc[k]); }

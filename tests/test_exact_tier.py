@@ -235,3 +235,36 @@ def test_open_columns_finalized_together(device, name):
     assert g.kernel == "col" and g.n_chunks > 1         # the finalize pass redoes the open outputs
     got = check_reduce_mean(device, dt, np.ascontiguousarray(x).astype(npdt), (1,))
     assert np.array_equal(got.astype(np.float64), np.asarray(want))
+
+
+@pytest.mark.parametrize("name", ["FLOAT32", "BFLOAT16"])
+def test_lane_block_span_limit(device, name):
+    """The lanes' blocks (reduce.cl: GM_DD_BLOCK): a lane's plain sum of its 64 values is taken as exact
+    only within 53 - (p - 1) - 7 binades of the largest. Lane 0 of the first block: 63 values v just
+    below 2 and one of 2^emn (1 + 2^-(p-1)), one binade past the limit, whose last bit (2^-47) the
+    plain double sum (about 125.5, ulp 2^-46) would lose; a few values at the run's end (another
+    block) make the total a tie of the format, which that bit breaks up, towards the odd neighbour. A
+    limit one binade looser takes the plain sum and gives the even one."""
+    dt, npdt, p = TYPES[name]
+    n, emn = 1024, -(47 - (p - 1))
+    half = Fraction(1, 2 ** (4 + p))                           # in [2^-4, 2^-3): spacing 2^(-4 - (p - 1))
+    for v in (1.9921875, 1.984375, 1.96875, 1.9375):           # one whose tie's lower neighbour is even
+        main = 63 * Fraction(v) + Fraction(2) ** emn           # the total without the breaking bit
+        k = round((main / n - half) / (2 * half))
+        if k % 2 == 0:
+            break
+    assert k % 2 == 0
+    b = (2 * k + 1) * half                                     # the midpoint nearest main / n; b - half even
+    up = True                                                  # the bit breaks the tie up, to the odd one
+    t = Fraction(2) ** emn * (1 + Fraction(1, 2 ** (p - 1)))
+    rest, parts = n * b - main, []
+    while rest != 0:                                           # n b - main as a few values of the format
+        parts.append(Fraction(float(np.float64(float(rest)).astype(npdt))))
+        rest -= parts[-1]
+    run = np.zeros(n)
+    run[0:504:8] = v
+    run[504] = float(t)
+    run[n - len(parts):] = [float(w) for w in parts]
+    x = exact_values(run, npdt)
+    got = check_reduce_mean(device, dt, x, (0,))
+    assert float(got[0]) == float(b + half if up else b - half)
