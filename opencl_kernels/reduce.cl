@@ -1191,9 +1191,7 @@ GM_INLINE void gm_redo_open_cols(__global const T* in, long b, long rs, __global
                 for (int j = 0; j < w; ++j) xs[j] = LOAD1(GM_AT(GM_A_IN, const T, in, q + j, 1));
                 x8 = vload8(0, xs);
             }
-            const double8 sv = h8 + x8, bv = sv - h8, e = (h8 - (sv - bv)) + (x8 - bv);
-            const double8 t = c8 + e, cv = t - c8, f = (c8 - (t - cv)) + (e - cv);
-            h8 = sv; c8 = t; bad8 |= (f != (double8)(0.0));
+            gm_dd_two8(&h8, &c8, &bad8, x8);
         }
         double hh[8], cc[8];
         long bb[8];

@@ -32,6 +32,7 @@ import numpy as np
 import gpu_mean as gm
 from gpu_mean.backends.arrays import aligned_empty
 from gpu_mean.tools import profiler
+from gpu_mean.tools.cases import distinct_elements
 
 NATIVE = r"""
 #include <immintrin.h>
@@ -166,12 +167,7 @@ def full_inputs(case) -> int:
     if case.family == "reduce":
         return 0
     outs = int(np.prod(d.output_tensors()[0].sizes))
-    full = 0
-    for t in d.input_tensors():
-        n = 1
-        for s, st in zip(t.sizes, t.effective_strides):
-            n *= 1 if st == 0 else s
-        full += n == outs
+    full = sum(distinct_elements(t) == outs for t in d.input_tensors())
     return max(full, 1)
 
 

@@ -9,9 +9,6 @@ from dataclasses import dataclass
 from ..descriptors.types import DataType, KernelOp
 from ..runtime import planning
 
-# FLOAT16 REDUCE AVERAGE columns: rows per chunk at most, the most halves whose FLOAT64 sum is exact
-F16_COL_ROWS = planning.F16_EXACT_SUM
-
 
 def round_up(n: int, m: int) -> int:
     return -(-n // m) * m
@@ -101,9 +98,9 @@ def reduce_geometry(plan: planning.ReducePlan, *, compute_units: int, tuning: Op
         length = plan.red_shape[0]
         n_chunks = planning.split_count(n_cb * n_outer, length, target_units=target, min_chunk=64)
         if plan.dtype == DataType.FLOAT16 and plan.op == KernelOp.REDUCE_MEAN:
-            # chunks of at most F16_COL_ROWS rows: each column's FLOAT64 chunk sum is then exact
-            # (reduce_kernels.h16_cols; the float-float path without fp64 takes the same chunks)
-            n_chunks = max(n_chunks, -(-length // F16_COL_ROWS))
+            # chunks of at most planning.F16_EXACT_SUM rows: each column's FLOAT64 chunk sum is then
+            # exact (reduce_kernels.h16_cols; the float-float path without fp64 takes the same chunks)
+            n_chunks = max(n_chunks, -(-length // planning.F16_EXACT_SUM))
         chunk = planning.chunk_length(length, n_chunks)
         n_chunks = -(-length // chunk)
         pf = tuning.col_prefetch_rows if chunk >= tuning.prefetch_min_col_rows else 0

@@ -29,8 +29,8 @@ EXACT_BINDINGS = (0, 1, 2, 3, 4, 5)         # in, in_off, out, out_off, flag, fl
 # store and gm_reduce_exact for the outputs it leaves open
 EXACT_TYPES = (D.FLOAT32, D.FLOAT16, D.BFLOAT16)
 EX_WG = 64          # gm_reduce_exact's work-group (GPU shape)
-F16_EXACT_SUM = planning.F16_EXACT_SUM   # FLOAT16 sums of at most this many values are exact in FLOAT64
-F16_DIRECT = 1 << 13        # ... and their quotient rounded once to half is the correctly rounded mean
+F16_DIRECT = 1 << 13        # FLOAT16 sums of at most this many values: their quotient rounded once to
+                            # half is the correctly rounded mean (the sums: planning.F16_EXACT_SUM)
 XBLOCK = 64     # the CPU shape's GM_EXACT loops restart their accumulators every XBLOCK passes
 
 
@@ -65,12 +65,12 @@ def wide_sum(plan: planning.ReducePlan) -> bool:
 
 def h16_cols(plan: planning.ReducePlan, fp64: bool, g) -> bool:
     """Whether the CPU shape's column kernel sums FLOAT16 REDUCE AVERAGE columns exactly (reduce.cl:
-    GM_H16C): chunks of at most F16_EXACT_SUM rows (opencl_geometry.reduce_geometry caps them), so
+    GM_H16C): chunks of at most planning.F16_EXACT_SUM rows (opencl_geometry.reduce_geometry caps them), so
     each column's FLOAT64 chunk sum is exact in any order and no largest magnitude is kept; the
     partial's m is |s| / rows, as GM_H16's runs. With fp64, for the correctly rounded variant
     (exact_mean), where every column block is whole (the kernel's vector path)."""
     return (plan.op == KernelOp.REDUCE_MEAN and plan.dtype == D.FLOAT16 and fp64 and g.kernel == "col"
-            and exact_mean(plan, fp64) and plan.inner % g.cols == 0 and g.chunk <= F16_EXACT_SUM)
+            and exact_mean(plan, fp64) and plan.inner % g.cols == 0 and g.chunk <= planning.F16_EXACT_SUM)
 
 
 COL_SPAN_ROWS = 1 << 8     # FLOAT32 / BFLOAT16 columns of at most this many rows test their span (GM_COL_SPAN)
@@ -461,7 +461,7 @@ def _exact_variant(plan, m, main, tail, fin, n_chunks, ab, ex, bits, depth) -> R
     depth = max(0, min(plan.n_reduce - 1, depth))
     if plan.dtype == D.FLOAT64:
         depth = plan.n_reduce - 1   # the double-double's bound is tiny even so (8 u^2 per addition)
-    if plan.dtype == D.FLOAT16 and plan.n_reduce <= F16_EXACT_SUM:
+    if plan.dtype == D.FLOAT16 and plan.n_reduce <= planning.F16_EXACT_SUM:
         depth = 0
     flag_bytes = _cdiv(plan.n_out, 8) if bits else plan.n_out
     temp = _temporary(plan, n_chunks, ab)

@@ -197,9 +197,13 @@ class Case:
                 "layout": self.layout, "inputs": self.inputs if self.op == "nary" else None}
 
 
-def _distinct_bytes(t) -> int:
-    """Bytes of a tensor's distinct elements (a dimension of stride 0 counts once)."""
+def distinct_elements(t) -> int:
+    """A tensor's distinct elements (a dimension of stride 0 counts once)."""
     n = 1
     for s, st in zip(t.sizes, t.effective_strides):
         n *= 1 if st == 0 else s
-    return n * t.numpy_dtype.itemsize
+    return n
+
+
+def _distinct_bytes(t) -> int:
+    return distinct_elements(t) * t.numpy_dtype.itemsize
