@@ -1,12 +1,18 @@
 """Executing from several threads at once on one device: every result must be exact.
 
-The switch interval is cut to 1 us so that the threads interleave inside execute (binding,
-scratch allocation, submission), not only between calls.
+Every operator kind (a reduction with its temporary resource, the element-wise mean, the n-ary mean)
+is compiled once and shared by all threads, each with its own buffers and values. A hook widens the
+window between setting a launch's arguments and enqueueing it (``widened_launches``: the kernel
+backends' enqueue sleeps first), so that without the device's launch lock another thread's
+arguments land on the shared kernel in that window in every run, not by chance; with the lock the
+sleep only serializes. The switch interval is cut to 1 us so that the threads also interleave
+inside execute's binding and scratch allocation.
 """
 from __future__ import annotations
 
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -15,7 +21,8 @@ import gpu_mean as gm
 from gpu_mean import DataType as D
 
 THREADS = 4
-ROUNDS = 300
+ROUNDS = 40
+WINDOW_S = 0.002    # the sleep between a launch's arguments and its enqueue
 N = 65536
 
 
@@ -46,45 +53,67 @@ def run_threads(worker):
     assert not errors, f"{len(errors)} threads failed; first: thread {errors[0][0]}: {errors[0][1]!r}"
 
 
-def test_concurrent_reduce_average_is_exact(device, fast_switching):
-    # each thread its own compiled operator (the shared-operator case is the test above), input
-    # (all k + 1) and output; the reduction needs a temporary resource, which execute() provides
-    # when none is given: threads must not share one while it is in use
+@pytest.fixture
+def widened_launches(device):
+    """Sleep between a launch's arguments and its enqueue, on the backends that set arguments on a
+    shared kernel object (OpenCL); elsewhere nothing to widen."""
+    be = device.backend
+    real = getattr(be, "enqueue", None)
+    if real is None:
+        yield
+        return
+
+    def slow_enqueue(*args, **kwargs):
+        time.sleep(WINDOW_S)
+        return real(*args, **kwargs)
+
+    be.enqueue = slow_enqueue
+    try:
+        yield
+    finally:
+        del be.enqueue
+
+
+def _reduce_case():
     x_desc, y_desc = gm.TensorDesc(D.FLOAT32, (1, N)), gm.TensorDesc(D.FLOAT32, (1, 1))
     desc = gm.ReduceDesc(gm.ReduceFunction.AVERAGE, x_desc, y_desc, (1,))
-    wrong: list = []
-
-    def worker(k):
-        cop = device.compile_operator(device.create_operator(desc))
-        x = device.create_buffer(x_desc.total_size_in_bytes)
-        x.write(np.full(N, k + 1, np.float32))
-        y = device.create_buffer(y_desc.total_size_in_bytes)
-        for r in range(ROUNDS):
-            cop.execute(inputs=[x], outputs=[y])
-            got = float(y.read(np.float32)[0])
-            if got != k + 1:
-                wrong.append((k, r, got))
-
-    run_threads(worker)
-    assert not wrong, f"{len(wrong)} wrong results of {THREADS * ROUNDS}; first (thread, round, value): {wrong[:5]}"
-    assert device.get_device_removed_reason() is None
+    # thread k's input is all k + 1; the reduction needs a temporary resource, which execute()
+    # provides when none is given: threads must not share one while it is in use
+    return desc, lambda k: [np.full((1, N), k + 1, np.float32)], lambda k: np.full((1, 1), k + 1, np.float32)
 
 
-def test_concurrent_shared_elementwise_operator_is_exact(device, fast_switching):
+def _mean_case():
     t = gm.TensorDesc(D.INT32, (4096,))
-    cop = device.compile_operator(device.create_operator(gm.ElementWiseMeanDesc(t, t, t)))
+    a = lambda k: np.arange(4096, dtype=np.int32) * (k + 1)   # noqa: E731
+    b = lambda k: np.full(4096, 1000 * (k + 1), np.int32)     # noqa: E731
+    return (gm.ElementWiseMeanDesc(t, t, t), lambda k: [a(k), b(k)],
+            lambda k: ((a(k).astype(np.int64) + b(k)) // 2).astype(np.int32))
+
+
+def _nary_case():
+    t = gm.TensorDesc(D.FLOAT32, (2048,))
+    xs = lambda k: [np.full(2048, 3.0 * (k + 1) * (i + 1), np.float32) for i in range(3)]   # noqa: E731
+    return gm.ext.NaryMeanDesc([t, t, t], t), xs, lambda k: np.full(2048, 6.0 * (k + 1), np.float32)
+
+
+@pytest.mark.parametrize("case", [_reduce_case, _mean_case, _nary_case], ids=["reduce", "mean", "nary"])
+def test_shared_operator_from_threads_is_exact(device, fast_switching, widened_launches, case):
+    desc, inputs, want = case()
+    cop = device.compile_operator(device.create_operator(desc))
+    out_t = desc.output_tensors()[0]
     wrong: list = []
 
     def worker(k):
-        a_host = np.arange(4096, dtype=np.int32) * (k + 1)
-        b_host = np.full(4096, 1000 * (k + 1), np.int32)
-        want = (a_host.astype(np.int64) + b_host) // 2
-        a, b, out = (device.create_buffer(t.total_size_in_bytes) for _ in range(3))
-        a.write(a_host)
-        b.write(b_host)
+        ins = []
+        for t, x in zip(desc.input_tensors(), inputs(k)):
+            buf = device.create_buffer(t.total_size_in_bytes)
+            buf.write(x)
+            ins.append(buf)
+        out = device.create_buffer(out_t.total_size_in_bytes)
+        expected = want(k)
         for r in range(ROUNDS):
-            cop.execute(inputs=[a, b], outputs=[out])
-            if not np.array_equal(out.read(np.int32), want):
+            cop.execute(inputs=ins, outputs=[out])
+            if not np.array_equal(out.read_tensor(out_t), expected):
                 wrong.append((k, r))
 
     run_threads(worker)

@@ -215,7 +215,8 @@ def fast_add2(a, b, dtype) -> np.ndarray:
     dt = np.dtype(dtype)
     if is_float(dt):
         with np.errstate(invalid="ignore", over="ignore"):
-            return (np.asarray(a, F64) + np.asarray(b, F64)).astype(dt)
+            s = np.asarray(a, F64) + np.asarray(b, F64)
+            return round_float64(s, dt)[0].astype(dt) if dt == _bf16() else s.astype(dt)
     bits = dt.itemsize * 8
     s = (_ints(a) + _ints(b)) % (1 << bits)
     if dt.kind == "i":

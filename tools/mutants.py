@@ -1,0 +1,136 @@
+"""Mutation check: break one feature at a time in a copy of the tree and confirm that the tests
+named for it fail (issue 39: a test must be able to fail).
+
+Each mutant is one small edit (an exact text replaced in one file). For each, the working tree
+(tracked and untracked files that git does not ignore) is copied to a temporary folder, the edit is
+applied there, and pytest runs the mutant's tests on its devices with that copy first on the path.
+A mutant is caught when pytest reports failing tests (exit code 1); a clean pass, or an error before
+any test ran (exit codes 2-5), is a miss. The whole check passes when every mutant is caught.
+
+    python tools/mutants.py              # every mutant (about 6 minutes on the 2-core CI machine)
+    python tools/mutants.py --list
+    python tools/mutants.py int32-mean-floors lock-removed
+    python tools/mutants.py --baseline   # also run each mutant's tests on the unmutated copy
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str           # relative to the repository root
+    old: str            # must occur exactly once in the file
+    new: str
+    tests: tuple        # pytest node ids or files
+    devices: str = "cpu"
+    why: str = ""
+
+
+MUTANTS = (
+    Mutant("int32-mean-floors", "gpu_mean/runtime/numerics.py",
+           "return ((s + (s < 0)) >> 1).astype(np.int32)", "return (s >> 1).astype(np.int32)",
+           ("tests/test_fuzz.py",), "cpu",
+           "the CPU device's INT32 mean floors instead of truncating: the fuzzer checks it against the oracle"),
+    Mutant("broadcast-inputs-refused", "gpu_mean/descriptors/operators.py",
+           "    if output and t.has_overlap():", "    if t.has_overlap():",
+           ("tests/test_fuzz.py",), "cpu",
+           "validation refuses every broadcast or overlapping input: the fuzzer checks refusals against its rules"),
+    Mutant("lock-removed", "gpu_mean/runtime/execution.py",
+           "        with self.lock:\n            self.guard(f\"executing {cop.desc.name}\", cop.program.run, *args)",
+           "        if True:\n            self.guard(f\"executing {cop.desc.name}\", cop.program.run, *args)",
+           ("tests/test_threads.py",), "opencl:0",
+           "execute launches without the device's lock: threads sharing an operator overwrite its arguments"),
+    Mutant("opencl-copies-host-arrays", "gpu_mean/backends/arrays_opencl.py",
+           "__MUTANT_IN_PLACE_OLD__", "__MUTANT_IN_PLACE_NEW__",
+           ("tests/test_interop.py",), "opencl:0",
+           "OpenCL copies a host array instead of binding it in place: the interop test checks the address"),
+    Mutant("int64-not-on-opencl", "gpu_mean/backends/support.py",
+           '    "opencl": dict(_GPU),',
+           '    "opencl": {**_GPU, KernelOp.REDUCE_MEAN: _ALL - {DataType.INT64, DataType.UINT64}},',
+           ("tests/test_ext_types.py",), "opencl:0",
+           "OpenCL refuses INT64/UINT64 reductions: the tests' own table says it computes them"),
+    Mutant("exact-partials-drop-limb", "gpu_mean/runtime/exact.py",
+           "__MUTANT_PARTIALS_OLD__", "__MUTANT_PARTIALS_NEW__",
+           ("tests/test_exact_partials.py",), "cpu",
+           "the CPU device's exact partials lose their lowest limb: checked against the oracle's sums"),
+)
+
+
+def copy_tree(dst: Path) -> None:
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                           capture_output=True).stdout.decode().split("\0")
+    for f in filter(None, files):
+        src = ROOT / f
+        if src.is_file():
+            (dst / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / f)
+
+
+def apply(m: Mutant, tree: Path) -> None:
+    p = tree / m.path
+    text = p.read_text()
+    count = text.count(m.old)
+    if count != 1:
+        raise SystemExit(f"mutant {m.name}: the text to replace occurs {count} times in {m.path}, not once")
+    p.write_text(text.replace(m.old, m.new))
+
+
+def run_tests(m: Mutant, tree: Path) -> tuple[int, float, str]:
+    env = dict(os.environ, PYTHONPATH=str(tree), GPU_MEAN_TEST_DEVICES=m.devices)
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *m.tests],
+                       cwd=tree, env=env, capture_output=True, text=True)
+    lines = (r.stdout + r.stderr).strip().splitlines()
+    return r.returncode, time.perf_counter() - t0, lines[-1] if lines else ""
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="*", help="mutants to run (default: all)")
+    ap.add_argument("--list", action="store_true", help="list the mutants and exit")
+    ap.add_argument("--baseline", action="store_true", help="also run each mutant's tests unmutated")
+    args = ap.parse_args(argv)
+    if args.list:
+        for m in MUTANTS:
+            print(f"{m.name:28} {m.path}: {m.why}")
+        return 0
+    unknown = set(args.names) - {m.name for m in MUTANTS}
+    if unknown:
+        raise SystemExit(f"unknown mutants: {sorted(unknown)}; --list shows them")
+    chosen = [m for m in MUTANTS if not args.names or m.name in args.names]
+    missed = 0
+    print(f"{'mutant':28} {'tests':34} {'devices':10} result")
+    for m in chosen:
+        with tempfile.TemporaryDirectory(prefix="gm-mutant-") as tmp:
+            tree = Path(tmp)
+            copy_tree(tree)
+            if args.baseline:
+                rc, secs, last = run_tests(m, tree)
+                if rc != 0:
+                    print(f"{m.name:28} baseline fails ({rc}, {secs:.0f} s): {last}")
+                    missed += 1
+                    continue
+            apply(m, tree)
+            rc, secs, last = run_tests(m, tree)
+        caught = rc == 1
+        missed += not caught
+        print(f"{m.name:28} {' '.join(m.tests):34} {m.devices:10} "
+              f"{'caught' if caught else 'MISSED'} (exit {rc}, {secs:.0f} s): {last}", flush=True)
+    print(f"{len(chosen) - missed} of {len(chosen)} mutants caught")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
