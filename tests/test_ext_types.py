@@ -1,12 +1,11 @@
 """The extension types (issue 21): BFLOAT16, FLOAT64, INT64 and UINT64 through gm.ext's element-wise
 mean, n-ary mean, mean reduction and wide sum, on every device present.
 
-What a device must do with each (operation, type) comes from one table, gpu_mean/backends/support.py
-(tests/ext_support.py reads it): compute it, checked here against the exact oracle on seeded random
+What a device must do with each (operation, type) comes from the tests' own table
+(tests/ext_support.py), not the code's: compute it, checked here against the exact oracle on seeded random
 data and on named adversarial rows, or refuse it at create_operator with an UnsupportedTypeError
 that names the device and the reason (the kernel is not built yet on that backend; FLOAT64 on a
-device without cl_khr_fp64). When the OpenCL and CUDA kernels land, their rows in that table change
-and these same tests compute on those devices.
+device without cl_khr_fp64).
 """
 from __future__ import annotations
 
@@ -17,12 +16,11 @@ import ml_dtypes
 import numpy as np
 import oracle
 import pytest
-from ext_support import EXT_TYPES, MEAN, NARY, REDUCE, SUM, refusal, run_or_refused
+from ext_support import EXT_TYPES, MEAN, NARY, REDUCE, SUM, computes, refusal, run_or_refused
 from helpers import run
 
 import gpu_mean as gm
 from gpu_mean import DataType as D
-from gpu_mean.backends import support
 
 T = gm.TensorDesc
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -385,7 +383,7 @@ def test_cuda_backend_follows_the_same_table():
             assert "CUDA backend" in pattern
             with pytest.raises(gm.UnsupportedTypeError, match=pattern):
                 dev.create_operator(desc)
-    assert refused == sum(not support.computes("cuda", op, dt) for op in (MEAN, NARY, REDUCE, SUM) for dt in EXT_TYPES)
+    assert refused == sum(not computes("cuda", op, dt) for op in (MEAN, NARY, REDUCE, SUM) for dt in EXT_TYPES)
 
 
 def test_bfloat16_without_fp64_in_the_gpu_shape():
