@@ -47,6 +47,7 @@ def pytest_configure(config):
     PoCL's own cache is left as it is.)"""
     config.gpu_mean_cache = tempfile.mkdtemp(prefix="gpu_mean-test-cache-")
     os.environ["GPU_MEAN_CACHE_DIR"] = config.gpu_mean_cache
+    _check_required()
     env = os.environ.get("GPU_MEAN_TEST_DEVICES")
     if env is None:
         return
@@ -56,6 +57,47 @@ def pytest_configure(config):
             f"GPU_MEAN_TEST_DEVICES={env!r}: unknown device {', '.join(map(repr, bad)) or '(none given)'}; "
             f"give a comma-separated list from {', '.join(ALL_DEVICE_IDS + CHECKED_DEVICE_IDS)} (another index N as "
             "opencl:N, cuda:N)")
+
+
+def _nvrtc_absent() -> str | None:
+    from gpu_mean.backends import cuda_compile
+    try:
+        cuda_compile.nvrtc()
+        cuda_compile.include_dir()
+    except cuda_compile.NvrtcError as e:
+        return str(e)
+    return None
+
+
+def _nvrtc12_absent() -> str | None:
+    path = os.environ.get("GPU_MEAN_NVRTC12") or os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".nvrtc12", "nvidia", "cuda_nvrtc", "lib",
+        "libnvrtc.so.12")
+    return None if os.path.isfile(path) else f"{path} is absent"
+
+
+def _opencl_absent() -> str | None:
+    from gpu_mean.backends import opencl
+    found, why = opencl.discover()[:2]
+    return None if found else f"no OpenCL device ({why})"
+
+
+# what a set-up can promise the suite (GPU_MEAN_REQUIRE, comma-separated): tools/test.sh names what
+# tools/setup.sh installed, so that a set-up that failed to install it stops the run instead of
+# leaving the tests that need it skipped
+REQUIREMENTS = {"nvrtc": _nvrtc_absent, "nvrtc12": _nvrtc12_absent, "opencl": _opencl_absent}
+
+
+def _check_required() -> None:
+    names = [n.strip() for n in os.environ.get("GPU_MEAN_REQUIRE", "").split(",") if n.strip()]
+    unknown = [n for n in names if n not in REQUIREMENTS]
+    if unknown:
+        raise pytest.UsageError(f"GPU_MEAN_REQUIRE: unknown {', '.join(unknown)}; give names from "
+                                f"{', '.join(REQUIREMENTS)}")
+    missing = [(n, why) for n in names if (why := REQUIREMENTS[n]()) is not None]
+    if missing:
+        raise pytest.UsageError("GPU_MEAN_REQUIRE names what the set-up should have installed, but: "
+                                + "; ".join(f"{n}: {why}" for n, why in missing))
 
 
 def pytest_unconfigure(config):

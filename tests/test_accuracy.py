@@ -7,9 +7,8 @@
   between the bit patterns of the result and the expected result; no summation can promise that
   when the values cancel: 1000 values near +-FLT_MAX whose exact mean is -0.0532 come out as 0.0,
   which is 10^9 ulp of -0.0532 but 0 ulp at the scale of the data.
-* Devices without fp64 (``DeviceInfo.fp64`` false) accumulate in compensated float32: there both
-  promises hold only while the running sums stay below FLT_MAX; beyond it the result is inf (same
-  signs) or NaN (mixed). The regime is tested on fp64 devices only.
+* Devices without fp64 (``DeviceInfo.fp64`` false) accumulate in compensated float32; a sum past
+  FLT_MAX goes to the exact pass, so both promises hold there too, near FLT_MAX included.
 
 The CPU device and the OpenCL kernels keep a stronger promise for FLOAT32, FLOAT16 and BFLOAT16
 (issue 22, stages 1 and 2): the correctly rounded mean for every input, with and without fp64
@@ -85,8 +84,6 @@ def test_same_signed_long_row_within_one_ulp(device):
 
 
 def test_same_signed_near_flt_max_within_one_ulp(device):
-    if not device.info.fp64:
-        pytest.skip("without fp64 the compensated float32 sum overflows past FLT_MAX (a known kernel limit)")
     x = (np.random.default_rng(6).uniform(0.5, 1.0, (2, 1000)) * FLT_MAX).astype(F32)
     check_same_sign(reduce_rows(device, x), x)
 
@@ -102,8 +99,6 @@ def test_mixed_signs_within_n_plus_2_ulp_of_mean_abs(device, n):
 
 def test_mixed_signs_near_flt_max(device):
     # values near +-FLT_MAX that cancel: exact mean -0.0532 (the case README's accuracy paragraph cites)
-    if not device.info.fp64:
-        pytest.skip("without fp64 the compensated float32 sum overflows past FLT_MAX (a known kernel limit)")
     x = cancelling(np.random.default_rng(1), 1000, FLT_MAX, -26.6)[None]
     assert float(exact_means(x)[0]) == pytest.approx(-0.0532)
     check_mixed(reduce_rows(device, x), x)

@@ -123,15 +123,12 @@ def want_reduce(x, axes, dt):
 
 
 def held(device, dt):
-    """Skip where the device is not held to correct rounding for REDUCE AVERAGE of ``dt``: FLOAT64 on a
-    device without fp64 is refused (no storage), and only the OpenCL devices run here."""
+    """Skip only where the device cannot hold the type: FLOAT64 on a device without fp64 is refused (no
+    storage). Every other device, CUDA included (its kernels are OpenCL's text), is held to the
+    correctly rounded mean, bit for bit the cpu device's."""
     info = device.info
-    if info.backend == "cpu":
-        return
-    if dt == np.float64 and not info.fp64:
+    if dt == np.float64 and info.backend != "cpu" and not info.fp64:
         pytest.skip(f"{info.id}: no fp64, FLOAT64 is refused")
-    if info.backend != "opencl":
-        pytest.skip(f"{info.id}: not yet held to correct rounding (issue 22, stage 2 covers the OpenCL devices)")
 
 
 def check_bits(got, want, what):

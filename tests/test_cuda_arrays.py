@@ -97,7 +97,7 @@ def test_a_device_array_is_looked_up_once_and_ordered_without_a_host_wait(fake, 
         assert work[-1] == ("wait", state.user, be.stream)                # the caller's after ours
 
 
-def test_a_cupy_dask_chunk_is_summed_in_place_on_its_gpu(fake):
+def test_a_fake_cupy_dask_chunk_is_summed_in_place_on_its_gpu(fake):
     """gpu_mean.dask's chunk step on a CuPy chunk: bound where it lies, its partial sum a CuPy array
     (FLOAT64), ordered with events on the caller's stream; no copy and no host wait."""
     pytest.importorskip("dask.array")

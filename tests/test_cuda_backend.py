@@ -28,7 +28,7 @@ from gpu_mean.errors import KernelBuildError, UnsupportedError
 from gpu_mean.tools import demo
 
 
-def test_kernels_compile_and_load_on_the_backends_gpu(monkeypatch):
+def test_kernels_compile_and_load_through_a_fake_compiler_and_driver(monkeypatch):
     log = []
     be = fake_backend(log)
     built = []

@@ -12,6 +12,9 @@ status=0
 # one pytest-xdist worker per core, four at most, each taking whole devices (tests/conftest.py): the
 # suite is bound by PoCL compiling and running kernels
 workers=$(( $(nproc) < 4 ? $(nproc) : 4 ))
+# what tools/setup.sh installed: if any is missing the run stops (a usage error naming it) instead of
+# skipping the tests that need it (tests/conftest.py: GPU_MEAN_REQUIRE)
+export GPU_MEAN_REQUIRE=${GPU_MEAN_REQUIRE-opencl,nvrtc,nvrtc12}
 .venv/bin/python -m pytest -q -rfE -n "$workers" --dist loadgroup --junitxml=.pytest-results.xml "$@" || status=$?
 .venv/bin/python tools/test_summary.py .pytest-results.xml
 exit "$status"
