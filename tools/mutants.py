@@ -4,8 +4,9 @@ named for it fail (issue 39: a test must be able to fail).
 Each mutant is one small edit (an exact text replaced in one file). For each, the working tree
 (tracked and untracked files that git does not ignore) is copied to a temporary folder, the edit is
 applied there, and pytest runs the mutant's tests on its devices with that copy first on the path.
-A mutant is caught when pytest reports failing tests (exit code 1); a clean pass, or an error before
-any test ran (exit codes 2-5), is a miss. The whole check passes when every mutant is caught.
+A mutant is caught when pytest reports failing tests (exit code 1; for a broken set-up, the usage
+error that stops the run, 4); a clean pass, or any other error, is a miss. The whole check passes
+when every mutant is caught.
 
     python tools/mutants.py              # every mutant (about 6 minutes on the 2-core CI machine)
     python tools/mutants.py --list
@@ -36,6 +37,8 @@ class Mutant:
     tests: tuple        # pytest node ids or files
     devices: str = "cpu"
     why: str = ""
+    env: tuple = ()                 # (name, value) pairs set for the run
+    expect: tuple = (1,)            # pytest exit codes that mean caught (1: tests failed; 4: a usage error)
 
 
 MUTANTS = (
@@ -67,6 +70,13 @@ MUTANTS = (
            "        return normalize(_digits_block(x, f, axes) & ~1).reshape((f.digits,) + kept)",
            ("tests/test_exact_partials.py::test_device_partials_are_the_exact_digits",), "cpu",
            "the CPU device's exact partials lose the lowest bit of each digit: checked against the oracle's sums"),
+    Mutant("claim-with-a-no", "README.md", "# gpu_mean\n", "# gpu_mean\n\nVerified on the H100: no spills.\n",
+           ("tests/test_claims.py",), "cpu",
+           "a GPU claim with a negative word in it: the claims check has no word exemptions"),
+    Mutant("nvrtc-not-installed", "README.md", "# gpu_mean\n", "# gpu_mean\n",
+           ("tests/test_cuda_nvrtc.py",), "cpu",
+           "the set-up did not install NVRTC 12 (its path is absent) while tools/test.sh requires it: the run stops",
+           env=(("GPU_MEAN_REQUIRE", "nvrtc12"), ("GPU_MEAN_NVRTC12", "/nonexistent/libnvrtc.so.12")), expect=(4,)),
 )
 
 
@@ -90,7 +100,7 @@ def apply(m: Mutant, tree: Path) -> None:
 
 
 def run_tests(m: Mutant, tree: Path) -> tuple[int, float, str]:
-    env = dict(os.environ, PYTHONPATH=str(tree), GPU_MEAN_TEST_DEVICES=m.devices)
+    env = dict(os.environ, PYTHONPATH=str(tree), GPU_MEAN_TEST_DEVICES=m.devices, **dict(m.env))
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *m.tests],
                        cwd=tree, env=env, capture_output=True, text=True)
@@ -126,7 +136,7 @@ def main(argv=None) -> int:
                     continue
             apply(m, tree)
             rc, secs, last = run_tests(m, tree)
-        caught = rc == 1
+        caught = rc in m.expect
         missed += not caught
         print(f"{m.name:28} {' '.join(m.tests):34} {m.devices:10} "
               f"{'caught' if caught else 'MISSED'} (exit {rc}, {secs:.0f} s): {last}", flush=True)
