@@ -306,6 +306,32 @@ def test_create_device_rejects_bad_specs():
         gm.create_device("cpu:3")
 
 
+def test_opencl_variants_are_public_device_strings():
+    """opencl:N-gpupaths and -nofp64 (issue 40: a machine without a GPU runs the GPU-shaped kernels
+    with CUDA's geometry for a 132-SM GPU), before -checked; other backends refuse them by name."""
+    pytest.importorskip("pyopencl")
+    from gpu_mean.backends import opencl
+    if not opencl.discover()[0]:
+        pytest.skip("no OpenCL device")
+    for spec, gpu, fp64, checked in (("opencl:0-gpupaths", True, True, False),
+                                     ("opencl:0-gpupaths-nofp64", True, False, False),
+                                     ("opencl:0-nofp64", False, False, False),
+                                     ("opencl:0-gpupaths-checked", True, True, True)):
+        dev = gm.create_device(spec)
+        be = dev.backend
+        assert (dev.info.id, be.gpu_paths, be.cpu_shaped, dev.info.fp64, be.checked) == (
+            spec, gpu, not gpu and be.is_cpu or False, fp64 and be.has_khr_fp64, checked)
+        if gpu:
+            assert be.gpu_sms == 132 and not be.cpu_shaped
+        assert gm.create_device(spec).backend is be       # one backend per variant
+    x = np.arange(64, dtype=np.float32).reshape(4, 16)
+    got = gm.reduce_mean(x, axes=[1], device="opencl:0-gpupaths")
+    assert np.array_equal(got, x.mean(axis=1, keepdims=True))
+    for bad in ("cuda:0-gpupaths", "cpu-nofp64"):
+        with pytest.raises(gm.InvalidArgumentError, match="OpenCL kernel variants"):
+            gm.create_device(bad)
+
+
 def test_errors_carry_hresults():
     assert gm.InvalidArgumentError("x").hresult == 0x80070057
     assert gm.UnsupportedError("x").hresult == 0x887A0004

@@ -69,6 +69,10 @@ def find_backend(kind: str, index: int):
 
 
 CHECKED = "-checked"     # a device string's suffix: the bounds-checked kernel build (backends/checked.py)
+# an OpenCL device string's suffixes, in this order: the GPU-shaped kernels with the launch geometry CUDA
+# computes for a 132-SM GPU (on whatever device is there: how a machine without a GPU runs what a GPU
+# would), and the kernels of a device without fp64
+OPENCL_VARIANTS = ("-gpupaths", "-nofp64")
 
 
 def _spec(spec: str | None) -> tuple[str, bool]:
@@ -77,9 +81,20 @@ def _spec(spec: str | None) -> tuple[str, bool]:
     return (spec[:-len(CHECKED)], True) if spec.endswith(CHECKED) else (spec, False)
 
 
+def _variants(spec: str) -> tuple[str, frozenset]:
+    """``spec`` (without -checked) without its OpenCL variant suffixes, and those suffixes."""
+    found = set()
+    for suffix in reversed(OPENCL_VARIANTS):
+        if spec.endswith(suffix):
+            found.add(suffix[1:])
+            spec = spec[:-len(suffix)]
+    return spec, frozenset(found)
+
+
 def parse_device(spec: str | None) -> tuple[str, int]:
     spec, _ = _spec(spec)
-    if spec == "auto":   # the first device that can be used: a GPU that cannot is passed over
+    spec, variants = _variants(spec)
+    if spec == "auto" and not variants:   # the first device that can be used: a GPU that cannot is passed over
         for kind in BACKENDS:
             for i, be in enumerate(_discover(kind)[0]):
                 if be.open() is None:
@@ -87,11 +102,30 @@ def parse_device(spec: str | None) -> tuple[str, int]:
     kind, _, idx = spec.partition(":")
     if kind not in BACKENDS:
         raise InvalidArgumentError(f"create_device: unknown device {spec!r}; use auto, cpu, opencl[:N] or cuda[:N], "
-                                   f"with {CHECKED} for the bounds-checked kernels")
+                                   f"with {CHECKED} for the bounds-checked kernels; opencl[:N] also takes "
+                                   f"{' and '.join(OPENCL_VARIANTS)}")
+    if variants and kind != "opencl":
+        raise InvalidArgumentError(f"create_device: {' and '.join('-' + v for v in sorted(variants))} name OpenCL "
+                                   f"kernel variants, not {kind}; use opencl[:N]-gpupaths or opencl[:N]-nofp64")
     try:
         return kind, int(idx) if idx else 0
     except ValueError as e:
         raise InvalidArgumentError(f"create_device: bad device index in {spec!r}") from e
+
+
+_variant_backends: dict = {}
+
+
+def _opencl_variant(index: int, variants: frozenset):
+    """The OpenCL device ``index`` built as ``variants`` say (one backend per variant per process)."""
+    key = (index, variants)
+    be = _variant_backends.get(key)
+    if be is None:
+        find_backend("opencl", index)       # present, with the errors of a plain opencl:N
+        from . import opencl
+        be = _variant_backends[key] = opencl.make_backend(index, allow_fp64="nofp64" not in variants,
+                                                          gpu_paths="gpupaths" in variants)
+    return be
 
 
 _checked: dict = {}
@@ -103,11 +137,17 @@ def create_device(spec: str | None = None, feature_level=None, *, checked: bool 
     ``checked=True``, or the suffix ``-checked`` (``"opencl:0-checked"``), gives the device with every
     kernel bounds-checked (gpu_mean/backends/checked.py): an out-of-bounds access raises
     KernelBoundsError instead of touching memory. It is slow; use it to debug or to test kernels.
+    An OpenCL device also takes ``-gpupaths`` (the GPU-shaped kernels and the launch geometry CUDA
+    computes for a 132-SM GPU, whatever the device: a machine without a GPU runs what one would) and
+    ``-nofp64`` (the kernels of a device without fp64), in that order, before ``-checked``
+    (``"opencl:0-gpupaths-nofp64-checked"``).
     ``max_alloc_bytes`` lowers the largest single buffer the Device allocates below the hardware's
     own limit (``Device.max_alloc_bytes``); gm.mean and gm.reduce_mean split arrays past it."""
-    checked = _spec(spec)[1] or checked
+    base, suffix_checked = _spec(spec)
+    checked = suffix_checked or checked
     kind, index = parse_device(spec)
-    be = find_backend(kind, index)
+    variants = _variants(base)[1]
+    be = _opencl_variant(index, variants) if variants else find_backend(kind, index)
     if checked:
         if not hasattr(be, "checked_twin"):
             raise UnsupportedError(f"create_device: {be.info.id} runs no kernels (numpy computes its results), so it "

@@ -177,6 +177,12 @@ class KernelArgs:
 _MISSING = object()
 
 
+def variant_name(gpu_paths: bool, nofp64: bool, checked: bool) -> str:
+    """The device string's suffix for a variant (without its leading dash): "gpupaths", "nofp64",
+    "checked", in that order, joined by dashes ("" for the device as it is)."""
+    return "-".join(n for n, on in (("gpupaths", gpu_paths), ("nofp64", nofp64), ("checked", checked)) if on)
+
+
 def make_backend(index: int = 0, allow_fp64: bool = True, gpu_paths: bool = False,
                  tuning: geometry.OpenCLTuning = geometry.DEFAULT_TUNING, checked: bool = False) -> OpenCLBackend:
     """A fresh backend for device ``index`` with its own programs (tests and benchmarks):
@@ -226,7 +232,7 @@ class OpenCLBackend(KernelBackend):
         self.info = DeviceInfo("opencl", index, device.name.strip(), device.vendor.strip(),
                                _type_name(cl, device.type), device.global_mem_size,
                                "cl_khr_fp16" in ext, self.fp64, platform.name.strip(),
-                               variant="checked" if checked else "")
+                               variant=variant_name(gpu_paths, not allow_fp64 and self.has_khr_fp64, checked))
         self._programs = ProgramCache()
         self._drained()
 
