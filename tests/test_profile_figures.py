@@ -3,6 +3,7 @@ glance, and the small things. Nothing here asserts a speed: timings are noisy (b
 tools/); the tests check what is reported and how."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import types
 
@@ -277,4 +278,11 @@ def test_cpu_peers_compute_the_case_they_are_timed_against(dtype):
         if case.op == "nary":
             xs = peers._operands(np, case, lambda s: np.ones(s, dtype.numpy_dtype))
             assert len({id(x) for x in xs}) == case.inputs
-    assert {"numpy_peer", "ort_peer", "openvino_peer"} <= ran
+    # each CPU peer whose library is installed ran (numpy always; an absent one is no failure, but the
+    # test says so: a run where onnxruntime and OpenVINO are both absent checks numpy alone)
+    needs = {"ort_peer": ("onnxruntime", "onnx"), "openvino_peer": ("openvino",)}
+    present = {"numpy_peer"} | {p for p, mods in needs.items() if all(importlib.util.find_spec(m) for m in mods)}
+    assert present <= ran, (present, ran)
+    if present != {"numpy_peer", "ort_peer", "openvino_peer"}:
+        pytest.skip(f"checked {', '.join(sorted(ran))} only: "
+                    f"{', '.join(sorted({'ort_peer', 'openvino_peer'} - present))} not installed")
