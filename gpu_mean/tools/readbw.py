@@ -67,17 +67,34 @@ extern "C" __global__ void read_strided(const uint4 *__restrict__ x, unsigned lo
 OPENCL_TRAFFIC_SOURCE = r"""
 __kernel void traffic_chunks(__global const uint16 *x, const ulong n, const ulong chunk, __global uint16 *y,
                              const ulong m, const ulong wchunk, __global uint *out) {
+    /* work-item g reads its chunk of x and writes its chunk of y, the writes spread evenly among the
+       reads (as a mean's kernel stores each output vector after reading its inputs), so that the two
+       streams overlap instead of running one after the other */
     const ulong g = get_global_id(0);
     const ulong lo = g * chunk, hi = min(lo + chunk, n);
+    const ulong wlo = min(g * wchunk, m), whi = min(wlo + wchunk, m);
+    const ulong reads = hi > lo ? hi - lo : 1, writes = whi - wlo;
+    ulong w = wlo, due = 0;
     uint16 acc = (uint16)(0);
     for (ulong i = lo; i < hi; ++i) {
 #ifdef __clang__
         __builtin_prefetch((__global const char*)(x + i) + 2048);
 #endif
         acc ^= x[i];
+        for (due += writes; due >= reads && w < whi; due -= reads, ++w) {
+#if defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
+            /* streaming stores, as the library's CPU-shaped element-wise kernels write large outputs:
+               an ordinary store would first read each line it writes (write-allocate) */
+            __builtin_nontemporal_store((uint16)((uint)w), y + w);
+#else
+            y[w] = (uint16)((uint)w);
+#endif
+        }
     }
-    const ulong wlo = g * wchunk, whi = min(wlo + wchunk, m);
-    for (ulong i = wlo; i < whi; ++i) y[i] = (uint16)((uint)i);
+    for (; w < whi; ++w) y[w] = (uint16)((uint)w);
+#if defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
+    __builtin_ia32_sfence();
+#endif
     uint8 a8 = acc.lo ^ acc.hi; uint4 a4 = a8.lo ^ a8.hi; uint2 a2 = a4.lo ^ a4.hi;
     const uint r = a2.x ^ a2.y;
     if (r == 0x9e3779b9u) out[0] = r;
