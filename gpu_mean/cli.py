@@ -96,6 +96,7 @@ PEERS = ("numpy", "onnxruntime", "openvino", "cupy", "torch")
 PEER_MODULES = {"numpy": ("numpy",), "onnxruntime": ("onnxruntime", "onnx"), "openvino": ("openvino",),
                 "cupy": ("cupy",), "torch": ("torch",)}
 PROFILE_OPS = ("mean", "nary", "reduce")   # what profile times; the copy kernel and IDENTITY are not a choice
+DATA_KINDS = ("normal", "uniform", "ones", "centered")   # profile --data: tools/profiler.py DATA_KINDS
 
 
 def _importable(*modules) -> bool:
@@ -178,7 +179,7 @@ def cmd_profile(args) -> int:
                           f"{', '.join(present) or 'none'}")
     from .tools import profile_report
     return profile_report.main(args.device, args.size_mb, args.repeat, args.peers, args.op, args.dtype,
-                               args.shape, args.axes, args.sweep, args.json, args.plot)
+                               args.shape, args.axes, args.sweep, args.json, args.plot, data=args.data)
 
 
 def cmd_demo(args) -> int:
@@ -225,6 +226,9 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("--peers", nargs="?", const=True, default=False, type=_peers, metavar="LIST",
                     help="also time the peers present (numpy, onnxruntime, openvino, cupy, torch), or only those "
                     "listed, e.g. --peers cupy,torch")
+    pr.add_argument("--data", choices=DATA_KINDS, default="normal",
+                    help="what the inputs hold (seeded): normal (default), uniform on [0, 1), ones, or centered "
+                         "(normal minus its mean over the reduced axes: the exact pass's worst case)")
     pr.add_argument("--json", metavar="FILE", help="write every number as JSON")
     pr.add_argument("--plot", metavar="FILE.png", help="plot bandwidth against size (needs matplotlib)")
     return p

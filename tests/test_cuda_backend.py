@@ -136,10 +136,28 @@ def _fake_cupy(monkeypatch, count=1, driver=13000):
     monkeypatch.setitem(sys.modules, "cupy", mod)
 
 
+@pytest.mark.parametrize("driver, named", [(None, ("cuda13", "cuda12")), (("580.159.04", "13.0"), ("cuda13",)),
+                                           (("550.54", "12.4"), ("cuda12",))], ids=["no driver", "CUDA 13", "CUDA 12"])
+def test_discover_names_the_extra_for_the_driver(monkeypatch, driver, named):
+    """Without CuPy, the reason names the extra for the CUDA version nvidia-smi reports (only that
+    one), or both when no driver answers."""
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    monkeypatch.setattr(cuda, "nvidia_driver", lambda: driver)
+    found, reason = cuda.discover()
+    assert found == []
+    for extra in ("cuda13", "cuda12"):
+        assert (f"gpu_mean[{extra}]" in reason) == (extra in named), (extra, reason)
+
+
 def test_discover_names_what_is_missing(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)
     found, reason = cuda.discover()
-    assert found == [] and "gpu_mean[cuda13]" in reason and "gpu_mean[cuda12]" in reason
+    # the extras named depend on the machine's driver (the test above covers each case): a GPU
+    # machine with a CUDA 13 driver rightly gets only cuda13
+    driver = cuda.nvidia_driver()
+    major = None if driver is None else int(driver[1].split(".")[0])
+    want = ["cuda13", "cuda12"] if major is None else ["cuda12"] if major == 12 else ["cuda13"]
+    assert found == [] and all(f"gpu_mean[{e}]" in reason for e in want), (driver, reason)
 
     _fake_cupy(monkeypatch, count=0)
     assert cuda.discover() == ([], "CuPy found no CUDA GPU")

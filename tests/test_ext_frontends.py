@@ -381,6 +381,7 @@ def test_dask_integer_totals_past_128_bits_of_chunks(dt):
 
 
 def test_dask_chunk_on_a_device_without_the_kernel_is_refused():
+    pytest.importorskip("dask.array", reason="gpu_mean.dask needs Dask (pip install 'gpu_mean[dask]')")
     from gpu_mean import backends
     from gpu_mean.dask import partials
     found, why = backends._discover("opencl")

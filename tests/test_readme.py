@@ -1,6 +1,7 @@
 """Every Python block of the README runs as written; every gpu-mean command in it parses."""
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 import subprocess
@@ -36,12 +37,48 @@ def _skip_unless_present(first_line: str) -> None:
             pytest.importorskip(need)
 
 
+# what `pip install .` brings (pyproject's dependencies) and gpu_mean itself: every other module a
+# block imports is an optional package, and the block is skipped with its name where it is absent
+CORE = {"gpu_mean", "numpy", "tqdm", "ml_dtypes"}
+
+
+def optional_imports(code: str) -> list[str]:
+    """The packages outside the standard library and the core install that a block imports (any
+    nesting: an import inside a function counts too), in order of first import."""
+    found = []
+    for node in ast.walk(ast.parse(code)):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+        for name in names:
+            top = name.split(".")[0]
+            if top not in CORE and top not in sys.stdlib_module_names and name not in found:
+                found.append(name)
+    return found
+
+
+def _skip_unless_importable(code: str) -> None:
+    for name in optional_imports(code):
+        pytest.importorskip(name, reason=f"README block imports {name}, which is not installed")
+        if name.split(".")[0] == "pyopencl":
+            from gpu_mean import backends
+            found, reason = backends._discover("opencl")
+            if not found:
+                pytest.skip(f"README block needs an OpenCL device: {reason}")
+
+
+def test_optional_imports_are_found():
+    code = "import numpy as np\nimport dask.array as da\nfrom distributed import Client\nimport os\n" \
+           "def f():\n    import array_api_strict as xp\nfrom . import x\nimport gpu_mean.ext\n"
+    assert optional_imports(code) == ["dask.array", "distributed", "array_api_strict"]
+
+
 @pytest.mark.parametrize("i", range(len(PY)))
 def test_python_block_runs(i, tmp_path):
     code = PY[i]
     first = code.splitlines()[0]
     if first.startswith("# needs:"):
         _skip_unless_present(first)
+    _skip_unless_importable(code)
     if first.startswith("# test_") and first.endswith(".py"):   # a pytest file, run as the README says
         pytest.importorskip("onnx")
         path = tmp_path / first[2:]

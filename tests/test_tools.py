@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -82,6 +83,17 @@ def test_conformance_at_a_lower_level_writes_json(tmp_path, capsys):
     mean = next(s for s in rep["operators"] if s["operator"] == "ELEMENT_WISE_MEAN")
     assert {c["ndim"] for c in mean["cells"]} == {4}   # 4-D only below FL 3.0
     assert any(n["what"].startswith("3 dimensions") for n in rep["negative"])
+
+
+def test_conformance_prints_a_line_per_operator_into_a_file(capsys):
+    """Output to a file or a pipe (no terminal: tqdm's bar draws nothing) gets one line per operator
+    as its cases finish, so that a long cold run on a GPU shows how far it got."""
+    assert cli.main(["conformance", "--device", "cpu", "--quick", "--op", "mean", "--op", "reduce"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    lines = [ln for ln in out if re.match(r"conformance: \S.*: \d+ cases, 0 failed, [\d.]+ s \(\d+/\d+ done", ln)]
+    assert [ln.split(":")[1].strip() for ln in lines] == ["ELEMENT_WISE_MEAN", "REDUCE(AVERAGE)"], out[:6]
+    assert any(ln.startswith("conformance: negative cases:") for ln in out)
+    assert out.index(lines[-1]) < next(i for i, ln in enumerate(out) if ln.startswith("conformance: PASS"))
 
 
 def test_conformance_detects_a_wrong_cpu_result(monkeypatch, cpu):

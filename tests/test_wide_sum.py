@@ -84,14 +84,37 @@ def int_data(dt, shape, axes, seed) -> list[np.ndarray]:
         if named:
             x[k == 0] = I64.min
             x[k == 1] = I64.max
-            x[k == 2] = np.where(np.arange((k == 2).sum()) % 3 == 0, I64.max, I64.min)
+            x[k == 2] = np.where(np.arange((k == 2).sum()) % 3 == 0, np.int64(I64.max), np.int64(I64.min))
         extreme = np.full(shape, I64.min, np.int64)
     else:
         if named:
-            x[k == 0] = U64.max
-            x[k == 1] = np.where(np.arange((k == 1).sum()) % 2 == 0, U64.max, 1 << 63)
+            # numpy scalars of the data's type: numpy 2.5 refuses a Python int past int64 in np.where
+            # (numpy 2.4 made the two int64, -1 and INT64_MIN, which the assignment wrapped back)
+            x[k == 0] = np.uint64(U64.max)
+            x[k == 1] = np.where(np.arange((k == 1).sum()) % 2 == 0, np.uint64(U64.max), np.uint64(1 << 63))
         extreme = np.full(shape, U64.max, np.uint64)
     return [x, extreme]
+
+
+def test_integer_data_is_built_in_its_own_type(monkeypatch):
+    """int_data never hands numpy a Python int outside int64 to convert (numpy 2.5 raises
+    OverflowError there; numpy 2.4 silently made -1 of UINT64_MAX): np.where is watched here as numpy
+    2.5 would convert its arguments, and the named values are exactly the extremes."""
+    real = np.where
+
+    def where(cond, *xy):
+        for v in xy:
+            if isinstance(v, int) and not I64.min <= v <= I64.max:
+                raise OverflowError(f"Python int {v} too large to convert to int64 (numpy 2.5)")
+        return real(cond, *xy)
+    monkeypatch.setattr(np, "where", where)
+    for dt in (D.INT64, D.UINT64):
+        x, extreme = int_data(dt, (6, 1000), (1,), 1)
+        assert x.dtype == NP[dt] and extreme.dtype == NP[dt]
+        if dt == D.UINT64:
+            assert set(x[1].tolist()) == {2**64 - 1, 2**63} and set(x[0].tolist()) == {2**64 - 1}
+        else:
+            assert set(x[2].tolist()) == {2**63 - 1, -(2**63)}
 
 
 def python_sums(x, axes) -> list[int]:

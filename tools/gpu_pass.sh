@@ -1,72 +1,168 @@
 #!/usr/bin/env bash
-# The whole GPU verification in one call of at most 10 minutes, on a machine with an NVIDIA GPU,
-# CuPy, PyTorch, onnx, onnxruntime, pytest and compute-sanitizer (no network needed):
-#   1. the test suite with the CUDA device (and the CPU reference),
-#   2. the full conformance suite on the GPU,
-#   3. the quick conformance pass under compute-sanitizer memcheck (every CUDA kernel, every variant),
-#   4. the profile of every shape class against CuPy and PyTorch, then a size sweep with a plot.
-# Usage: bash tools/gpu_pass.sh [OUTDIR]   (default: $OUT, else out/gpu-<UTC date>)
-# Writes *.log, *.json, sweep.png and SUMMARY.md (date, device, each command and its exit status)
-# into OUTDIR, ready to copy under docs/results/. Each step has its own time limit and the script
-# goes on after a failing step; its exit status is 1 if any step failed.
-# GPU_PASS_DEVICE=cpu runs the same steps on the CPU device (a dry run of the script itself).
+# The whole GPU verification in one call of at most 10 minutes (the steps' limits add up to under 9),
+# on a fresh machine with an NVIDIA GPU and nothing installed beyond CuPy, PyTorch and pytest
+# (pytest-xdist used when present); no network needed. Two phases:
+#   correctness, side by side (none of it is timed):
+#     tests        the suite on the GPU and the CPU reference, in parallel workers (-n 8 --dist loadgroup)
+#     conf-quick   the quick conformance pass, then
+#     conf-full    the full one, then
+#     sanitizer    the quick pass again under compute-sanitizer memcheck (when it is on the PATH)
+#   timing, one step at a time (nothing else on the GPU):
+#     profile      every shape class on random normal data, with CuPy and PyTorch beside it
+#     centered     the reductions on centered data (the exact pass's worst case)
+#     sweep        sizes to 4x the L2 with its plot (the plot skipped, saying so, without matplotlib)
+#     ncu          Nsight Compute on the slow reductions (when ncu is on the PATH)
+# Usage: bash tools/gpu_pass.sh [OUTDIR]
+#   OUTDIR default: $OUT when set, else docs/results/<UTC date>-<GPU name> (ready to commit); the dry
+#   run (GPU_PASS_DEVICE=cpu) writes to out/gpu-pass-<date>-cpu instead.
+# Writes <step>.log for every step, conformance.json, profile.json, centered.json, sweep.json,
+# sweep.png, and SUMMARY.md: date, commit, machine, libraries, and each step's command, exit status
+# and seconds. A failing step does not stop the others; the exit status is 1 if any step failed.
+# GPU_PASS_DEVICE=cpu runs the same steps on the CPU device: the dry run of the script itself, with
+# smaller defaults (three test files, conformance of mean and reduce, 16 MiB profiles).
+# Knobs for a shorter run (the dry run's test uses them): GPU_PASS_TESTS (pytest's arguments, default
+# tests), GPU_PASS_WORKERS (default 8), GPU_PASS_CONF_ARGS (added to both conformance runs, e.g.
+# "--op mean"), GPU_PASS_MB, GPU_PASS_SWEEP_MB, GPU_PASS_REPEAT, GPU_PASS_PEERS (default cupy,torch).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUTDIR=${1:-${OUT:-out/gpu-$(date -u +%Y%m%d-%H%M)}}
-mkdir -p "$OUTDIR"
 DEV=${GPU_PASS_DEVICE:-cuda}
+if [ "$DEV" != cuda ]; then
+  # the dry run checks the script, not the library (the suite's own run does that): by default a few
+  # test files, two operations' conformance and small profiles, so that it ends in about a minute
+  : "${GPU_PASS_TESTS:=tests/test_planning.py tests/test_descriptors.py tests/test_cli_usage.py}"
+  : "${GPU_PASS_CONF_ARGS:=--op mean --op reduce}" "${GPU_PASS_MB:=16}" "${GPU_PASS_SWEEP_MB:=4}" "${GPU_PASS_REPEAT:=3}"
+fi
 if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=${PYTHON:-python3}; fi
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+if [ -n "${1:-}" ]; then OUTDIR=$1
+elif [ -n "${OUT:-}" ]; then OUTDIR=$OUT
+elif [ "$DEV" = cuda ]; then
+  slug=$(printf '%s' "${GPU_NAME:-gpu}" | tr 'A-Z' 'a-z' | sed 's/^nvidia //; s/[^a-z0-9]\{1,\}/-/g; s/-$//')
+  OUTDIR=docs/results/$(date -u +%Y-%m-%d)-$slug
+else OUTDIR=out/gpu-pass-$(date -u +%Y%m%d-%H%M)-$DEV
+fi
+mkdir -p "$OUTDIR/.rows"
+rm -f "$OUTDIR"/.rows/*
+# one kernel cache for the script's own steps (the suite keeps a private one): conformance compiles
+# once, the sanitizer and the profiles find the kernels built
+export GPU_MEAN_CACHE_DIR=${GPU_MEAN_CACHE_DIR:-$(mktemp -d /tmp/gpu_pass-cache.XXXXXX)}
 GM="$PY -m gpu_mean"
 SUMMARY="$OUTDIR/SUMMARY.md"
-FAILED=0
+T0=$SECONDS
 
 {
   echo "# GPU verification, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo
-  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
   echo "- python: $($PY --version 2>&1)"
-  echo "- device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo 'no nvidia-smi')"
-  echo "- libraries: $($PY -c 'import importlib
-for m in ("numpy", "cupy", "torch", "onnx", "onnxruntime"):
+  echo "- device: $DEV; $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo 'no nvidia-smi')"
+  echo "- libraries: $($PY - <<'EOF' 2>&1
+import importlib
+out = []
+for m in ("numpy", "cupy", "torch", "pytest", "xdist", "matplotlib", "onnx", "onnxruntime", "pyopencl", "dask"):
     try:
-        print(m, importlib.import_module(m).__version__, end="; ")
-    except Exception as e:
-        print(m, "absent", end="; ")' 2>&1)"
+        out.append(f"{m} {getattr(importlib.import_module(m), '__version__', '?')}")
+    except Exception:
+        out.append(f"{m} absent")
+print("; ".join(out))
+EOF
+)"
   echo
   echo "| step | command | exit | seconds |"
   echo "|---|---|---|---|"
 } > "$SUMMARY"
 
-step() {   # step NAME LIMIT_S COMMAND...
-  local name=$1 limit=$2; shift 2
+row() {   # row N NAME RC TEXT: a summary row and the step's exit status, kept in step order whatever order
+  # the steps end in (the correctness steps run side by side)
+  echo "| $2 | $4 |" > "$OUTDIR/.rows/$1-$2.row"
+  echo "$3" > "$OUTDIR/.rows/$1-$2.rc"
+}
+
+step() {   # step N NAME LIMIT_S COMMAND...: run with a time limit, output to NAME.log, a summary row
+  local n=$1 name=$2 limit=$3; shift 3
   local t0=$SECONDS
-  echo "== $name: $*" | tee -a "$OUTDIR/steps.log"
-  timeout "$limit" "$@" > "$OUTDIR/$name.log" 2>&1
+  echo "== $name (limit ${limit} s): $*" >> "$OUTDIR/steps.log"
+  timeout -k 10 "$limit" "$@" > "$OUTDIR/$name.log" 2>&1
   local rc=$?
-  [ $rc -eq 0 ] || FAILED=1
-  echo "| $name | \`$*\` | $rc$([ $rc -eq 124 ] && echo ' (time limit)') | $((SECONDS - t0)) |" >> "$SUMMARY"
-  tail -n 3 "$OUTDIR/$name.log" | tee -a "$OUTDIR/steps.log"
+  row "$n" "$name" "$rc" "\`$*\` | $rc$([ $rc -eq 124 ] && echo " (time limit ${limit} s)") | $((SECONDS - t0))"
+  echo "== $name: exit $rc in $((SECONDS - t0)) s" >> "$OUTDIR/steps.log"
+  return $rc
+}
+
+skip() {   # skip N NAME WHY
+  row "$1" "$2" 0 "skipped: $3 | - | 0"
+  echo "== $2: skipped: $3" >> "$OUTDIR/steps.log"
 }
 
 $GM devices > "$OUTDIR/devices.log" 2>&1
-step tests 200 env GPU_MEAN_TEST_DEVICES="cpu,${DEV}:0" $PY -m pytest -q -ra -p no:cacheprovider ${GPU_PASS_TESTS:-tests}
-step conformance 120 $GM conformance --device "$DEV" --json "$OUTDIR/conformance.json"
-if command -v compute-sanitizer >/dev/null 2>&1 && [ "$DEV" = cuda ]; then
-  step sanitizer 120 compute-sanitizer --tool memcheck --error-exitcode 9 $GM conformance --device cuda --quick
-else
-  echo "| sanitizer | skipped: no compute-sanitizer or not CUDA | - | 0 |" >> "$SUMMARY"
-fi
-# CuPy and PyTorch are the peers on a GPU (numpy and onnxruntime would time the host CPU)
-PEERS=${GPU_PASS_PEERS:-cupy,torch}
-step profile 75 $GM profile --device "$DEV" --size-mb "${GPU_PASS_MB:-1024}" --repeat 20 --peers "$PEERS" \
+
+# --- correctness, side by side -------------------------------------------------------------------
+if [ "$DEV" = cuda ]; then TEST_DEVICES=cuda:0,cpu; else TEST_DEVICES=$DEV; fi
+WORKERS=${GPU_PASS_WORKERS:-8}
+if [ "$WORKERS" -gt 0 ] && $PY -c 'import xdist' 2>/dev/null; then PAR=(-n "$WORKERS" --dist loadgroup); else PAR=(); fi
+read -r -a TESTS <<< "${GPU_PASS_TESTS:-tests}"
+read -r -a CONF <<< "${GPU_PASS_CONF_ARGS:-}"
+step 1 tests 270 env GPU_MEAN_TEST_DEVICES="$TEST_DEVICES" $PY -m pytest -q -rfEs -p no:cacheprovider \
+  "${PAR[@]}" --durations=12 "${TESTS[@]}" &
+tests_pid=$!
+(
+  step 2 conf-quick 75 $GM conformance --device "$DEV" --quick "${CONF[@]}" --json "$OUTDIR/conformance-quick.json"
+  step 3 conf-full 110 $GM conformance --device "$DEV" "${CONF[@]}" --json "$OUTDIR/conformance.json"
+  if [ "$DEV" = cuda ] && command -v compute-sanitizer >/dev/null 2>&1; then
+    step 4 sanitizer 85 compute-sanitizer --tool memcheck --error-exitcode 9 $GM conformance --device cuda --quick
+  else
+    skip 4 sanitizer "$([ "$DEV" = cuda ] && echo 'compute-sanitizer is not on the PATH' || echo "device $DEV: memcheck is CUDA's")"
+  fi
+) &
+conf_pid=$!
+wait "$tests_pid" "$conf_pid"
+
+# --- timing, one step at a time ------------------------------------------------------------------
+# CuPy and PyTorch are the peers on a GPU (numpy and onnxruntime would time the host CPU); the ones
+# not installed are left out, saying so
+WANT=${GPU_PASS_PEERS-cupy,torch}
+read -r -a PEERS <<< "$($PY - "$WANT" <<'EOF'
+import sys
+from gpu_mean.cli import PEER_MODULES, _importable
+print(" ".join(p for p in sys.argv[1].split(",") if p in PEER_MODULES and _importable(*PEER_MODULES[p])))
+EOF
+)"
+for p in ${WANT//,/ }; do
+  [[ " ${PEERS[*]} " == *" $p "* ]] || echo "peer $p: not installed, profiled without it" >> "$OUTDIR/steps.log"
+done
+PEER_ARGS=()
+if [ ${#PEERS[@]} -gt 0 ]; then PEER_ARGS=(--peers "$(IFS=,; echo "${PEERS[*]}")"); fi
+PEER_NOTE=$([ ${#PEERS[@]} -gt 0 ] && echo "peers ${PEERS[*]}" || echo "no peer installed of ${WANT:-none}")
+MB=${GPU_PASS_MB:-128}
+REPEAT=${GPU_PASS_REPEAT:-10}
+step 5 profile 90 $GM profile --device "$DEV" --data normal --size-mb "$MB" --repeat "$REPEAT" "${PEER_ARGS[@]}" \
   --json "$OUTDIR/profile.json"
-step sweep 75 $GM profile --device "$DEV" --sweep --size-mb "${GPU_PASS_SWEEP_MB:-512}" --dtype f32 \
-  --op mean --op reduce --repeat 10 --peers "$PEERS" --json "$OUTDIR/sweep.json" --plot "$OUTDIR/sweep.png"
+echo "profile: $PEER_NOTE" >> "$OUTDIR/profile.log"
+step 6 centered 55 $GM profile --device "$DEV" --data centered --op reduce --size-mb "$MB" --repeat "$REPEAT" \
+  --json "$OUTDIR/centered.json"
+PLOT=()
+if $PY -c 'import matplotlib' 2>/dev/null; then PLOT=(--plot "$OUTDIR/sweep.png"); fi
+step 7 sweep 55 $GM profile --device "$DEV" --sweep --data normal --size-mb "${GPU_PASS_SWEEP_MB:-128}" --dtype f32 \
+  --op mean --op reduce --repeat "$(( REPEAT < 3 ? REPEAT : 3 ))" "${PEER_ARGS[@]}" --json "$OUTDIR/sweep.json" "${PLOT[@]}"
+[ ${#PLOT[@]} -gt 0 ] || echo "sweep: no plot: matplotlib is not installed" | tee -a "$OUTDIR/sweep.log" >> "$OUTDIR/steps.log"
+if [ "$DEV" = cuda ] && command -v ncu >/dev/null 2>&1; then
+  step 8 ncu 45 ncu --target-processes all --profile-from-start off -k regex:gm_reduce \
+    --section SpeedOfLight --section LaunchStats --section Occupancy $PY tools/ncu_reductions.py
+else
+  skip 8 ncu "$([ "$DEV" = cuda ] && echo 'ncu is not on the PATH' || echo "device $DEV: Nsight Compute is CUDA's")"
+fi
+
+RUN=$(cat "$OUTDIR"/.rows/*.rc | wc -l)
+BAD=$(grep -vcx 0 "$OUTDIR"/.rows/*.rc /dev/null | awk -F: '{s += $2} END {print s + 0}')
 {
+  cat "$OUTDIR"/.rows/*.row
   echo
-  echo "Logs: one per step (\`<step>.log\`); conformance.json, profile.json, sweep.json, sweep.png."
-  echo "Overall: $([ $FAILED -eq 0 ] && echo PASS || echo 'FAIL (see the steps above)')"
+  echo "Logs: one per step (\`<step>.log\`), \`steps.log\` (the order they ran in), \`devices.log\`;"
+  echo "conformance-quick.json, conformance.json, profile.json ($PEER_NOTE), centered.json, sweep.json$([ ${#PLOT[@]} -gt 0 ] && echo ', sweep.png' || echo ' (no sweep.png: matplotlib is not installed)')."
+  echo "Overall: $([ "$BAD" -eq 0 ] && echo PASS || echo "FAIL ($BAD of $RUN steps failed)") in $((SECONDS - T0)) s"
 } >> "$SUMMARY"
+rm -rf "$OUTDIR/.rows"
+[ -n "${GPU_PASS_KEEP_CACHE:-}" ] || case "$GPU_MEAN_CACHE_DIR" in /tmp/gpu_pass-cache.*) rm -rf "$GPU_MEAN_CACHE_DIR" ;; esac
 cat "$SUMMARY"
-exit $FAILED
+grep -q '^Overall: PASS' "$SUMMARY"

@@ -233,3 +233,50 @@ def image(filename: str, macros: dict, cc: int, max_major: int | None = None, **
     if cache is not None:
         cache.store(key, out)
     return out
+
+
+# --- what a cubin says about its kernels (a diagnostic: tests/test_cuda_nvrtc.py's spill check) --------
+# The CUDA ELF's ".nv.info" section holds attributes per function: EIATTR_REGCOUNT (registers per
+# thread) and EIATTR_FRAME_SIZE (the per-thread stack frame: local arrays and spilled registers). They
+# are what ptxas's -v report prints, read from the binary itself, so they work with an NVRTC whose
+# program log stays empty under --ptxas-options=-v.
+EIATTR_FRAME_SIZE, EIATTR_REGCOUNT = 0x11, 0x2F
+
+
+def cubin_resources(cubin: bytes) -> dict:
+    """{kernel: (registers, stack frame bytes)} of every kernel entry in a cubin (an ELF64 file);
+    ValueError when it is not one."""
+    import struct
+    if cubin[:4] != b"\x7fELF" or cubin[4] != 2 or cubin[5] != 1:
+        raise ValueError("not a little-endian ELF64 cubin")
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    # (name offset, type, flags, address, file offset, size, link, info, align, entry size)
+    heads = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+
+    def cstr(table: tuple, off: int) -> str:
+        start = table[4] + off
+        return cubin[start:cubin.index(b"\0", start)].decode()
+    secs = [(cstr(heads[shstrndx], h[0]), h) for h in heads]
+    symtab = next(h for name, h in secs if name == ".symtab")
+    symbols = [cstr(heads[symtab[6]], struct.unpack_from("<I", cubin, symtab[4] + k * 24)[0])
+               for k in range(symtab[5] // 24)]
+    kernels = {name[len(".text."):] for name, _ in secs if name.startswith(".text.")}
+    found: dict = {}
+    for name, h in secs:
+        if name != ".nv.info":
+            continue
+        data, i = cubin[h[4]:h[4] + h[5]], 0
+        while i + 4 <= len(data):
+            fmt, attr = data[i], data[i + 1]
+            if fmt == 4:                 # EIFMT_SVAL: a 16-bit size, then that many bytes
+                size, = struct.unpack_from("<H", data, i + 2)
+                value = data[i + 4:i + 4 + size]
+                i += 4 + size
+            else:                        # EIFMT_NVAL, BVAL, HVAL: four bytes in all
+                value, i = b"", i + 4
+            if attr in (EIATTR_REGCOUNT, EIATTR_FRAME_SIZE) and len(value) == 8:
+                sym, v = struct.unpack("<II", value)
+                found.setdefault(symbols[sym], {})[attr] = v
+    return {k: (found.get(k, {}).get(EIATTR_REGCOUNT, 0), found.get(k, {}).get(EIATTR_FRAME_SIZE, 0))
+            for k in sorted(kernels)}

@@ -11,6 +11,8 @@ costs ~11 us for a scalar on PoCL), CUDA passes the tuple by value.
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from ..runtime import planning
@@ -251,6 +253,8 @@ class ElementwiseProgram(Program):
         self.traffic = plan.count * self.itemsize * (plan.n_inputs + 1)    # bytes read and written
         self._last = None       # (bindings, launch, args) of the last run
 
+    launches = 1        # kernels per execute (the profiler's diagnostics)
+
     def run(self, inputs, outputs, temporary):
         key = (outputs[0], *inputs)
         last = self._last
@@ -370,6 +374,48 @@ class ReduceProgram(Program):
         if v.exact:
             exact = v.exact_args(inp, ioff, out, ooff, flag, foff, self.meta, n_out, n) + tail
         return main, fin, exact, (ioff, ooff, toff, foff, loff)
+
+    # -- diagnostics (the profiler's; never called by run) ------------------------------------------
+    @property
+    def launches(self) -> int:
+        """Kernels launched per execute: the main kernel, the finalize pass of a split reduction, the
+        exact pass (GPU shape, GM_EXACT: always launched; it returns at once where no flag is set)."""
+        return 1 + (self.fin is not None) + (self.exact is not None)
+
+    @property
+    def flag_region(self) -> tuple | None:
+        """(byte offset in the temporary resource, bytes, outputs, a bit per output?) of the flags the
+        main pass (or the finalize pass) writes on every execute: a byte per output, or a bit per output
+        where GM_FLAG_BITS (docs/design.md, "The flags"); None where the variant writes none (means
+        rounded without a bound test, the wide sum)."""
+        v = self.variant
+        if not v.flag_bytes or self.wide:
+            return None
+        return v.partial_bytes, v.flag_bytes, int(self.plan.n_out), bool(v.macros.get("GM_FLAG_BITS"))
+
+    def open_outputs(self, flags: np.ndarray) -> int:
+        """How many outputs the main pass left to the exact pass, from the flag bytes of the temporary
+        resource after an execute (``flag_region``'s bytes; the exact pass only reads them)."""
+        _, nbytes, n_out, bits = self.flag_region
+        raw = np.asarray(flags, np.uint8).reshape(-1)[:nbytes]
+        if bits:
+            return int(np.unpackbits(raw, bitorder="little")[:n_out].sum())
+        return int(np.count_nonzero(raw[:n_out]))
+
+    @contextlib.contextmanager
+    def without_exact(self):
+        """Runs inside leave out the exact pass (the main and finalize passes alone), so that its share
+        of the time can be measured; for direct ``run`` calls only (a command list captured as a CUDA
+        graph replays what it captured)."""
+        last = self._last
+        if last is None or last[3] is None:
+            yield
+            return
+        self._last = last[:3] + (None,) + last[4:]
+        try:
+            yield
+        finally:
+            self._last = last
 
     def forget_bindings(self):
         self._last = None

@@ -255,6 +255,25 @@ class CompiledOperator(Dispatchable):
         """
         self.device.executor.execute_operator(self, list(inputs), list(outputs), temporary, persistent)
 
+    # -- diagnostics (gpu-mean profile's; no part of DirectML's interface, never on an execute's path)
+    @property
+    def launches(self) -> int | None:
+        """Kernels one execute launches (None on the CPU device, which runs no kernel)."""
+        return getattr(self.program, "launches", None)
+
+    def open_outputs(self, temporary) -> int | None:
+        """How many outputs the last execute's main pass left to the exact pass, read from the flags
+        the kernels wrote in ``temporary`` (the Buffer or BufferBinding that execute was given; the
+        device is synchronized first). None where the operator writes no flags (the element-wise
+        operators, the CPU device, reductions decided without a bound test)."""
+        region = getattr(self.program, "flag_region", None)
+        if region is None or temporary is None:
+            return None
+        buf, base = (temporary.buffer, temporary.offset) if isinstance(temporary, BufferBinding) else (temporary, 0)
+        off, nbytes = region[0], region[1]
+        self.device.synchronize()
+        return self.program.open_outputs(buf.read(np.uint8, nbytes, base + off))
+
 
 class OperatorInitializer(Dispatchable):
     """IDMLOperatorInitializer: initializes each target compiled operator exactly once."""

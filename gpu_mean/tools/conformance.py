@@ -10,6 +10,7 @@ the device's backend does not have yet is listed as not built, not run and not f
 from __future__ import annotations
 
 import json
+import sys
 import time
 import zlib
 
@@ -171,16 +172,18 @@ def count(dev, quick: bool, ops=None, dtypes=None, ranks=None) -> int:
     return sum(len(c["cases"]) for s in sections for c in s["cells"]) + len(negs)
 
 
-def run_suite(dev, quick=False, ops=None, dtypes=None, progress=None, ranks=None) -> dict:
+def run_suite(dev, quick=False, ops=None, dtypes=None, progress=None, ranks=None, say=None) -> dict:
     """Runs every (operator, data type, rank) the device's level supports and the negative cases;
-    returns the report as a JSON-ready dict."""
+    returns the report as a JSON-ready dict. ``say``: called with one line as each operator's cases
+    are done (what main prints when its output is no terminal, where the bar draws nothing)."""
     t0 = time.perf_counter()
     sections, notes = plan(dev, quick, ops, dtypes, ranks)
     negs = [n for n in negative_cases(dev.feature_level) if not ops or n[0] in ops]
     total = sum(len(c["cases"]) for s in sections for c in s["cells"]) + len(negs)
     bar = progress or Progress(total, enabled=False)
-    passed = failed = 0
+    passed = failed = done = 0
     for sec in sections:
+        t_sec = time.perf_counter()
         results = []
         for cell in sec["cells"]:
             cases = cell.pop("cases")
@@ -197,6 +200,11 @@ def run_suite(dev, quick=False, ops=None, dtypes=None, progress=None, ranks=None
             failed += n_fail
             results.extend(rows)
         sec["results"] = results
+        done += len(results)
+        if say is not None:
+            n_fail = sum(not r["passed"] for r in results)
+            say(f"conformance: {sec['operator']}: {len(results)} cases, {n_fail} failed, "
+                f"{time.perf_counter() - t_sec:.1f} s ({done}/{total} done, {time.perf_counter() - t0:.0f} s in all)")
     neg_results = []
     for op, what, build in negs:
         bar.label(f"negative: {OPERATORS[op]}")
@@ -211,6 +219,8 @@ def run_suite(dev, quick=False, ops=None, dtypes=None, progress=None, ranks=None
         neg_results.append({"operator": OPERATORS[op], "what": what, "passed": ok, "message": msg})
     bar.done()
     neg_fail = sum(not r["passed"] for r in neg_results)
+    if say is not None and neg_results:
+        say(f"conformance: negative cases: {len(neg_results)}, {neg_fail} accepted that must not be")
     return {"device": dev.name, "backend": dev.info.backend,
             "feature_level": dev.feature_level.label, "quick": quick, "reference": REFERENCE,
             "seconds": round(time.perf_counter() - t0, 2), "operators": sections, "negative": neg_results,
@@ -276,7 +286,10 @@ def main(device=None, feature_level=None, quick=False, json_path=None, ops=None,
     with progress_bar(count(dev, quick, ops, dtypes)) as bar, \
             compile_notice(print, "conformance: compiling kernels as cases first need them (seconds on a first "
                                   f"run; {diskcache.describe()})", bar):
-        rep = run_suite(dev, quick, ops, dtypes, bar)
+        # a line per operator where the output is a file or a pipe (tqdm's bar draws nothing there),
+        # flushed, so that a long cold run shows how far it got
+        say = None if sys.stdout.isatty() else (lambda line: print(line, flush=True))
+        rep = run_suite(dev, quick, ops, dtypes, bar, say=say)
     for line in format_report(rep):
         print(line)
     s = rep["summary"]

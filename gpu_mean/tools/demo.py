@@ -96,11 +96,12 @@ def main(device=None, log=print) -> int:
         f"for element-wise, within 1 ulp of the exact mean for reductions; integers exact); "
         f"{s['negative_passed']} of {s['negative_passed'] + s['negative_failed']} invalid descriptors rejected "
         f"({rep['seconds']:.0f} s)")
-    log(f"3. Speed on {DEMO_MIB} MiB float32 inputs: median of 8 samples after a warm-up, interleaved with the "
-        "device's read kernel and the peers; +-N% = spread (interquartile range over the median). GB/s = bytes "
-        "read once + written once, over time, higher is better; 'of read bw' = against the device's measured "
-        "read bandwidth (a little above 1 is possible where the output streams; inputs read faster than the read "
-        "kernel's fastest sample: a measurement fault):")
+    log(f"3. Speed on {DEMO_MIB} MiB float32 inputs of random normal data: median of 8 samples after a warm-up, "
+        "interleaved with the device's traffic and read kernels and the peers; +-N% = spread (interquartile range "
+        "over the median). GB/s = bytes read once + written once, over time, higher is better; 'of traffic bw' = "
+        "against a streaming kernel that reads the case's input bytes and writes its output bytes (the limit); "
+        "'of read bw' = against a read-only kernel over as many bytes (inputs read faster than its fastest "
+        "sample: a measurement fault):")
     n = DEMO_MIB * 2**20 // 4
     picks = [c for c in profiler.class_cases(n, (F32,)) if c.shape_class in (
         "E1 contiguous", "R1 full", "R2 inner, long", "R4 outer, many outputs")]

@@ -30,12 +30,16 @@ def _expr(case, xs, mean_axes):
     return None
 
 
-def numpy_peer(case, shape=None):
+def _ones(dt):
+    return lambda s: np.ones(s, dt)
+
+
+def numpy_peer(case, shape=None, make=None):
     """numpy doing the same work (floats only: numpy's integer means are float64, a different result)."""
     dt = case.dtype.numpy_dtype
     if case.layout not in ("packed", "broadcast") or case.op == "add" or not case.dtype.is_float:
         return None
-    xs = _operands(np, case, lambda s: np.ones(s, dt))
+    xs = _operands(np, case, make or _ones(dt))
     if case.op == "identity":
         y = np.empty_like(xs[0])
         return lambda: np.copyto(y, xs[0])
@@ -45,7 +49,7 @@ def numpy_peer(case, shape=None):
     return _expr(case, xs, lambda x, axes: np.mean(x, axis=axes))
 
 
-def ort_peer(case, shape=None):
+def ort_peer(case, shape=None, make=None):
     """onnxruntime's CPU provider (Mean / ReduceMean-18), or None (also where onnxruntime implements
     no kernel for the type: Mean has float and float16 only, ReduceMean no bfloat16 nor uint64)."""
     try:
@@ -57,7 +61,7 @@ def ort_peer(case, shape=None):
         return None
     dt = case.dtype.numpy_dtype
     et = helper.np_dtype_to_tensor_dtype(dt)
-    xs = _operands(np, case, lambda s: np.ones(s, dt))
+    xs = _operands(np, case, make or _ones(dt))
     names = [f"x{i}" for i in range(len(xs))]
     vi = helper.make_tensor_value_info
     inits = []
@@ -78,7 +82,7 @@ def ort_peer(case, shape=None):
     return lambda: sess.run(None, feeds)
 
 
-def openvino_peer(case, shape=None):
+def openvino_peer(case, shape=None, make=None):
     """OpenVINO's CPU plugin (ReduceMean-1; the means as Add and Multiply by 1/k, the graph OpenVINO's
     own ONNX frontend makes of Mean), or None. The inference precision is pinned to f32: on a CPU with
     AVX-512 BF16 OpenVINO's default hint runs float32 models in bfloat16, a cheaper and less exact
@@ -93,7 +97,7 @@ def openvino_peer(case, shape=None):
     if not case.dtype.is_float or case.dtype.name == "BFLOAT16":
         return None
     dt = case.dtype.numpy_dtype
-    xs = _operands(np, case, lambda s: np.ones(s, dt))
+    xs = _operands(np, case, make or _ones(dt))
     et = ov.Type(dt)
     params = [ops.parameter(list(x.shape), et, name=f"x{i}") for i, x in enumerate(xs)]
     if case.family == "reduce":
@@ -112,8 +116,9 @@ def openvino_peer(case, shape=None):
     return lambda: req.infer(feeds, share_inputs=True, share_outputs=True)
 
 
-def gpu_peers(case, shape=None) -> dict:
-    """{"cupy": callable, "torch": callable} for the libraries present with a CUDA GPU."""
+def gpu_peers(case, shape=None, make=None) -> dict:
+    """{"cupy": callable, "torch": callable} for the libraries present with a CUDA GPU; ``make``: the
+    host data (shape -> numpy array) copied to the GPU, else ones made there."""
     out = {}
     if case.layout not in ("packed", "broadcast") or case.op == "add" or not case.dtype.is_float:
         return out
@@ -124,7 +129,8 @@ def gpu_peers(case, shape=None) -> dict:
                 continue
             if lib == "cupy":
                 dt = case.dtype.numpy_dtype
-                xs = _operands(mod, case, lambda s, mod=mod, dt=dt: mod.ones(s, dt))
+                xs = _operands(mod, case, (lambda s, mod=mod: mod.asarray(make(s))) if make else
+                               (lambda s, mod=mod, dt=dt: mod.ones(s, dt)))
                 sync = mod.cuda.Device().synchronize
                 fn = (lambda x=xs[0]: x.copy()) if case.op == "identity" else _expr(
                     case, xs, lambda x, axes: x.mean(axis=axes))
@@ -133,7 +139,9 @@ def gpu_peers(case, shape=None) -> dict:
                       "BFLOAT16": mod.bfloat16}.get(case.dtype.name)
                 if dt is None:
                     continue
-                xs = _operands(mod, case, lambda s, mod=mod, dt=dt: mod.ones(s, dtype=dt, device="cuda"))
+                xs = _operands(mod, case, (lambda s, mod=mod, dt=dt: mod.from_numpy(
+                    make(s, np.float32)).to(device="cuda", dtype=dt)) if make else
+                    (lambda s, mod=mod, dt=dt: mod.ones(s, dtype=dt, device="cuda")))
                 sync = mod.cuda.synchronize
                 fn = (lambda x=xs[0]: x.clone()) if case.op == "identity" else _expr(
                     case, xs, lambda x, axes: x.mean(dim=axes))

@@ -17,7 +17,7 @@ def _select(case_list, ops, dtypes) -> list[Case]:
 
 
 def main(device=None, size_mb=256.0, repeat=10, peers=False, ops=None, dtypes=None, shape=None, axes=None,
-         sweep=False, json_path=None, plot_path=None, log=print) -> int:
+         sweep=False, json_path=None, plot_path=None, log=print, data="normal") -> int:
     dev = backends.create_device(device)
     t0 = time.perf_counter()
     dts = [DataType[d] for d in dtypes] if dtypes else [profiler.F32, profiler.F16]
@@ -30,13 +30,15 @@ def main(device=None, size_mb=256.0, repeat=10, peers=False, ops=None, dtypes=No
     peak = readbw.cuda_peak_gbps(dev)
     log(f"profile: {dev.name}; median and spread of {repeat} samples per case, after a warm-up, in interleaved "
         f"rounds; last-level cache {llc / 2**20:.0f} MiB")
-    log("  reference of every row: the device's read bandwidth, measured beside it" + (
+    log(f"  data: {data} ({profiler.DATA_HELP[data]}; seeded)")
+    log("  limit of every row: the device's traffic bandwidth for the case's bytes, measured beside it" + (
         f"; peak {peak:.0f} GB/s from the memory clock and bus width" if peak else ""))
     for d in profiler.DEFINITIONS:
         log(f"  {d}")
     asked = sorted(peers) if isinstance(peers, set) else bool(peers)
     report = {"device": dev.name, "backend": dev.info.backend, "repeat": repeat, "peers_requested": asked,
-              "limit": "measured read bandwidth", "peak_gbps": peak, "noisy_spread": profiler.NOISY_SPREAD,
+              "data": data, "data_description": profiler.DATA_HELP[data],
+              "limit": profiler.LIMIT, "peak_gbps": peak, "noisy_spread": profiler.NOISY_SPREAD,
               "last_level_cache_bytes": llc, "definitions": profiler.DEFINITIONS, "started": time.strftime(
                   "%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "sizes": sizes,
               "results": [], "skipped": []}
@@ -50,7 +52,7 @@ def main(device=None, size_mb=256.0, repeat=10, peers=False, ops=None, dtypes=No
             f"input shape {tuple(shape)}:")
         if not chosen:
             log("  no case matches the --op/--dtype choice")
-        results, skipped = profiler.profile(dev, chosen, repeat, peers, log)
+        results, skipped = profiler.profile(dev, chosen, repeat, peers, log, data=data)
         report["results"] += results
         report["skipped"] += skipped
     ho = profiler.host_overhead(dev)
@@ -71,9 +73,10 @@ def main(device=None, size_mb=256.0, repeat=10, peers=False, ops=None, dtypes=No
     rows = report["results"]
     noisy = sum(r["noisy"] for r in rows)
     faults = sum(r["measurement_fault"] for r in rows)
-    log(f"profile: {plural(len(rows), 'case')} timed, {len(report['skipped'])} skipped; {noisy} noisy, "
-        f"{faults} measurement faults (inputs read faster than the read kernel's fastest sample); "
-        f"{report['seconds']:.1f} s")
+    above = sum(r["fraction_of_limit"] > 1 for r in rows if not r["measurement_fault"])
+    log(f"profile: {plural(len(rows), 'case')} timed on {data} data, {len(report['skipped'])} skipped; {noisy} noisy, "
+        f"{faults} measurement faults (inputs read faster than the read kernel's fastest sample), "
+        f"{above} above the traffic limit; {report['seconds']:.1f} s")
     return 0
 
 
@@ -108,7 +111,7 @@ def figure(report: dict):
     contenders = ["gpu_mean"] + sorted({p for r in rows for p in r["peers"]})
     handles = [Line2D([], [], color=_style(c)[0], marker=_style(c)[1], linestyle="-" if len(sizes) > 1 else "",
                       label=c if c != "gpu_mean" else "gpu_mean (ours)") for c in contenders]
-    handles.append(Line2D([], [], **LIMIT_STYLE, label="measured read bandwidth (the limit)"))
+    handles.append(Line2D([], [], **LIMIT_STYLE, label="measured traffic bandwidth (the limit)"))
     device = report["device"]
     if len(sizes) == 1:
         from matplotlib.patches import Patch
@@ -130,7 +133,8 @@ def figure(report: dict):
         ax.set_xlabel(BANDWIDTH_LABEL)
         ax.set_xlim(0, 1.08 * max([r["limit_gbps"] for r in rows] + [r["gbps"] for r in rows]
                                   + [v["gbps"] for r in rows for v in r["peers"].values()]))
-        _title(fig, f"gpu_mean on {_short(device)}: float32 inputs of {sizes[0] / 2**20:.3g} MiB")
+        _title(fig, f"gpu_mean on {_short(device)}: float32 inputs of {sizes[0] / 2**20:.3g} MiB, "
+               f"{report.get('data', 'ones')} data")
         ax.grid(True, axis="x", alpha=0.3)
     else:
         names = list(by_case)
@@ -157,7 +161,7 @@ def figure(report: dict):
         for ax in list(axes.flat)[len(names):]:
             ax.set_visible(False)
         _title(fig, f"gpu_mean on {_short(device)}: effective bandwidth (bytes read once + written once, "
-               "over time) against input size")
+               f"over time) against input size, {report.get('data', 'ones')} data")
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), fontsize=8)
     return fig
 

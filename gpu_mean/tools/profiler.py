@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import time
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,13 +43,27 @@ F32, F16 = DataType.FLOAT32, DataType.FLOAT16
 DEFINITIONS = [
     "effective bandwidth = bytes each input read once + output written once, over the median time of one run "
     "(GB/s, higher is better); +-N% = the spread of the samples (interquartile range over the median)",
-    "of read bw = that bandwidth against the device's measured read bandwidth (a read-only streaming kernel "
-    "over as many bytes, timed in the same rounds); a little above 1 is possible (written bytes stream beside "
-    "the reads, and the medians drift by their spreads), but a row whose inputs alone are read faster than the "
-    "read kernel's fastest sample is a measurement fault, never a speed-up",
+    "of traffic bw = that bandwidth against the device's measured traffic bandwidth (the limit: a streaming "
+    "kernel that reads the case's input bytes and writes its output bytes, timed in the same rounds); a "
+    "correct row stays below 1 but for the spreads",
+    "of read bw = the same bandwidth against a read-only streaming kernel over as many bytes (the former "
+    "reference; above 1 where written bytes stream beside the reads); a row whose inputs alone are read faster "
+    "than the read kernel's fastest sample is a measurement fault, never a speed-up",
+    "[reductions] launches = kernels per execute; open = outputs the main pass left to the exact pass (read "
+    "from the flags after a run); exact = the exact pass's share of the time, where it is a launch of its own "
+    "(the GPU shape; the CPU shape redoes open outputs inside its kernels: not separable)",
     "noisy = a spread above 20 % (ours or the limit): run again before drawing a conclusion",
     "peers: the same work in another library on the same data, its bandwidth and how many times faster ours is",
 ]
+# what the inputs hold (``--data``): a reduction's speed depends on it, since the outputs whose bound
+# test fails go to the exact pass (docs/design.md, "The flags"); all-ones data never sends one there
+DATA_KINDS = ("normal", "uniform", "ones", "centered")
+DATA_HELP = {"normal": "random normal, mean 0, deviation 1", "uniform": "random uniform on [0, 1)",
+             "ones": "every value 1 (a mean that is exact: no output ever needs the exact pass)",
+             "centered": "random normal minus its mean over the reduced axes (over the whole tensor for "
+                         "element-wise cases), in the input type: every mean a rounding residue near 0, the "
+                         "exact pass's worst case"}
+LIMIT = "measured traffic bandwidth (reads the case's input bytes, writes its output bytes)"
 MIN_SAMPLE_S = 0.005   # calls per sample are calibrated so that one sample lasts at least this long
 MAX_LOOPS = 1000
 NOISY_SPREAD = 0.20
@@ -92,9 +107,61 @@ def cases(shape, ops=None, dtypes=(F32, F16), axes=None) -> list[Case]:
     return [c for c in out if not ops or c.family in ops or c.op == "identity"]
 
 
+def data_seed(case: Case, kind: str) -> int:
+    return zlib.crc32(repr((case.name, case.shape, case.axes, kind)).encode())
+
+
+def fill(kind: str, shape, dtype, axes=None, seed: int = 0) -> np.ndarray:
+    """An array of ``shape`` in numpy type ``dtype`` holding data of ``kind`` (DATA_KINDS), seeded.
+    ``centered``: values minus their mean over ``axes`` (all axes when None), the subtraction in
+    float64 of values already in ``dtype``, rounded once to ``dtype``."""
+    dtype = np.dtype(dtype)
+    shape = tuple(int(s) for s in shape)
+    if kind == "ones":
+        return np.ones(shape, dtype)
+    rng = np.random.default_rng(seed)
+    if kind == "uniform":
+        return rng.random(shape, np.float32).astype(dtype)
+    if kind not in ("normal", "centered"):
+        raise ValueError(f"unknown data kind {kind!r}; choose from {', '.join(DATA_KINDS)}")
+    x = rng.standard_normal(shape, np.float32).astype(dtype)
+    if kind == "normal":
+        return x
+    axes = tuple(range(len(shape))) if axes is None else tuple(axes)
+    wide = x.astype(np.float64)
+    wide -= wide.mean(axis=axes, keepdims=True)
+    return wide.astype(dtype)
+
+
+def case_data(case: Case, kind: str) -> list:
+    """One array per input of ``case``'s descriptor, as many elements as its buffer holds, of ``kind``:
+    an input whose buffer holds the logical shape gets it (centered over the case's reduced axes);
+    others (broadcast, padded) a flat array."""
+    out = []
+    for k, t in enumerate(case.desc().input_tensors()):
+        count = t.total_size_in_bytes // t.numpy_dtype.itemsize
+        shape = case.shape if count == int(np.prod(case.shape)) else (count,)
+        axes = case.axes if case.family == "reduce" and shape == case.shape else None
+        out.append(fill(kind, shape, t.numpy_dtype, axes, data_seed(case, kind) + k))
+    return out
+
+
+def peer_maker(case: Case, kind: str):
+    """What the peers build their inputs with (the same kind of data as ours): shape -> numpy array."""
+    counter = iter(range(1 << 30))
+
+    def make(shape, dtype=None):
+        dt = np.dtype(dtype) if dtype is not None else case.dtype.numpy_dtype
+        axes = case.axes if case.family == "reduce" and tuple(shape) == case.shape else None
+        return fill(kind, shape, dt, axes, data_seed(case, kind) + next(counter))
+    return make
+
+
 def prepare_device(dev, case: Case, data=None):
     """A callable that runs ``case`` once on ``dev`` and waits: descriptors, buffers, list recorded once.
-    ``data``: one array per input (any shape, the input's element count and type), else all ones."""
+    ``data``: one array per input (any shape, the input's element count and type), else all ones.
+    The callable's ``cop`` and ``temporary`` are the compiled operator and its temporary resource
+    (None when it has none), for the diagnostics read after a run (``launches``, ``open_outputs``)."""
     desc = case.desc()
     cop = dev.compile_operator(dev.create_operator(desc))
     init = dev.create_operator_initializer([cop])
@@ -113,15 +180,46 @@ def prepare_device(dev, case: Case, data=None):
     table = dev.create_binding_table(cop)
     table.bind_inputs(ins)
     table.bind_outputs([BufferBinding(ob, 0, o.total_size_in_bytes)])
+    temp = None
     if cop.binding_properties.temporary_resource_size:
-        table.bind_temporary_resource(BufferBinding(dev.create_buffer(cop.binding_properties.temporary_resource_size)))
+        temp = BufferBinding(dev.create_buffer(cop.binding_properties.temporary_resource_size))
+        table.bind_temporary_resource(temp)
     cl = dev.create_command_list()
     rec.record_dispatch(cl, cop, table)
 
     def go():
         dev.execute_command_lists([cl])
         dev.synchronize()
+    go.cop, go.temporary = cop, temp
+    go.bindings = (ins, [BufferBinding(ob, 0, o.total_size_in_bytes)])
     return go
+
+
+def exact_share(dev, go, repeat: int) -> float | None:
+    """The exact pass's share of one execute's time, where it is a launch of its own (the GPU shape's
+    gm_reduce_exact): the program run directly with and without it, timed side by side. None where
+    the exact work runs inside the main kernels (the CPU shape's gm_redo_open) or there is none."""
+    prog = go.cop.program
+    if getattr(prog, "exact", None) is None or not hasattr(prog, "without_exact"):
+        return None
+    ins, outs = go.bindings
+    native = [(b.buffer.native, b.offset) for b in ins], [(b.buffer.native, b.offset) for b in outs]
+    temp = (go.temporary.buffer.native, go.temporary.offset) if go.temporary is not None else None
+    be = dev.backend
+
+    def full():
+        prog.run(*native, temp)
+        be.finish()
+
+    def main_only():
+        with prog.without_exact():
+            prog.run(*native, temp)
+        be.finish()
+    with dev.executor.lock:        # the program run directly, as the executor runs it
+        t = measure({"full": full, "main": main_only}, max(3, repeat // 2))
+    prog.forget_bindings()
+    tf, tm = t["full"].median, t["main"].median
+    return max(0.0, 1.0 - tm / tf) if tf > 0 else None
 
 
 PAUSE_S = 0.15   # after each block when peers run: lets a peer's spinning worker threads go to sleep
@@ -242,9 +340,10 @@ def skip_reason(dev, case: Case) -> str | None:
     return None
 
 
-def profile(dev, case_list: list[Case], repeat: int, peers: bool, log=print) -> tuple[list, list]:
-    """Times every case beside the device's read kernel over as many bytes (and the peers); returns
-    (result dicts, skipped dicts)."""
+def profile(dev, case_list: list[Case], repeat: int, peers: bool, log=print, data: str = "normal") -> tuple[list, list]:
+    """Times every case on inputs of ``data`` (DATA_KINDS) beside the device's traffic kernel (reads the
+    case's input bytes, writes its output bytes) and read kernel over as many bytes (and the peers);
+    returns (result dicts, skipped dicts)."""
     results, skipped, limits = [], [], {}
     for case in case_list:
         if case.op == "identity" and case.layout == "packed" and case.dtype == F32:
@@ -259,27 +358,40 @@ def profile(dev, case_list: list[Case], repeat: int, peers: bool, log=print) -> 
         if traffic not in limits:
             limits[traffic] = readbw.read_kernel(dev, traffic)
         read_fn, read_bytes = limits[traffic]
-        fns = {"ours": prepare_device(dev, case), "read": read_fn}
+        moved = (case.read_traffic, traffic - case.read_traffic)
+        if moved not in limits:
+            limits[moved] = readbw.traffic_kernel(dev, *moved)
+        traffic_fn, traffic_bytes = limits[moved]
+        ours_fn = prepare_device(dev, case, case_data(case, data))
+        fns = {"ours": ours_fn, "traffic": traffic_fn, "read": read_fn}
         if peers:
-            fns["numpy"] = numpy_peer(case)
-            fns["onnxruntime"] = ort_peer(case)
-            fns["openvino"] = openvino_peer(case)
-            fns.update(gpu_peers(case))
+            make = peer_maker(case, data)
+            fns["numpy"] = numpy_peer(case, make=make)
+            fns["onnxruntime"] = ort_peer(case, make=make)
+            fns["openvino"] = openvino_peer(case, make=make)
+            fns.update(gpu_peers(case, make=make))
             if peers is not True:   # a chosen set of peers
-                fns = {k: f for k, f in fns.items() if k in ("ours", "read") or k in peers}
+                fns = {k: f for k, f in fns.items() if k in ("ours", "traffic", "read") or k in peers}
         fns = {k: f for k, f in fns.items() if f is not None}
         timings = measure(fns, repeat, pause=PAUSE_S if {"onnxruntime", "openvino"} & set(fns) else 0.0)
-        ours, read = timings.pop("ours"), timings.pop("read")
+        ours, moving, read = timings.pop("ours"), timings.pop("traffic"), timings.pop("read")
         t = ours.median
-        bw, limit = traffic / t / 1e9, read_bytes / read.median / 1e9
-        fraction = bw / limit
+        bw, limit = traffic / t / 1e9, traffic_bytes / moving.median / 1e9
+        read_limit = read_bytes / read.median / 1e9
         best = read_bytes / min(read.samples) / 1e9         # the read kernel's fastest sample
         input_bw = case.read_traffic / t / 1e9              # ours' inputs alone
-        spread = max(ours.spread, read.spread)
-        row = {**case.to_json(), "bytes": traffic, "input_bytes": n * case.dtype.numpy_dtype.itemsize,
+        spread = max(ours.spread, moving.spread)
+        cop = ours_fn.cop
+        open_outputs = cop.open_outputs(ours_fn.temporary) if case.family == "reduce" else None
+        share = exact_share(dev, ours_fn, repeat) if open_outputs else None
+        row = {**case.to_json(), "data": data, "bytes": traffic, "input_bytes": n * case.dtype.numpy_dtype.itemsize,
                "time_s": t, "spread": ours.spread, "loops": ours.loops, "samples_s": ours.samples, "gbps": bw,
-               "limit": "measured read bandwidth", "limit_gbps": limit, "limit_time_s": read.median,
-               "limit_spread": read.spread, "limit_best_gbps": best, "fraction_of_read_bandwidth": fraction,
+               "limit": LIMIT, "limit_gbps": limit, "limit_time_s": moving.median,
+               "limit_spread": moving.spread, "fraction_of_limit": bw / limit,
+               "read_gbps": read_limit, "read_time_s": read.median, "read_spread": read.spread,
+               "limit_best_gbps": best, "fraction_of_read_bandwidth": bw / read_limit,
+               "launches": cop.launches, "outputs": int(np.prod(case.output_shape())) if case.family == "reduce"
+               else None, "open_outputs": open_outputs, "exact_share": share,
                "input_gbps": input_bw, "noisy": spread > NOISY_SPREAD, "measurement_fault": input_bw > best,
                "peers": {p: {"time_s": tp.median, "spread": tp.spread, "gbps": traffic / tp.median / 1e9,
                              "ours_faster": tp.median / t, "noisy": max(tp.spread, ours.spread) > NOISY_SPREAD}
@@ -290,17 +402,31 @@ def profile(dev, case_list: list[Case], repeat: int, peers: bool, log=print) -> 
 
 
 def format_fraction(row: dict) -> str:
-    """'0.93 of read bw' -- or, for inputs read faster than the read kernel's fastest sample, the fault it is."""
+    """'0.93 of traffic bw (...) 0.97 of read bw' -- or, for inputs read faster than the read kernel's
+    fastest sample, the fault it is."""
     if row["measurement_fault"]:
         return (f"inputs read at {row['input_gbps']:.1f} GB/s, ABOVE the read kernel's fastest "
                 f"{row['limit_best_gbps']:.1f} GB/s: measurement fault, not a result")
-    return (f"{row['fraction_of_read_bandwidth']:4.2f} of read bw ({row['limit_gbps']:.1f} GB/s "
-            f"+-{row['limit_spread']:.0%})")
+    return (f"{row['fraction_of_limit']:4.2f} of traffic bw ({row['limit_gbps']:.1f} GB/s "
+            f"+-{row['limit_spread']:.0%}) {row['fraction_of_read_bandwidth']:4.2f} of read bw")
+
+
+def format_exact(row: dict) -> str:
+    """'2 launches, 3/64 open, exact 41%' for a reduction ('' for the rest)."""
+    if row.get("open_outputs") is None and row.get("launches") is None:
+        return ""
+    n = row.get("launches")
+    parts = [] if n is None else [f"{n} launch" + ("es" if n != 1 else "")]
+    if row.get("open_outputs") is not None:
+        parts.append(f"{row['open_outputs']}/{row['outputs']} open")
+    if row.get("exact_share") is not None:
+        parts.append(f"exact {row['exact_share']:.0%}")
+    return " [" + ", ".join(parts) + "]" if parts else ""
 
 
 def format_row(case: Case, row: dict) -> str:
     line = (f"  {case.shape_class:22s} {case.name:26s} {str(case.shape):20s} {row['time_s'] * 1e3:9.3f} ms "
-            f"+-{row['spread']:3.0%} {row['gbps']:7.1f} GB/s {format_fraction(row)}")
+            f"+-{row['spread']:3.0%} {row['gbps']:7.1f} GB/s {format_fraction(row)}{format_exact(row)}")
     if row["noisy"]:
         line += " NOISY"
     for p, v in row["peers"].items():

@@ -61,6 +61,71 @@ extern "C" __global__ void read_strided(const uint4 *__restrict__ x, unsigned lo
 }
 """
 
+# The traffic kernels: the read kernels above, each work-item also writing its share of a second
+# buffer once (the bytes a case's output takes). A mean cannot move its inputs and output faster than
+# this streams the same bytes; profile_report's limit column.
+OPENCL_TRAFFIC_SOURCE = r"""
+__kernel void traffic_chunks(__global const uint16 *x, const ulong n, const ulong chunk, __global uint16 *y,
+                             const ulong m, const ulong wchunk, __global uint *out) {
+    /* work-item g reads its chunk of x and writes its chunk of y, the writes spread evenly among the
+       reads (as a mean's kernel stores each output vector after reading its inputs), so that the two
+       streams overlap instead of running one after the other */
+    const ulong g = get_global_id(0);
+    const ulong lo = g * chunk, hi = min(lo + chunk, n);
+    const ulong wlo = min(g * wchunk, m), whi = min(wlo + wchunk, m);
+    const ulong reads = hi > lo ? hi - lo : 1, writes = whi - wlo;
+    ulong w = wlo, due = 0;
+    uint16 acc = (uint16)(0);
+    for (ulong i = lo; i < hi; ++i) {
+#ifdef __clang__
+        __builtin_prefetch((__global const char*)(x + i) + 2048);
+#endif
+        acc ^= x[i];
+        for (due += writes; due >= reads && w < whi; due -= reads, ++w) {
+#if defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
+            /* streaming stores, as the library's CPU-shaped element-wise kernels write large outputs:
+               an ordinary store would first read each line it writes (write-allocate) */
+            __builtin_nontemporal_store((uint16)((uint)w), y + w);
+#else
+            y[w] = (uint16)((uint)w);
+#endif
+        }
+    }
+    for (; w < whi; ++w) y[w] = (uint16)((uint)w);
+#if defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
+    __builtin_ia32_sfence();
+#endif
+    uint8 a8 = acc.lo ^ acc.hi; uint4 a4 = a8.lo ^ a8.hi; uint2 a2 = a4.lo ^ a4.hi;
+    const uint r = a2.x ^ a2.y;
+    if (r == 0x9e3779b9u) out[0] = r;
+}
+__kernel void traffic_strided(__global const uint4 *x, const ulong n, const ulong unused, __global uint4 *y,
+                              const ulong m, const ulong unused2, __global uint *out) {
+    const ulong stride = get_global_size(0);
+    uint4 acc = (uint4)(0);
+    for (ulong i = get_global_id(0); i < n; i += stride) acc ^= x[i];
+    for (ulong i = get_global_id(0); i < m; i += stride) y[i] = (uint4)((uint)i);
+    const uint r = acc.x ^ acc.y ^ acc.z ^ acc.w;
+    if (r == 0x9e3779b9u) out[0] = r;
+}
+"""
+
+CUDA_TRAFFIC_SOURCE = r"""
+extern "C" __global__ void traffic_strided(const uint4 *__restrict__ x, unsigned long long n, uint4 *__restrict__ y,
+                                           unsigned long long m, unsigned int *out) {
+    unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    unsigned long long g = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    uint4 acc = make_uint4(0, 0, 0, 0);
+    for (unsigned long long i = g; i < n; i += stride) {
+        uint4 v = __ldg(x + i);
+        acc.x ^= v.x; acc.y ^= v.y; acc.z ^= v.z; acc.w ^= v.w;
+    }
+    for (unsigned long long i = g; i < m; i += stride) y[i] = make_uint4((unsigned)i, 0, 0, 0);
+    unsigned int r = acc.x ^ acc.y ^ acc.z ^ acc.w;
+    if (r == 0x9e3779b9u) out[0] = r;
+}
+"""
+
 _programs: dict = {}
 
 
@@ -162,3 +227,84 @@ def cuda_peak_gbps(dev) -> float | None:
     if not clock_khz or not bus_bits:
         return None
     return 2.0 * clock_khz * 1e3 * bus_bits / 8 / 1e9
+
+
+def traffic_kernel(dev, read_bytes: int, write_bytes: int):
+    """(callable that reads about ``read_bytes`` and writes about ``write_bytes`` once on ``dev`` and
+    waits, bytes it moves): the read kernel's access pattern plus a streaming write of a second
+    buffer, in one launch, through the device's own queue and allocator."""
+    backend = dev.info.backend
+    if backend == "opencl":
+        return _opencl_traffic(dev, read_bytes, write_bytes)
+    if backend == "cuda":
+        return _cuda_traffic(dev, read_bytes, write_bytes)
+    return _cpu_traffic(dev, read_bytes, write_bytes)
+
+
+def _cpu_traffic(dev, read_bytes, write_bytes):
+    n, m = max(1, read_bytes // 8), max(1, write_bytes // 8)
+    buf, wbuf = _filled(dev, n * 8), _filled(dev, m * 8)
+    x = np.asarray(buf.native)[:n * 8].view(np.uint64)
+    y = np.asarray(wbuf.native)[:m * 8].view(np.uint64)
+
+    def go():
+        np.maximum.reduce(x)
+        y.fill(1)
+    go.keep = (buf, wbuf)
+    return go, (n + m) * 8
+
+
+def _opencl_traffic(dev, read_bytes, write_bytes):
+    import pyopencl as cl
+
+    from ..backends.opencl import BUILD_OPTIONS, build_program
+    ctx = dev.cl_context
+    cl_dev = ctx.devices[0]
+    on_cpu = bool(cl_dev.type & cl.device_type.CPU)
+    vec = 64 if on_cpu else 16
+    n, m = max(1, read_bytes // vec), max(1, write_bytes // vec)
+    buf, wbuf, out = _filled(dev, n * vec), _filled(dev, m * vec), dev.create_buffer(16)
+    key = ("traffic", ctx)
+    prog = _programs.get(key)
+    if prog is None:
+        prog = _programs[key] = build_program(cl, ctx, cl_dev, OPENCL_TRAFFIC_SOURCE, BUILD_OPTIONS, "traffic")
+    if on_cpu:
+        items = cl_dev.max_compute_units * 4
+        chunk = -(-n // items)
+        groups = -(-n // chunk)
+        wchunk = -(-m // groups)
+        kernel, gsize, lsize = cl.Kernel(prog, "traffic_chunks"), (groups,), (1,)
+    else:
+        chunk = wchunk = 0
+        items = min(-(-max(n, m) // 4), cl_dev.max_compute_units * 2048)
+        kernel, gsize, lsize = cl.Kernel(prog, "traffic_strided"), (items,), None
+    kernel.set_args(buf.native, np.uint64(n), np.uint64(chunk), wbuf.native, np.uint64(m), np.uint64(wchunk),
+                    out.native)
+    enqueue = dev.backend.enqueue
+
+    def go():
+        enqueue(kernel, gsize, lsize, (n + m) * vec)
+        dev.synchronize()
+    go.keep = (buf, wbuf, out)
+    return go, (n + m) * vec
+
+
+def _cuda_traffic(dev, read_bytes, write_bytes):
+    import cupy
+    n, m = max(1, read_bytes // 16), max(1, write_bytes // 16)
+    buf, wbuf, out = _filled(dev, n * 16), _filled(dev, m * 16), dev.create_buffer(16)
+    key = ("cuda-traffic", dev.info.index)
+    with cupy.cuda.Device(dev.info.index):
+        kernel = _programs.get(key)
+        if kernel is None:
+            kernel = _programs[key] = cupy.RawKernel(CUDA_TRAFFIC_SOURCE, "traffic_strided")
+        sms = cupy.cuda.Device(dev.info.index).attributes["MultiProcessorCount"]
+    stream = dev.cuda_stream
+    grid = int(min(-(-max(n, m) // 256), sms * 8))
+
+    def go():
+        with cupy.cuda.Device(dev.info.index):
+            kernel((grid,), (256,), (buf.native, np.uint64(n), wbuf.native, np.uint64(m), out.native), stream=stream)
+            stream.synchronize()
+    go.keep = (buf, wbuf, out)
+    return go, (n + m) * 16

@@ -1,0 +1,58 @@
+"""tools/gpu_pass.sh, the one-call GPU verification, in its dry run on the CPU device
+(GPU_PASS_DEVICE=cpu), reduced: one small test file for the suite step, one operation's conformance,
+1 MiB profiles with 2 samples. Every step runs and exits 0, the CUDA-only steps (compute-sanitizer,
+Nsight Compute) are skipped with the reason, absent peers are left out saying so (never exit 2), and
+SUMMARY.md lists each step's command, exit status and seconds."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+STEPS = ["tests", "conf-quick", "conf-full", "sanitizer", "profile", "centered", "sweep", "ncu"]
+
+
+@pytest.mark.skipif(shutil.which("timeout") is None, reason="coreutils' timeout is not installed")
+def test_the_dry_run_passes_end_to_end(tmp_path):
+    out = tmp_path / "pass"
+    env = {**os.environ, "GPU_PASS_DEVICE": "cpu", "PYTHON": sys.executable, "GPU_PASS_WORKERS": "0",
+           "GPU_PASS_TESTS": "tests/test_planning.py -x", "GPU_PASS_CONF_ARGS": "--op mean",
+           "GPU_PASS_MB": "1", "GPU_PASS_SWEEP_MB": "0.0625", "GPU_PASS_REPEAT": "2",
+           "GPU_PASS_PEERS": "cupy,torch", "GPU_MEAN_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("GPU_MEAN_TEST_DEVICES", None)
+    r = subprocess.run(["bash", str(ROOT / "tools" / "gpu_pass.sh"), str(out)], env=env, capture_output=True,
+                       text=True, timeout=300, cwd=ROOT)
+    summary = (out / "SUMMARY.md").read_text()
+    assert r.returncode == 0, summary + r.stderr[-2000:]
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| ([a-z-]+) \| (.*) \|$", summary, re.M)
+            if m.group(1) != "step"}
+    assert list(rows) == STEPS, summary
+    for name in ("tests", "conf-quick", "conf-full", "profile", "centered", "sweep"):
+        assert re.search(r"\| 0 \| \d+$", rows[name]), (name, rows[name])
+        assert (out / f"{name}.log").exists()
+    assert rows["sanitizer"].startswith("skipped: device cpu") and rows["ncu"].startswith("skipped: device cpu")
+    assert "GPU_MEAN_TEST_DEVICES=cpu " in rows["tests"]
+    assert re.search(r"^Overall: PASS in \d+ s$", summary, re.M)
+    # the profiles say their data; peers not installed are left out, not refused
+    assert "data: normal" in (out / "profile.log").read_text()
+    assert "data: centered" in (out / "centered.log").read_text()
+    steps = (out / "steps.log").read_text()
+    for peer in ("cupy", "torch"):
+        try:
+            __import__(peer)
+        except Exception:
+            assert f"peer {peer}: not installed" in steps
+    for name in ("profile.json", "centered.json", "sweep.json", "conformance.json", "conformance-quick.json"):
+        assert (out / name).stat().st_size > 0, name
+    try:
+        import matplotlib  # noqa: F401
+        assert (out / "sweep.png").exists()
+    except ImportError:
+        assert "no plot: matplotlib is not installed" in steps
+    assert not (out / ".rows").exists()

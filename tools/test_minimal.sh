@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The suite in a minimal install: a virtual environment .venv-min with `pip install .` (numpy, tqdm,
+# ml_dtypes) and pytest, hypothesis and pytest-xdist alone -- no pyopencl, CuPy, onnx, onnxruntime,
+# OpenVINO, Dask, matplotlib, array-api-strict. Everything that needs an extra must skip, saying
+# which, and the rest pass, so that an optional import can no longer break a user's run. On the CPU
+# device only (GPU_MEAN_TEST_DEVICES=cpu; the stand-in for CuPy's tests run as everywhere). Left to the
+# main run, which runs them on the same CPU device, to keep this one short (measured: 102 s with 2
+# workers, the venv already made): the kernel compile checks (tests/test_cuda_static.py,
+# tests/test_cuda_nvrtc.py: nvcc and a system NVRTC, no extra), the near-limit arrays
+# (tests/test_large_arrays.py, 146 s), the fuzzer (50 s) and the chunked full reductions of FLOAT16
+# and BFLOAT16 rows (97 s); none of them imports an optional package. pytest is run by its script, not
+# `python -m pytest`, so that the installed gpu_mean is tested, not the source tree (the wheel's
+# kernel files included).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv-min/bin/python ] || "$PY" -m venv .venv-min
+.venv-min/bin/python -m pip install -q --upgrade pip
+.venv-min/bin/python -m pip install -q --force-reinstall --no-deps . && .venv-min/bin/python -m pip install -q . \
+  "pytest>=7" "pytest-xdist>=3.5" "hypothesis>=6.100"
+extras=$(.venv-min/bin/python - <<'PY'
+import importlib.util
+print(" ".join(m for m in ("pyopencl", "cupy", "onnx", "onnxruntime", "openvino", "dask", "matplotlib",
+                           "array_api_strict", "torch") if importlib.util.find_spec(m)))
+PY
+)
+if [ -n "$extras" ]; then echo "test_minimal: .venv-min is not minimal: $extras installed" >&2; exit 2; fi
+workers=$(( $(nproc) < 4 ? $(nproc) : 4 ))
+GPU_MEAN_TEST_DEVICES=cpu .venv-min/bin/pytest -q -rfE -p no:cacheprovider -n "$workers" --dist loadgroup \
+  --ignore=tests/test_cuda_static.py --ignore=tests/test_cuda_nvrtc.py --ignore=tests/test_large_arrays.py \
+  -k "not test_fuzz_descriptors and not test_full_reduction_in_chunks" "$@" tests
