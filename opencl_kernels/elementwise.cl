@@ -31,6 +31,8 @@
 // Every global access goes through GM_AT (opencl_kernels/common.h): argument k < NIN is input k,
 // indexed from GM_IN_BASE(ins, k) (GM_INPUT_AT: the offset GM_IN_OFF(ins, k) included); argument NIN
 // is the output, indexed from the output buffer's start (out_off included).
+#include "common.h"
+#include "exact.h"
 #define GM_INPUT_AT(type, k, i, w) GM_AT(k, type, GM_IN_BASE(ins, k), GM_IN_OFF(ins, k) + (i), w)
 #define GM_IN(ins, k) (GM_IN_BASE(ins, k) + GM_IN_OFF(ins, k))
 

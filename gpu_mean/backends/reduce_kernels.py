@@ -1,9 +1,9 @@
-"""The reduction family's kernels (opencl_kernels/reduce.cl) from a plan: one macro set, one metadata
+"""The reduction family's kernels (opencl_kernels/reduce_gpu.cl, reduce_cpu.cl) from a plan: one macro set, one metadata
 layout, one argument list and one geometry per kernel shape, for the CUDA and the OpenCL backends
 alike. Pure: CI compiles every variant for CUDA and runs the GPU-shaped ones on PoCL without a GPU.
 
 A backend asks for a ``ReduceVariant`` (``gpu_variant`` for CUDA and OpenCL GPUs, ``cpu_variant`` for
-OpenCL CPU devices), builds ``kernel_text(api, "reduce.cl", variant.macros)`` and launches
+OpenCL CPU devices), builds ``kernel_text(api, variant.file, variant.macros)`` and launches
 ``variant.main`` (then ``variant.finalize`` when the reduction is split) with the arguments of
 ``main_args`` / ``finalize_args``: only binding the buffers is left to the backend.
 """
@@ -248,6 +248,15 @@ def store8_result(plan: planning.ReducePlan, acc: str) -> str:
     return f"vstore8(convert_{spell(plan.dtype)}8({q}), 0, (p))"
 
 
+GPU_FILE, CPU_FILE = "reduce_gpu.cl", "reduce_cpu.cl"
+
+
+def kernel_file(macros: dict) -> str:
+    """The kernel file of a variant's shape: the program of the GPU shape holds reduce_gpu.cl's kernels
+    and headers, that of the CPU shape (GM_CPU_SHAPE, cpu_variant) reduce_cpu.cl's."""
+    return CPU_FILE if macros.get("GM_CPU_SHAPE") else GPU_FILE
+
+
 @dataclass(frozen=True)
 class Launch:
     """One kernel launch in OpenCL's terms: the global size (work-items per dimension) and the local
@@ -284,6 +293,11 @@ class ReduceVariant:
     #                                 (reduce.cl: gm_redo_open); the finalize pass also reads the input
     flag_bytes: int = 0             # bytes of flags after the partials (a byte, or a bit, per output)
     depth: int = 0                  # the bound on additions per value (pack_meta)
+
+    @property
+    def file(self) -> str:
+        """The kernel file the variant's program is built from (kernel_file)."""
+        return kernel_file(self.macros)
 
     @property
     def partial_bytes(self) -> int:
@@ -407,7 +421,9 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
     tail = (i64(plan.n_out), i64(g.length), i64(g.chunk), np.uint64(plan.n_reduce))
     if g.kernel == "col":
         tail += (i64(plan.inner), i64(plan.row_stride))
-    main = Launch(f"gm_reduce_{g.kernel}_serial", tuple(g.grid), g.local)
+    # FLOAT64's short rows have a kernel of their own (a TwoSum tree: reduce_cpu_short_f64.h)
+    kind = "short_f64" if short and dt == D.FLOAT64 else g.kernel
+    main = Launch(f"gm_reduce_{kind}_serial", tuple(g.grid), g.local)
     # a work-item per work-group: with the runtime's choice, the redo of a few long columns' open
     # outputs (reduce.cl: the finalize pass's groups of eight) ran on one core of PoCL (R5 on
     # standardized columns: 2.25 -> 1.3 ms for the finalize pass)
@@ -504,6 +520,10 @@ class LimbsVariant:
     clen: int
     limbs: int          # K, the limbs of a run (K + 1 longs with the flags)
     n_out: int
+
+    @property
+    def file(self) -> str:
+        return kernel_file(self.macros)
 
     @property
     def words(self) -> int:
