@@ -211,7 +211,7 @@ def test_cuda_glue_with_a_stand_in_gpu(monkeypatch):
     plan = programs.planning.plan_reduce(KernelOp.REDUCE_MEAN, data_type_of(x.dtype, "t"), x.shape, (3, 1),
                                          (0, 1), (0,))
     words = be.exact_limbs(plan, x)
-    assert built == [("reduce.cl", "gm_reduce_limbs", 1, 64)]
+    assert built == [("reduce_gpu.cl", "gm_reduce_limbs", 1, 64)]
     (name, grid, block), = launched
     assert block == (64,) and 1 <= grid[0] <= 132 * 8
     digits, flags = exact.from_device_limbs(words, x.dtype, (1, 3))
