@@ -110,7 +110,7 @@ def test_vector_loads_are_16_bytes(rtc):
     assert re.search(r"ld\.global(\.nc)?\.v4\.(b32|u32|f32)", compiled(rtc.path)["ew_nary_FLOAT16_64_rows"][2].ptx)
 
 
-def _resources(rtc, name: str, fname: str = "elementwise.cl") -> dict:
+def _resources(rtc, name: str, fname: str = "elementwise_gpu.cl") -> dict:
     """{kernel: (registers, stack bytes, spill bytes)} from ptxas's report on one variant."""
     macros = compiled(rtc.path)[name][0]
     opts = cuda_compile.options(rtc.target(CC), cuda_compile.include_dir(rtc.path)) + ("--ptxas-options=-v",)
@@ -149,7 +149,7 @@ def test_correctly_rounded_reductions_do_not_spill(rtc):
     for name, (macros, _kernels, _) in compiled(rtc.path).items():
         if not name.startswith("red_") or not macros.get("GM_EXACT"):
             continue
-        res = _resources(rtc, name, "reduce.cl")
+        res = _resources(rtc, name, "reduce_gpu.cl")
         for kernel, (_regs, stack, spill) in res.items():
             if _float64_exact_pass(macros, kernel):
                 continue    # stage 3: FLOAT64's 68 limbs live in local memory ("stack"), see below
@@ -176,7 +176,7 @@ def test_float64_exact_pass_is_the_only_stack_user(rtc):
     for name, (macros, _kernels, _) in compiled(rtc.path).items():
         if not name.startswith("red_") or not macros.get("GM_X_D"):
             continue
-        res = _resources(rtc, name, "reduce.cl")
+        res = _resources(rtc, name, "reduce_gpu.cl")
         assert "gm_reduce_exact" in res and "gm_reduce_limbs" in res, name
         for kernel, (_regs, stack, spill) in res.items():
             if not _float64_exact_pass(macros, kernel):

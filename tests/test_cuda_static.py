@@ -201,8 +201,8 @@ def test_kernel_files_exist():
     # every family is portable (opencl_kernels/*.cl): cuda_kernels/ holds the dialect, no second
     # implementation of an operator
     assert {p.name for p in kernel_dir("cuda_kernels").iterdir()} == {"dialect.h"}
-    assert {p.name for p in kernel_dir("opencl_kernels").glob("*.cl")} == {"elementwise.cl", "reduce_gpu.cl",
-                                                                            "reduce_cpu.cl"}
+    assert {p.name for p in kernel_dir("opencl_kernels").glob("*.cl")} == {"elementwise_gpu.cl", "elementwise_cpu.cl",
+                                                                            "reduce_gpu.cl", "reduce_cpu.cl"}
 
 
 def test_every_class_of_program_is_covered():
@@ -278,7 +278,7 @@ def signatures(checked: bool = False, wide: bool = False):
     build's kernels take the status buffer last (GM_CHK_P); ``wide``: the wide sum's two-word totals
     (reduce_meta.h's GM_WIDE_SUM), whose kernels take the low word's pointer and offset before it."""
     sigs = {}
-    for fname in ("elementwise.cl", "reduce_gpu.cl"):
+    for fname in ("elementwise_gpu.cl", "reduce_gpu.cl"):
         for m in re.finditer(r"__kernel void (\w+)\(((?:[^()]|\([^()]*\))*)\)", assembled(fname)):
             if m.group(1).endswith("_serial"):
                 continue

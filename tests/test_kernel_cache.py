@@ -264,9 +264,11 @@ def spec(request):
     return request.param
 
 
-def reduce_file(spec: str) -> str:
-    """The reduction program's kernel file on ``spec``: the GPU shape's with -gpupaths (PoCL is a CPU)."""
-    return "reduce_gpu.cl" if "gpupaths" in spec else "reduce_cpu.cl"
+def program_files(spec: str) -> list:
+    """The kernel files of run_ops' two programs on ``spec``: the GPU shape's with -gpupaths, else the
+    CPU shape's (PoCL is a CPU device)."""
+    shape = "gpu" if "gpupaths" in spec else "cpu"
+    return [f"reduce_{shape}.cl", f"elementwise_{shape}.cl"]
 
 
 @pytest.fixture
@@ -316,7 +318,7 @@ def run_ops(backend) -> tuple:
 
 def test_a_fresh_backend_loads_the_binaries_the_first_compiled(cache, compiles, builds, kept, spec):
     first = run_ops(fresh_backend(spec))
-    assert compiles == [reduce_file(spec), "elementwise.cl"]
+    assert compiles == program_files(spec)
     assert len(entries(cache)) == 2
     compiles.clear()
     be = fresh_backend(spec)
@@ -384,7 +386,7 @@ def test_a_damaged_program_binary_is_rebuilt_never_loaded(cache, compiles, kept,
             f.write_bytes(b"")
     compiles.clear()
     run_ops(fresh_backend(spec))                            # right results from rebuilt programs
-    assert sorted(compiles) == ["elementwise.cl", reduce_file(spec)]
+    assert sorted(compiles) == sorted(program_files(spec))
     assert [f.read_bytes() for f in files] == datas         # each entry rewritten whole
     compiles.clear()
     run_ops(fresh_backend(spec))                            # and loaded again
@@ -405,7 +407,7 @@ def test_a_binary_the_driver_refuses_is_compiled_anew(cache, compiles, kept, mon
     monkeypatch.setattr(cl, "Program", program)
     compiles.clear()
     run_ops(fresh_backend(spec))
-    assert sorted(compiles) == ["elementwise.cl", reduce_file(spec)]
+    assert sorted(compiles) == sorted(program_files(spec))
 
 
 def test_other_build_options_are_other_entries(cache, compiles, spec):
@@ -423,7 +425,7 @@ def test_off_writes_nothing_and_compiles_every_time(cache, compiles, monkeypatch
     monkeypatch.setenv("GPU_MEAN_CACHE_DIR", "off")
     run_ops(fresh_backend(spec))
     run_ops(fresh_backend(spec))
-    assert compiles == [reduce_file(spec), "elementwise.cl"] * 2
+    assert compiles == program_files(spec) * 2
     assert not cache.exists()
 
 
@@ -432,7 +434,7 @@ def test_a_refused_folder_still_computes(cache, compiles, spec):
     cache.chmod(0o777)
     with pytest.warns(RuntimeWarning, match="writable by users other than its owner"):
         run_ops(fresh_backend(spec))
-    assert compiles == [reduce_file(spec), "elementwise.cl"] and entries(cache) == []
+    assert compiles == program_files(spec) and entries(cache) == []
 
 
 # -- a second process starts warm; two processes filling it at once both work

@@ -37,7 +37,7 @@ def old_text(rev: str, api: str, filename: str, macros: dict) -> str:
         return subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"], check=True,
                               capture_output=True, text=True).stdout
 
-    old_file = "reduce.cl" if filename.startswith("reduce_") else filename
+    old_file = "reduce.cl" if filename.startswith("reduce_") else "elementwise.cl"
     dialect = "cuda_kernels/dialect.h" if api == "cuda" else "opencl_kernels/dialect.h"
     return (header(macros) + show(dialect) + show("opencl_kernels/common.h") + show("opencl_kernels/exact.h")
             + show(f"opencl_kernels/{old_file}"))
@@ -104,7 +104,9 @@ def planned_variants() -> list[tuple]:
                     out += [("opencl", v.file, v.macros) for v in vs if v.file == rk.GPU_FILE]
                 else:
                     v = ewk.cpu_variant(plan, fp64=fp64, max_param_bytes=1024, checked=checked)
-                    out.append(("opencl", "elementwise.cl", v.macros))
+                    out.append(("opencl", v.file, v.macros))
+                    g = ewk.gpu_variant(plan, api="cuda", sms=132, fp64=fp64, checked=checked)
+                    out.append(("cuda", g.file, g.macros))
     return out
 
 

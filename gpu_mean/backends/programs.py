@@ -237,12 +237,12 @@ class _Checked:
 
 
 class ElementwiseProgram(Program):
-    """opencl_kernels/elementwise.cl: one launch, the vector kernel when every operand is aligned."""
+    """opencl_kernels/elementwise_gpu.cl or elementwise_cpu.cl (ElementwiseVariant.file): one launch, the vector kernel when every operand is aligned."""
 
     def __init__(self, be: KernelBackend, plan: planning.ElementwisePlan):
         self.be, self.plan = be, plan
         v = self.variant = elementwise_variant(be, plan)
-        self.handles = {launch.kernel: be.kernel("elementwise.cl", v.macros, launch.kernel)
+        self.handles = {launch.kernel: be.kernel(v.file, v.macros, launch.kernel)
                         for launch in (v.scalar, v.vec, v.inplace) if launch is not None}
         self.fixed = v.fixed_args(plan.scale, plan.bias, be.struct_arg(v.dims) if v.dims is not None else None)
         self.seam = be.input_seam(v, plan.n_inputs)

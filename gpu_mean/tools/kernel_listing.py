@@ -65,7 +65,7 @@ def _variant(spec: str, plan):
         launches.append((v.scalar, "otherwise" if v.vec else "always"))
         if v.inplace:
             launches.append((v.inplace, "the output overlaps an input"))
-        fname = "elementwise.cl"
+        fname = v.file
     shape = "CPU shape" if cpu_shaped else "GPU shape"
     return api, fname, v, launches, shape, note
 
