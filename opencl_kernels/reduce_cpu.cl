@@ -360,10 +360,10 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
 #if WIDE_INT
     a.s = t8.s0 + t8.s1 + t8.s2 + t8.s3 + t8.s4 + t8.s5 + t8.s6 + t8.s7;
     a.c = c8.s0 + c8.s1 + c8.s2 + c8.s3 + c8.s4 + c8.s5 + c8.s6 + c8.s7;
-#else
-#if COMPENSATED
+#elif COMPENSATED
     a.c = c8.s0 + c8.s1 + c8.s2 + c8.s3 + c8.s4 + c8.s5 + c8.s6 + c8.s7;
 #endif
+#if !WIDE_INT
     GM_ACC_ADD(a, t8.s0); GM_ACC_ADD(a, t8.s1); GM_ACC_ADD(a, t8.s2); GM_ACC_ADD(a, t8.s3);
     GM_ACC_ADD(a, t8.s4); GM_ACC_ADD(a, t8.s5); GM_ACC_ADD(a, t8.s6); GM_ACC_ADD(a, t8.s7);
     GM_MAX8_TO(a)   // the lane sums' magnitudes above are no larger than n m: m8 alone is the bound's m

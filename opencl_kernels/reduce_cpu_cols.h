@@ -189,11 +189,7 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
 #else
 #define GM_IN8C(i) GM_IN8M(i)
 #endif
-#if !HAS_C8
-        // four rows per pass over the accumulators: a quarter of the accumulator loads and stores
-        // (COLS/8 vectors do not fit in registers), and four row streams in flight. Exact adds
-        // (integers) or double adds of floats: the grouping does not change the 1-ulp bound.
-#if GM_EXACT && !GM_H16C
+#if !HAS_C8 && GM_EXACT && !GM_H16C
         // blocks of 4 GM_XBLOCK rows: each column's block sum joins o[v] (the bound's depth:
         // 2 + GM_XBLOCK + clen / (4 GM_XBLOCK) + 3, reduce_kernels.cpu_variant)
         ACC8 o[COLS / 8];
@@ -201,8 +197,8 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
         int blk = 0;
 #endif
 #if GM_B16C
-        // BFLOAT16 with fp64 (reduce_kernels.b16_cols): sixteen columns per load, their even and odd
-        // columns widened by a shift and a mask of the same bits (a bfloat16 is the top half of a
+        // BFLOAT16 with fp64 (reduce_kernels.b16_cols; never HAS_C8): sixteen columns per load, the even
+        // and odd columns widened by a shift and a mask of the same bits (a bfloat16 is the top half of a
         // float's), the four rows added in double as below: s[2w] and o[2w] hold the even columns of
         // the w-th sixteen, s[2w + 1] and o[2w + 1] the odd ones, put back in the columns' order after
         // the loop (the same additions per column: the same depth); the largest magnitude from the
@@ -260,6 +256,10 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
 #endif
         }
 #endif
+#if !HAS_C8
+        // four rows per pass over the accumulators: a quarter of the accumulator loads and stores
+        // (COLS/8 vectors do not fit in registers), and four row streams in flight. Exact adds
+        // (integers) or double adds of floats: the grouping does not change the 1-ulp bound.
         for (; r + 4 <= rend; r += 4) {
             long q = b + r * rs;
 #if GM_EXACT && !GM_H16C
