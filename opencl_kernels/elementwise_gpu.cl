@@ -40,12 +40,15 @@
 // ---- GPU-shaped kernels ------------------------------------------------------------------------
 
 typedef struct __attribute__((aligned(16))) { TS v[VEC]; } gm_vec;   // one 16-byte access
-#if GM_CHECKED     // the input seam's structs: buffer starts and offsets apart (a checked build)
-typedef struct { ulong p[NIN]; ulong off[NIN]; } gm_inputs;                     // CUDA, by value
-typedef struct { __global const TS* p[NIN]; ulong off[NIN]; } gm_cl_inputs;     // OpenCL, private
+// CUDA's input seam: the pointers by value; a checked build keeps the buffer starts and the offsets
+// apart (GM_IN_OFFS; OpenCL's private gm_cl_inputs likewise)
+#if GM_CHECKED
+#define GM_IN_OFFS ulong off[NIN];
+typedef struct { __global const TS* p[NIN]; ulong off[NIN]; } gm_cl_inputs;
 #else
-typedef struct { ulong p[NIN]; } gm_inputs;     // CUDA's input seam: the pointers by value
+#define GM_IN_OFFS
 #endif
+typedef struct { ulong p[NIN]; GM_IN_OFFS } gm_inputs;
 typedef struct { TS v[1]; } gm_one;
 
 GM_INLINE IDX gm_idiv(IDX n, __constant const gm_dims* s, int d) {

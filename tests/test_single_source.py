@@ -56,4 +56,5 @@ def test_nvrtc_and_opencl_receive_the_same_kernel_file(sources, case):
     assert cu_src == header(macros) + cu_dialect + body
     # and the GPU-shaped kernels are what both compile: the CPU-shaped ones are not in their text
     assert "gm_reduce_row(" in body and "_serial(" not in body and "GM_CPU_SHAPE" not in header(macros)
-    assert body.startswith("// The reductions' GPU-shaped kernels") and kernel_source("opencl_kernels", "common.h") in body
+    assert body.startswith("// The reductions' GPU-shaped kernels")
+    assert kernel_source("opencl_kernels", "common.h") in body

@@ -73,7 +73,8 @@ def items(tokens: list[str]) -> list[tuple]:
 
 def compare(rev: str, api: str, filename: str, macros: dict) -> str:
     from gpu_mean.backends.kernels import kernel_text
-    a, b = items(preprocess(old_text(rev, api, filename, macros))), items(preprocess(kernel_text(api, filename, macros)))
+    a = items(preprocess(old_text(rev, api, filename, macros)))
+    b = items(preprocess(kernel_text(api, filename, macros)))
     if a == b:
         return "identical"
     if sorted(a) == sorted(b):
@@ -88,8 +89,8 @@ def planned_variants() -> list[tuple]:
     from test_cuda_static import all_plans
 
     from gpu_mean.backends import elementwise_kernels as ewk
-    from gpu_mean.descriptors.types import DataType as D
     from gpu_mean.backends import reduce_kernels as rk
+    from gpu_mean.descriptors.types import DataType as D
     from gpu_mean.runtime import planning
     out = []
     for _name, plan in all_plans():

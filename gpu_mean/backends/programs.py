@@ -237,7 +237,8 @@ class _Checked:
 
 
 class ElementwiseProgram(Program):
-    """opencl_kernels/elementwise_gpu.cl or elementwise_cpu.cl (ElementwiseVariant.file): one launch, the vector kernel when every operand is aligned."""
+    """opencl_kernels/elementwise_gpu.cl or elementwise_cpu.cl (ElementwiseVariant.file): one launch,
+    the vector kernel when every operand is aligned."""
 
     def __init__(self, be: KernelBackend, plan: planning.ElementwisePlan):
         self.be, self.plan = be, plan
@@ -298,8 +299,9 @@ class ElementwiseProgram(Program):
 
 
 class ReduceProgram(Program):
-    """opencl_kernels/reduce_gpu.cl or reduce_cpu.cl (ReduceVariant.file): the main kernel, then the finalize pass of a split reduction, then
-    (the correctly rounded means, GM_EXACT, GPU shape) gm_reduce_exact, always launched, with no host
+    """opencl_kernels/reduce_gpu.cl or reduce_cpu.cl (ReduceVariant.file): the main kernel, then the
+    finalize pass of a split reduction, then (the correctly rounded means, GM_EXACT, GPU shape)
+    gm_reduce_exact, always launched, with no host
     sync: it redoes exactly the outputs whose flag the bound test set and returns at once where none
     is. The CPU shape has no such pass: its kernels redo the outputs they leave open (redo_open)."""
 

@@ -78,7 +78,7 @@ def main(device: str, op: str, dtype: str, shape: tuple, axes: tuple | None, sou
         print(f"gpu-mean kernels: error: axes {axes} do not fit shape {shape}", file=sys.stderr)
         return 2
     plan = planning.plan_operator(_descriptor(op, dt, shape, axes))
-    what = f"{'REDUCE AVERAGE' if op == 'reduce' else 'MEAN'} {dt.name} {shape}" + (f" axes {axes}" if op == "reduce" else "")
+    what = f"REDUCE AVERAGE {dt.name} {shape} axes {axes}" if op == "reduce" else f"MEAN {dt.name} {shape}"
     kind, _ = backends.parse_device(device.removesuffix(GPUPATHS))
     if kind == "cpu":
         print(f"{device}: {what}: no kernels (the numpy reference computes it on the host)", file=out)
