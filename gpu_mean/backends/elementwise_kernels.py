@@ -1,7 +1,7 @@
-"""The element-wise family's kernels (opencl_kernels/elementwise_gpu.cl, elementwise_cpu.cl, both over
-elementwise.h) from a plan: one macro builder, one metadata layout (``gm_dims``), one argument order
-and one geometry per kernel shape, for the CUDA and the OpenCL backends alike. Pure, so CI compiles every CUDA variant and runs the GPU-shaped
-ones on PoCL without a GPU.
+"""The element-wise family's kernels (opencl_kernels/elementwise_gpu.cl, elementwise_cpu.cl, both
+over elementwise.h) from a plan: one macro builder, one metadata layout (``gm_dims``), one argument
+order and one geometry per kernel shape, for the CUDA and the OpenCL backends alike. Pure, so CI
+compiles every CUDA variant and runs the GPU-shaped ones on PoCL without a GPU.
 
 Only the way input pointers travel differs by API (the input seam, ``input_seam``): CUDA passes them
 by value in one struct (``gm_inputs``: 64 inputs are 512 bytes of parameters, and the kernel indexes
