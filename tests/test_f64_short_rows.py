@@ -1,5 +1,5 @@
 """FLOAT64 REDUCE AVERAGE over short rows (8, 16 or 32 values) in the CPU shape's short-rows kernel
-(reduce.cl: gm_d8_rows, issue 22 point 5 / issue 21: speed): eight rows per step in a TwoSum tree,
+(reduce_cpu_short_f64.h: gm_d8_rows, issue 22 point 5 / issue 21: speed): eight rows per step in a TwoSum tree,
 the mean H * (1 / n) with H = fl(h + c) wherever the errors' sum c did not round, nothing overflowed
 and H / n stays normal; the other rows open (the exact pass). Every mean against the exact oracle on
 every device (the CPU device and the GPU-shaped kernels give the same bits), and, on the CPU-shaped
@@ -157,7 +157,7 @@ def test_f64_short_rows_exact(device, cpu, n):
 
 
 def _fast_only(v):
-    """A variant without its exact redo (reduce.cl: GM_FAST_ONLY; the GPU shape's exact pass dropped)."""
+    """A variant without its exact redo (reduce_cpu_exact.h: GM_FAST_ONLY; the GPU shape's exact pass dropped)."""
     return dataclasses.replace(v, exact=None, macros={**v.macros, "GM_FAST_ONLY": 1})
 
 
