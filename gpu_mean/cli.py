@@ -182,6 +182,29 @@ def cmd_profile(args) -> int:
                                args.shape, args.axes, args.sweep, args.json, args.plot, data=args.data)
 
 
+def cmd_kernels(args) -> int:
+    from .tools import kernel_listing
+    if args.shape is None:
+        return _usage("kernels", "give --shape, e.g. --shape 4096,16")
+    return kernel_listing.main(args.device or "auto", args.op, args.dtype, args.shape, args.axes, args.source)
+
+
+def _kernel_device(spec: str) -> str:
+    """A device present (opencl:N-gpupaths: the test device running the GPU shape), or cuda[:N] without
+    one (the plan then is CUDA's for a 132-SM GPU)."""
+    if spec.endswith("-gpupaths"):
+        return _device(spec.removesuffix("-gpupaths")) + "-gpupaths"
+    if spec.split(":")[0].split("-")[0] == "cuda":
+        from . import backends
+        from .errors import DmlError
+        try:
+            backends.parse_device(spec)
+        except DmlError as e:
+            raise argparse.ArgumentTypeError(f"{spec!r}: {str(e).split(': ', 1)[-1]}") from e
+        return spec
+    return _device(spec)
+
+
 def cmd_demo(args) -> int:
     from .tools import demo
     return demo.main(args.device)
@@ -194,7 +217,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpu-mean", description=__doc__.split("\n")[0], epilog=__doc__.split("\n\n")[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"gpu-mean {__version__}")
-    sub = p.add_subparsers(dest="cmd", required=True, metavar="{demo,devices,conformance,profile}")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="{demo,devices,conformance,profile,kernels}")
     d = sub.add_parser("demo", help="the main job: build, run and check a few operators, a quick "
                        "conformance pass and a short profile on the best device, in plain words")
     d.add_argument("--device", type=_device, default=None, help=DEVICE_HELP)
@@ -231,6 +254,17 @@ def parser() -> argparse.ArgumentParser:
                          "(normal minus its mean over the reduced axes: the exact pass's worst case)")
     pr.add_argument("--json", metavar="FILE", help="write every number as JSON")
     pr.add_argument("--plot", metavar="FILE.png", help="plot bandwidth against size (needs matplotlib)")
+    k = sub.add_parser("kernels", help="the kernels one call would launch, their geometry and (--source) the "
+                       "text each compiler receives; compiles and runs nothing")
+    k.add_argument("--device", type=_kernel_device, default=None, help=DEVICE_HELP + "; cuda without a GPU: the "
+                   "plan for a 132-SM GPU")
+    k.add_argument("--op", type=str.lower, choices=("reduce", "mean"), default="reduce",
+                   help="reduce: REDUCE AVERAGE over --axes; mean: the element-wise mean of two inputs of --shape")
+    k.add_argument("--dtype", type=_dtype, default="FLOAT32", help="f32, f16, bf16, f64, ... (default f32)")
+    k.add_argument("--shape", type=_shape, default=None, help="the input shape, e.g. 4096,16")
+    k.add_argument("--axes", type=_axes, default=None, help="reduction axes, e.g. 1 (default: all)")
+    k.add_argument("--source", action="store_true", help="also print the fully expanded source the compiler "
+                   "receives (the variant's macros, the dialect header, the kernel file with its includes)")
     return p
 
 
@@ -258,7 +292,7 @@ def main(argv=None) -> int:
     from .errors import DmlError
     try:
         return {"devices": cmd_devices, "conformance": cmd_conformance, "profile": cmd_profile,
-                "demo": cmd_demo}[args.cmd](args)
+                "demo": cmd_demo, "kernels": cmd_kernels}[args.cmd](args)
     except DmlError as e:   # a device that fails after it was found: one line, not a traceback
         print(f"gpu-mean {args.cmd}: error: {type(e).__name__}: {e}", file=sys.stderr)
         return EXIT_DEVICE

@@ -1,4 +1,4 @@
-"""The CPU shape's BFLOAT16 row sums (issue 21 point 6, reduce.cl: GM_B16, reduce_kernels.b16_rows):
+"""The CPU shape's BFLOAT16 row sums (issue 21 point 6, reduce_cpu.cl: GM_B16, reduce_kernels.b16_rows):
 BFLOAT16 REDUCE AVERAGE through the row kernel with fp64 widens each value to double (a shift or a
 mask to float, then a conversion: exact) and adds it into eight vectors of double lanes; the bound
 test and the exact path decide (rows of one run: the row kernel itself, gm_redo_open). Every device
@@ -26,7 +26,7 @@ from gpu_mean.backends import opencl_geometry, reduce_kernels
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 BF_MAX = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
-BLOCK = 512     # lengths that cut the passes of 64 and of 16 (reduce.cl: GM_B16)
+BLOCK = 512     # lengths that cut the passes of 64 and of 16 (reduce_cpu.cl: GM_B16)
 
 
 def bf(values) -> np.ndarray:
@@ -136,7 +136,7 @@ def test_ties(device):
 @pytest.mark.parametrize("shape, axes", [((64, 4096), (1,)), ((4, 20000), (1,)), ((1 << 20,), (0,)),
                                          ((16, 8, 40, 40), (0, 2, 3))])
 def test_b16_rows_depth(shape, axes):
-    """The bound's depth covers the loop's chains (reduce.cl: GM_B16): a lane's one addition per pass
+    """The bound's depth covers the loop's chains (reduce_cpu.cl: GM_B16): a lane's one addition per pass
     of 64, then at most 3 + 3 + 8 + 15 (the passes of sixteen, the lanes' tree, the horizontal sum,
     the tail), then the finalize pass's chunks."""
     plan, g, v = cpu_reduce_choice(D.BFLOAT16, shape, axes, True)
@@ -203,7 +203,7 @@ def test_zero_rule_and_specials(device, n):
     _check(device, x, (1,))
 
 
-# --- columns (reduce.cl: GM_B16C, gm_settle8_bf16; reduce_kernels.b16_cols) ----------------------
+# --- columns (reduce_cpu_cols.h: GM_B16C, gm_settle8_bf16; reduce_kernels.b16_cols) ----------------------
 
 @pytest.mark.parametrize("shape, axes, fp64, want", [
     ((256, 4096), (0,), True, True),                # column blocks of 1024

@@ -39,12 +39,12 @@ def test_kernels_compile_and_load_through_a_fake_compiler_and_driver(monkeypatch
         return b"cubin"
 
     monkeypatch.setattr(cuda_compile, "image", image)
-    assert be.function("reduce.cl", {"A": 1}, "gm_reduce_row") == "gm_reduce_row"
+    assert be.function("reduce_gpu.cl", {"A": 1}, "gm_reduce_row") == "gm_reduce_row"
     # the backend's own NVRTC path (through the disk cache, keyed by the GPU and driver), not CuPy's RawModule
-    assert built == [("reduce.cl", 90, 13, {"device": "fake GPU", "driver": 13000})]
+    assert built == [("reduce_gpu.cl", 90, 13, {"device": "fake GPU", "driver": 13000})]
     for event in (("build",), ("load", b"cubin"), ("get_function", "gm_reduce_row")):
         assert _inside(log, event), event           # on cuda:1, not on whatever GPU is current
-    be.function("reduce.cl", {"A": 1}, "gm_reduce_col")
+    be.function("reduce_gpu.cl", {"A": 1}, "gm_reduce_col")
     assert len(built) == 1                        # one module per macro set
 
 
@@ -56,7 +56,7 @@ def test_nvrtc_errors_are_build_errors(monkeypatch):
 
     monkeypatch.setattr(cuda_compile, "image", image)
     with pytest.raises(KernelBuildError, match="identifier undefined"):
-        be.function("reduce.cl", {}, "gm_reduce_row")
+        be.function("reduce_gpu.cl", {}, "gm_reduce_row")
 
 
 def _pinned_addresses(be):

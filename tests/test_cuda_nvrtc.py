@@ -133,7 +133,7 @@ def _from_cubin(out) -> dict:
     return res
 
 
-def _resources(rtc, name: str, fname: str = "elementwise.cl") -> dict:
+def _resources(rtc, name: str, fname: str = "elementwise_gpu.cl") -> dict:
     """{kernel: (registers, stack bytes, spill bytes)} of one variant: ptxas's -v report where NVRTC's
     log holds it, else the cubin's attributes; where neither can be read (no cubin: this NVRTC does
     not know sm_90), the test is skipped saying so, never passed or failed on an empty log."""
@@ -200,7 +200,7 @@ def test_correctly_rounded_reductions_do_not_spill(rtc):
     for name, (macros, _kernels, _) in compiled(rtc.path).items():
         if not name.startswith("red_") or not macros.get("GM_EXACT"):
             continue
-        res = _resources(rtc, name, "reduce.cl")
+        res = _resources(rtc, name, "reduce_gpu.cl")
         for kernel, (_regs, stack, spill) in res.items():
             if _float64_exact_pass(macros, kernel):
                 continue    # stage 3: FLOAT64's 68 limbs live in local memory ("stack"), see below
@@ -227,7 +227,7 @@ def test_float64_exact_pass_is_the_only_stack_user(rtc):
     for name, (macros, _kernels, _) in compiled(rtc.path).items():
         if not name.startswith("red_") or not macros.get("GM_X_D"):
             continue
-        res = _resources(rtc, name, "reduce.cl")
+        res = _resources(rtc, name, "reduce_gpu.cl")
         assert "gm_reduce_exact" in res and "gm_reduce_limbs" in res, name
         for kernel, (_regs, stack, spill) in res.items():
             if not _float64_exact_pass(macros, kernel):

@@ -19,7 +19,7 @@ from gpu_mean.backends import elementwise_kernels as ewk
 from gpu_mean.backends import programs, reduce_kernels
 from gpu_mean.backends.cuda import CudaBackend
 from gpu_mean.backends.cuda_compile import BASE_OPTIONS, variant_source
-from gpu_mean.backends.kernels import kernel_dir, kernel_source
+from gpu_mean.backends.kernels import assembled, kernel_dir
 from gpu_mean.backends.programs import ReduceProgram
 from gpu_mean.descriptors.types import DataType as D
 from gpu_mean.descriptors.types import KernelOp
@@ -181,7 +181,7 @@ def program_variants(checked: bool = False):
                 and reduce_kernels.limbs_ok(plan)):
             prog = programs.LimbsProgram(be, plan)     # the exact partials (gm_reduce_limbs), same macros
             for name_ in ("gm_limbs_add", "gm_limbs_round"):    # their combine on the device (LimbsTotals)
-                be.kernel("reduce.cl", prog.variant.macros, name_)
+                be.kernel(prog.variant.file, prog.variant.macros, name_)
         fname, macros, _ = be.requests[0]
         assert all(r[0] == fname and r[1] == macros for r in be.requests)
         out.append((name, fname, macros, sorted({r[2] for r in be.requests})))
@@ -201,7 +201,8 @@ def test_kernel_files_exist():
     # every family is portable (opencl_kernels/*.cl): cuda_kernels/ holds the dialect, no second
     # implementation of an operator
     assert {p.name for p in kernel_dir("cuda_kernels").iterdir()} == {"dialect.h"}
-    assert {p.name for p in kernel_dir("opencl_kernels").glob("*.cl")} == {"elementwise.cl", "reduce.cl"}
+    assert {p.name for p in kernel_dir("opencl_kernels").glob("*.cl")} == {"elementwise_gpu.cl", "elementwise_cpu.cl",
+                                                                            "reduce_gpu.cl", "reduce_cpu.cl"}
 
 
 def test_every_class_of_program_is_covered():
@@ -275,14 +276,14 @@ def signatures(checked: bool = False, wide: bool = False):
     portable files (the CPU-shaped *_serial kernels are OpenCL's only). The input seam
     (GM_INPUT_PARAMS) is CUDA's by-value ``gm_inputs``, the metadata argument its struct; a checked
     build's kernels take the status buffer last (GM_CHK_P); ``wide``: the wide sum's two-word totals
-    (reduce.cl's GM_WIDE_SUM), whose kernels take the low word's pointer and offset before it."""
+    (reduce_meta.h's GM_WIDE_SUM), whose kernels take the low word's pointer and offset before it."""
     sigs = {}
-    for fname in ("elementwise.cl", "reduce.cl"):
-        for m in re.finditer(r"__kernel void (\w+)\(((?:[^()]|\([^()]*\))*)\)", kernel_source("opencl_kernels", fname)):
+    for fname in ("elementwise_gpu.cl", "reduce_gpu.cl"):
+        for m in re.finditer(r"__kernel void (\w+)\(((?:[^()]|\([^()]*\))*)\)", assembled(fname)):
             if m.group(1).endswith("_serial"):
                 continue
             text = m.group(2).replace("GM_INPUT_PARAMS", ", gm_inputs ins")
-            lo = ", LO_T* gm_lo, ulong gm_lo_off" if wide and fname == "reduce.cl" else ""
+            lo = ", LO_T* gm_lo, ulong gm_lo_off" if wide and fname == "reduce_gpu.cl" else ""
             text = text.replace("GM_CHK_P", lo + (", long* gm_chk" if checked else ""))
             params = [" ".join(p.replace("restrict", "").replace("__global", "").replace("const ", "").split())
                       for p in re.split(r",(?![^()]*\))", text)]

@@ -3,7 +3,7 @@ division, executed on PoCL (opencl:0) through a small test kernel against the ex
 and compiled by NVRTC (no spills, no local memory, no .ftz; registers reported). The kernel text is
 what the backends hand their compilers: the API's dialect header, common.h, exact.h, then the kernel
 (written in the portable dialect). Nothing in the library launches these functions yet: stage 2
-puts them into reduce.cl (docs/design.md, "Correct rounding (issue 22)")."""
+puts them into the reduction kernels (docs/design.md, "Correct rounding (issue 22)")."""
 from __future__ import annotations
 
 import re
@@ -150,7 +150,7 @@ __kernel void gm_test_exact_f64(__global const ulong* x, const uint ncols, const
     out[row] = gm_xacc_d_mean(&b, ns[row]);
 }
 
-// stage 3: the FLOAT64 fast path as reduce.cl's (a double-double sum by GM_DD_ADD1, max|x|, the bound
+// stage 3: the FLOAT64 fast path as the reduction kernels' (a double-double sum by GM_DD_ADD1, max|x|, the bound
 // of n - 1 additions at 8 u^2 each, gm_settle_dd_f64); else the exact path
 __kernel void gm_test_settle_f64(__global const ulong* x, const uint ncols, __global ulong* out,
                                  __global uint* settled) {

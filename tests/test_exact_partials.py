@@ -1,6 +1,6 @@
 """Exact device partials (issue 22 with issue 26; docs/design.md, "Partials across boundaries"):
 split calls whose reduced axis is cut and gpu_mean.dask chunks on OpenCL (and CUDA) devices sum
-their pieces with the kernels' superaccumulator (reduce.cl: gm_reduce_limbs, both kernel shapes,
+their pieces with the kernels' superaccumulator (reduce_gpu.cl: gm_reduce_limbs, both kernel shapes,
 with and without fp64), so that every chunking gives the bits of one launch, the correctly rounded
 mean of the exact oracle, for FLOAT32, FLOAT16 and BFLOAT16. The data are seeded and named
 (test_correct_rounding.py's rows: normal values, +-largest values that cancel, exact ties,
@@ -250,7 +250,7 @@ def test_cuda_glue_with_a_stand_in_gpu(monkeypatch):
     plan = programs.planning.plan_reduce(KernelOp.REDUCE_MEAN, data_type_of(x.dtype, "t"), x.shape, (3, 1),
                                          (0, 1), (0,))
     words = be.exact_limbs(plan, x)
-    assert built == [("reduce.cl", "gm_reduce_limbs", 1, 64)]
+    assert built == [("reduce_gpu.cl", "gm_reduce_limbs", 1, 64)]
     (name, grid, block), = launched
     assert block == (64,) and 1 <= grid[0] <= 132 * 8
     digits, flags = exact.from_device_limbs(words, x.dtype, (1, 3))
@@ -338,7 +338,7 @@ def test_float64_dask_chunks_on_a_device_without_fp64(device):
 @pytest.mark.parametrize("dt", ALL, ids=ALL_IDS)
 def test_split_pieces_combine_on_the_device(device_or_checked, dt, monkeypatch):
     """Issue 26: on an OpenCL (or CUDA) device a split call's pieces add their exact partials into
-    running totals on the device (reduce.cl: gm_limbs_add) and are rounded there once
+    running totals on the device (reduce_limbs.h: gm_limbs_add) and are rounded there once
     (gm_limbs_round): no piece's limbs are read back (LimbsProgram.run never runs), only the means;
     the oracle's bits, one launch's and the CPU device's, at several cuts and permutations; every
     axis cut; named sets (+-largest cancelling, whole exponent range, subnormals, ties, -0.0 alone,

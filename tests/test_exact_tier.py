@@ -1,4 +1,4 @@
-"""The exact pass's second tier (reduce.cl: gm_dd_output, exact.h: gm_dd2_add / gm_dd2_settle): the
+"""The exact pass's second tier (reduce_cpu_exact.h: gm_dd_output, exact.h: gm_dd2_add / gm_dd2_settle): the
 outputs the bound test leaves open are summed again as an exact pair h + c, and the quotient's
 rounding is decided from it: the bound with the pair's own error, then, near a midpoint of the output
 format, the sign of S - n b by one fma. Outputs whose pair is not exact (errors of c that round),
@@ -142,7 +142,7 @@ def _tie_run(name: str, n: int, rng, pairs: int = 0) -> tuple[np.ndarray, float]
 @pytest.mark.parametrize("layout", ["whole", "rows", "columns", "two axes"])
 def test_ties_broken_in_lanes(device, name, layout):
     """Open outputs whose innermost reduced run has at least 32 values: the tier's two passes go over
-    eight lanes (reduce.cl: gm_dd_output_lanes), a run's last n % 8 values through the scalar
+    eight lanes (reduce_cpu_exact.h: gm_dd_output_lanes), a run's last n % 8 values through the scalar
     statement. Every output is a tie of the format broken by the least subnormal, which sits in a
     lane's low word (_tie_run), with the sum's last part in the tail: a lane's low word not merged,
     a lost tail or a wrong stride gives the other neighbour. Layouts: a whole reduction (one output,
@@ -171,7 +171,7 @@ def test_cancelling_runs_through_the_superaccumulator(device, name, layout):
     """Values near the format's largest, cancelling in pairs, with three small ones 60 and 100 binades
     apart: the bound and the pair (its low word's additions round) leave every output to the
     superaccumulator, which the CPU
-    shape's redo fills block by block (reduce.cl: gm_limbs_range; blocks of 1024 values within 29
+    shape's redo fills block by block (reduce_limbs.h: gm_limbs_range; blocks of 1024 values within 29
     binades summed in a long, the block holding a small value value by value). Runs of 2500 values:
     two whole blocks and a partial one; whole reductions, rows and columns (strided loads)."""
     dt, npdt, _ = TYPES[name]
@@ -195,7 +195,7 @@ def test_cancelling_runs_through_the_superaccumulator(device, name, layout):
 
 @pytest.mark.parametrize("name", list(TYPES))
 def test_open_columns_redone_together(device, name):
-    """The column kernel's own redo (one chunk of rows: reduce.cl gm_redo_open_cols, eight adjacent
+    """The column kernel's own redo (one chunk of rows: reduce_cpu_exact.h gm_redo_open_cols, eight adjacent
     columns with an open one among them down their rows together): 100 rows and 1027 columns, so a
     block of 1024 and one of 3 (a group of eight with three columns). Ties of _tie_run broken by a
     least subnormal in the pair's low word, such ties among values near the format's largest that
@@ -223,7 +223,7 @@ def test_open_columns_redone_together(device, name):
 def test_open_columns_finalized_together(device, name):
     """Columns cut into chunks of rows (partials, then the finalize pass): the finalize pass's work-item
     of each group of eight outputs whose inputs are adjacent columns finalizes and redoes the eight
-    (reduce.cl: gm_reduce_finalize_serial, gm_redo_open_cols); a group that is not adjacent goes output
+    (reduce_cpu.cl: gm_reduce_finalize_serial, gm_redo_open_cols); a group that is not adjacent goes output
     by output. A (2, 1003, 36) tensor over axis 1: 72 outputs, groups of eight adjacent but 32-39
     across the outer index (columns 32-35 of the first slab, 0-3 of the second). Every column a tie of
     _tie_run broken in the pair's low word, a third of them among cancelling values near the largest."""
@@ -239,7 +239,7 @@ def test_open_columns_finalized_together(device, name):
 
 @pytest.mark.parametrize("name", ["FLOAT32", "BFLOAT16"])
 def test_lane_block_span_limit(device, name):
-    """The lanes' blocks (reduce.cl: GM_DD_BLOCK): a lane's plain sum of its 64 values is taken as exact
+    """The lanes' blocks (reduce_cpu_exact.h: GM_DD_BLOCK): a lane's plain sum of its 64 values is taken as exact
     only within 53 - (p - 1) - 7 binades of the largest. Lane 0 of the first block: 63 values v just
     below 2 and one of 2^emn (1 + 2^-(p-1)), one binade past the limit, whose last bit (2^-47) the
     plain double sum (about 125.5, ulp 2^-46) would lose; a few values at the run's end (another

@@ -1,4 +1,4 @@
-"""The CPU shape's exact FLOAT16 row sums (issue 24, reduce.cl: GM_H16, reduce_kernels.h16_rows):
+"""The CPU shape's exact FLOAT16 row sums (issue 24, reduce_cpu.cl: GM_H16, reduce_kernels.h16_rows):
 FLOAT16 REDUCE AVERAGE through the row kernel with fp64 sums each run exactly (blocks of halves in
 double lanes, their totals in integer lanes) and keeps no largest magnitude. Every device variant
 against the exact oracle, bit for bit, on the runs that path cuts differently: tails that are no
@@ -96,7 +96,7 @@ def test_zero_rule_and_specials(device, n):
     _check(device, x, (1,))
 
 
-# -- columns (reduce.cl: GM_H16C, reduce_kernels.h16_cols) ------------------------------------------
+# -- columns (reduce_cpu_cols.h: GM_H16C, reduce_kernels.h16_cols) ------------------------------------------
 
 @pytest.mark.parametrize("shape, axes, fp64, want", [
     ((1 << 19, 16), (0,), True, True),      # few long columns (R5): 64 chunks of 2^13 rows

@@ -1,5 +1,5 @@
 """FLOAT64 REDUCE AVERAGE over short rows (8, 16 or 32 values) in the CPU shape's short-rows kernel
-(reduce.cl: gm_d8_rows, issue 22 point 5 / issue 21: speed): eight rows per step in a TwoSum tree,
+(reduce_cpu_short_f64.h: gm_d8_rows, issue 22 point 5 / issue 21: speed): eight rows per step in a TwoSum tree,
 the mean H * (1 / n) with H = fl(h + c) wherever the errors' sum c did not round, nothing overflowed
 and H / n stays normal; the other rows open (the exact pass). Every mean against the exact oracle on
 every device (the CPU device and the GPU-shaped kernels give the same bits), and, on the CPU-shaped
@@ -157,7 +157,7 @@ def test_f64_short_rows_exact(device, cpu, n):
 
 
 def _fast_only(v):
-    """A variant without its exact redo (reduce.cl: GM_FAST_ONLY; the GPU shape's exact pass dropped)."""
+    """A variant without its exact redo (reduce_cpu_exact.h: GM_FAST_ONLY; the GPU shape's exact pass dropped)."""
     return dataclasses.replace(v, exact=None, macros={**v.macros, "GM_FAST_ONLY": 1})
 
 
@@ -259,12 +259,14 @@ def _settle8_inputs(rng, n: int):
 
 @pytest.mark.parametrize("n", [1, 3, 8, 14, 255, 4096])
 def test_f64_settle8_is_the_scalar_test(n):
-    """reduce.cl's gm_settle_dd_f64_8 (the column kernel's eight results at once) gives exactly what
+    """reduce_cpu_cols.h's gm_settle_dd_f64_8 (the column kernel's eight results at once) gives exactly what
     exact.h's gm_settle_dd_f64 with gm_settle's err gives lane by lane: the same verdicts and, where
     settled, the same bits (the scalar test is exact.h's, held to the oracle by tests/test_exact_kernel.py)."""
     import re
 
     from test_exact_kernel import program_text
+
+    from gpu_mean.backends.kernels import kernel_source
     cl = pytest.importorskip("pyopencl")
     from gpu_mean.backends import opencl
     try:
@@ -273,7 +275,7 @@ def test_f64_settle8_is_the_scalar_test(n):
         pytest.skip(f"no OpenCL device: {e}")
     if not b.fp64:
         pytest.skip("no fp64")
-    src = open(programs.__file__.replace("gpu_mean/backends/programs.py", "opencl_kernels/reduce.cl")).read()
+    src = kernel_source("opencl_kernels", "reduce_cpu_cols.h")
     fn = re.search(r"GM_INLINE long8 gm_settle_dd_f64_8\(.*?\n}\n", src, re.S).group(0)
     prg = cl.Program(b.ctx, program_text("opencl", True) + fn + SETTLE_KERNEL).build(options=list(opencl.BUILD_OPTIONS))
     hi, lo, mx = _settle8_inputs(np.random.default_rng(n), n)

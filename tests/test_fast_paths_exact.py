@@ -4,7 +4,7 @@ and no exact pass (reduce_kernels.f16_direct, issue 24; it was 2^11): the FLOAT6
 its quotient, rounded once to half, is the correctly rounded mean. The rows here put the exact mean
 2^-24 / n beside a half's midpoint, or on it, at the largest magnitudes (binade 2^15, where the
 quotient's own rounding comes closest). FLOAT32 rows of 8: blocks of eight rows whose FLOAT64 sums
-are exact are decided by one rounding (reduce.cl: gm_rows_exact), the others by the bound test and
+are exact are decided by one rounding (reduce_cpu_short.h: gm_rows_exact), the others by the bound test and
 the exact pass."""
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def test_float32_rows_of_8_exact_blocks(device):
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
-# -- FLOAT32 columns of few rows (reduce.cl: gm_col_exact, GM_COL_SPAN) -----------------------------
+# -- FLOAT32 columns of few rows (reduce_cpu.cl: gm_col_exact, GM_COL_SPAN) -----------------------------
 
 @pytest.mark.parametrize("dt, shape, span", [
     (D.FLOAT32, (8, 32768), 25), (D.FLOAT32, (32, 1024), 23), (D.FLOAT32, (9, 16), 24),

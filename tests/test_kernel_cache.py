@@ -264,6 +264,13 @@ def spec(request):
     return request.param
 
 
+def program_files(spec: str) -> list:
+    """The kernel files of run_ops' two programs on ``spec``: the GPU shape's with -gpupaths, else the
+    CPU shape's (PoCL is a CPU device)."""
+    shape = "gpu" if "gpupaths" in spec else "cpu"
+    return [f"reduce_{shape}.cl", f"elementwise_{shape}.cl"]
+
+
 @pytest.fixture
 def kept(monkeypatch):
     """Program binaries kept on every driver, PoCL included (where by default only a note is kept)."""
@@ -311,7 +318,7 @@ def run_ops(backend) -> tuple:
 
 def test_a_fresh_backend_loads_the_binaries_the_first_compiled(cache, compiles, builds, kept, spec):
     first = run_ops(fresh_backend(spec))
-    assert compiles == ["reduce.cl", "elementwise.cl"]
+    assert compiles == program_files(spec)
     assert len(entries(cache)) == 2
     compiles.clear()
     be = fresh_backend(spec)
@@ -379,7 +386,7 @@ def test_a_damaged_program_binary_is_rebuilt_never_loaded(cache, compiles, kept,
             f.write_bytes(b"")
     compiles.clear()
     run_ops(fresh_backend(spec))                            # right results from rebuilt programs
-    assert sorted(compiles) == ["elementwise.cl", "reduce.cl"]
+    assert sorted(compiles) == sorted(program_files(spec))
     assert [f.read_bytes() for f in files] == datas         # each entry rewritten whole
     compiles.clear()
     run_ops(fresh_backend(spec))                            # and loaded again
@@ -400,7 +407,7 @@ def test_a_binary_the_driver_refuses_is_compiled_anew(cache, compiles, kept, mon
     monkeypatch.setattr(cl, "Program", program)
     compiles.clear()
     run_ops(fresh_backend(spec))
-    assert sorted(compiles) == ["elementwise.cl", "reduce.cl"]
+    assert sorted(compiles) == sorted(program_files(spec))
 
 
 def test_other_build_options_are_other_entries(cache, compiles, spec):
@@ -418,7 +425,7 @@ def test_off_writes_nothing_and_compiles_every_time(cache, compiles, monkeypatch
     monkeypatch.setenv("GPU_MEAN_CACHE_DIR", "off")
     run_ops(fresh_backend(spec))
     run_ops(fresh_backend(spec))
-    assert compiles == ["reduce.cl", "elementwise.cl"] * 2
+    assert compiles == program_files(spec) * 2
     assert not cache.exists()
 
 
@@ -427,7 +434,7 @@ def test_a_refused_folder_still_computes(cache, compiles, spec):
     cache.chmod(0o777)
     with pytest.warns(RuntimeWarning, match="writable by users other than its owner"):
         run_ops(fresh_backend(spec))
-    assert compiles == ["reduce.cl", "elementwise.cl"] and entries(cache) == []
+    assert compiles == program_files(spec) and entries(cache) == []
 
 
 # -- a second process starts warm; two processes filling it at once both work
@@ -528,16 +535,16 @@ def _cuda_macros():
 @needs_nvrtc
 def test_nvrtc_output_is_cached_and_keyed_by_the_device(cache, compiles):
     macros = _cuda_macros()
-    first = cuda_compile.image("reduce.cl", macros, 90, device="NVIDIA H200", driver=13000)
-    assert compiles == ["reduce.cl"]
-    assert first == cuda_compile.build("reduce.cl", macros, 90).image      # the cubin NVRTC makes
+    first = cuda_compile.image("reduce_gpu.cl", macros, 90, device="NVIDIA H200", driver=13000)
+    assert compiles == ["reduce_gpu.cl"]
+    assert first == cuda_compile.build("reduce_gpu.cl", macros, 90).image      # the cubin NVRTC makes
     compiles.clear()
-    assert cuda_compile.image("reduce.cl", macros, 90, device="NVIDIA H200", driver=13000) == first
+    assert cuda_compile.image("reduce_gpu.cl", macros, 90, device="NVIDIA H200", driver=13000) == first
     assert compiles == []
-    cuda_compile.image("reduce.cl", macros, 90, device="NVIDIA H200", driver=13010)   # another driver
-    cuda_compile.image("reduce.cl", macros, 80, device="NVIDIA A100", driver=13000)   # another GPU
-    cuda_compile.image("reduce.cl", {**macros, "GM_EXTRA": 1}, 90, device="NVIDIA H200", driver=13000)
-    assert compiles == ["reduce.cl"] * 3 and len(entries(cache)) == 4
+    cuda_compile.image("reduce_gpu.cl", macros, 90, device="NVIDIA H200", driver=13010)   # another driver
+    cuda_compile.image("reduce_gpu.cl", macros, 80, device="NVIDIA A100", driver=13000)   # another GPU
+    cuda_compile.image("reduce_gpu.cl", {**macros, "GM_EXTRA": 1}, 90, device="NVIDIA H200", driver=13000)
+    assert compiles == ["reduce_gpu.cl"] * 3 and len(entries(cache)) == 4
     assert all(p.name.startswith("cuda-") for p in entries(cache))
 
 
@@ -545,13 +552,13 @@ def test_nvrtc_output_is_cached_and_keyed_by_the_device(cache, compiles):
 @pytest.mark.parametrize("damage", ["truncate", "flip"])
 def test_a_damaged_nvrtc_entry_is_compiled_anew(cache, compiles, damage):
     macros = _cuda_macros()
-    good = cuda_compile.image("reduce.cl", macros, 90, device="g", driver=1)
+    good = cuda_compile.image("reduce_gpu.cl", macros, 90, device="g", driver=1)
     (f,) = entries(cache)
     data = f.read_bytes()
     f.write_bytes(data[:-10] if damage == "truncate" else data[:-10] + bytes(10))
     compiles.clear()
-    assert cuda_compile.image("reduce.cl", macros, 90, device="g", driver=1) == good
-    assert compiles == ["reduce.cl"] and f.read_bytes() == data
+    assert cuda_compile.image("reduce_gpu.cl", macros, 90, device="g", driver=1) == good
+    assert compiles == ["reduce_gpu.cl"] and f.read_bytes() == data
 
 
 @needs_nvrtc
@@ -562,7 +569,7 @@ def test_a_second_cuda_backend_loads_the_cached_image_into_cupy(cache, compiles)
     macros = _cuda_macros()
     logs = [[], []]
     for log in logs:
-        assert fake_backend(log).function("reduce.cl", macros, "gm_reduce_row") == "gm_reduce_row"
+        assert fake_backend(log).function("reduce_gpu.cl", macros, "gm_reduce_row") == "gm_reduce_row"
     loads = [[e[1] for e in log if e[0] == "load"] for log in logs]
-    assert compiles == ["reduce.cl"] and len(loads[0]) == 1 and loads[0] == loads[1]
-    assert loads[0][0] == cuda_compile.build("reduce.cl", macros, 90, 13).image
+    assert compiles == ["reduce_gpu.cl"] and len(loads[0]) == 1 and loads[0] == loads[1]
+    assert loads[0][0] == cuda_compile.build("reduce_gpu.cl", macros, 90, 13).image

@@ -307,7 +307,7 @@ def _float16_rows_of_8(rng) -> np.ndarray:
 
 def test_float16_rows_of_8_exact_on_both_paths(device):
     """R3's FLOAT16 kernel on CPU devices sums a block of eight rows in float when that is exact
-    (reduce.cl: gm_exact_in_float) and in double otherwise: every mean is the exact one rounded
+    (reduce_cpu_short.h: gm_exact_in_float) and in double otherwise: every mean is the exact one rounded
     once, bit for bit. Without the span check (every block in float) the tie rows round to 56.0;
     with a check one binade too lax (11), the 11-binade rows to 100.0."""
     x = _float16_rows_of_8(np.random.default_rng(8))
@@ -381,7 +381,7 @@ def test_bfloat16_rows_of_8_exact_on_both_paths(device):
 
 def test_bfloat16_rows_of_8_double_path_span(device):
     """R3's BFLOAT16 blocks that fail the float test settle without the exact pass when their FLOAT64
-    sums are exact: nonzero exponents at most 42 binades apart (reduce.cl: gm_exact_in_double_b16).
+    sums are exact: nonzero exponents at most 42 binades apart (reduce_cpu_short.h: GM_B16_IN_DOUBLE).
     A row at 43 binades whose FLOAT64 sum rounds: five values near 2, 1.0703125 and -2^-43 beside
     2^-43 (1 + 2^-7); in the kernel's order the tiny pair's 2^-50 meets 11.03125, half an ulp, and is
     lost to the tie, so the exact mean 1 + 97/256 + 2^-53 (just above a midpoint: 1 + 98/256) would
@@ -407,7 +407,7 @@ def test_bfloat16_rows_of_8_double_path_span(device):
 
 
 def test_bfloat16_rows_of_8_float_path_span(device):
-    """R3's BFLOAT16 float test (reduce.cl: gm_b16_block_exps, GM_B16_IN_FLOAT) on the values' own bits,
+    """R3's BFLOAT16 float test (reduce_cpu_short.h: gm_b16_block_exps, GM_B16_IN_FLOAT) on the values' own bits,
     each case a block of eight rows of its own (the test is per block). A row at 14 binades whose float
     sum rounds: 1.5 four times, 1.0, 1.03125, -2^-14 and 2^-14 (1 + 2^-7); in the kernel's order the
     tiny pair's 2^-21 meets 8.03125, half a float ulp, and is lost to the tie, so the exact mean

@@ -1,7 +1,7 @@
 """One kernel source for both APIs: the text the OpenCL compiler receives for a GPU-shaped reduction
 and the text NVRTC receives for the same plan differ only in the dialect header between the
-variant's macros and the kernel file; the file itself (after opencl_kernels/common.h, also
-shared), and so every rounding, overflow, chunking and
+variant's macros and the kernel file; the file itself (reduce_gpu.cl with its includes in place,
+opencl_kernels/common.h among them), and so every rounding, overflow, chunking and
 finalize step, is byte for byte the same. Needs an OpenCL device and NVRTC with the CUDA headers."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from test_cuda_static import RED_CASES, reduce_desc
 
 import gpu_mean as gm
 from gpu_mean.backends import cuda_compile, opencl, reduce_kernels
-from gpu_mean.backends.kernels import kernel_source
+from gpu_mean.backends.kernels import assembled, kernel_source
 from gpu_mean.backends.typespell import header
 from gpu_mean.runtime import planning
 
@@ -49,13 +49,14 @@ def test_nvrtc_and_opencl_receive_the_same_kernel_file(sources, case):
     dev = gm.Device(opencl.make_backend(0, gpu_paths=True))
     dev.compile_operator(dev.create_operator(reduce_desc(*case)))
     macros = reduce_kernels.gpu_variant(plan, sms=opencl.GPUPATHS_SMS).macros
-    cuda_compile.build("reduce.cl", macros, 90)
+    cuda_compile.build(reduce_kernels.GPU_FILE, macros, 90)
     (cl_src,) = [s for s in sources["opencl"] if "gm_reduce" in s]     # not discovery's probe kernel
     (cu_src,) = sources["cuda"]
-    body = (kernel_source("opencl_kernels", "common.h") + kernel_source("opencl_kernels", "exact.h")
-            + kernel_source("opencl_kernels", "reduce.cl"))
+    body = assembled(reduce_kernels.GPU_FILE)     # reduce_gpu.cl with its includes in place
     cl_dialect, cu_dialect = kernel_source("opencl_kernels", "dialect.h"), kernel_source("cuda_kernels", "dialect.h")
     assert cl_src == header(macros) + cl_dialect + body
     assert cu_src == header(macros) + cu_dialect + body
-    # and the GPU-shaped kernels are what both compile: the CPU-shaped ones are preprocessed out
-    assert "gm_reduce_row(" in body and "GM_CPU_SHAPE" not in header(macros)
+    # and the GPU-shaped kernels are what both compile: the CPU-shaped ones are not in their text
+    assert "gm_reduce_row(" in body and "_serial(" not in body and "GM_CPU_SHAPE" not in header(macros)
+    assert body.startswith("// The reductions' GPU-shaped kernels")
+    assert kernel_source("opencl_kernels", "common.h") in body

@@ -27,7 +27,7 @@ LOW = {D.FLOAT64: D.FLOAT64, D.INT64: D.UINT64, D.UINT64: D.UINT64}
 TYPES = [D.FLOAT64, D.INT64, D.UINT64]
 IDS = {"ids": lambda d: d.name}
 
-# (name, shape, axes): the classes of reduce.cl in both kernel shapes; "chunked" takes the split
+# (name, shape, axes): the classes of the reduction kernels in both shapes; "chunked" takes the split
 # path (partials, then the finalize pass) on the kernel devices (checked below)
 CASES = [("row", (6, 1000), (1,)), ("short rows", (40, 12), (1,)), ("interleaved", (16, 3, 200), (0, 2)),
          ("col", (500, 40), (0,)), ("general", (6, 5, 7, 3), (0, 2)), ("all axes", (3, 50, 7), (0, 1, 2)),

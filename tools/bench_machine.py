@@ -66,7 +66,7 @@ double gm_native_read(const float *a, size_t n) {
 }
 
 /* column sums of a rows x cols float matrix (rows a multiple of 4, cols of blk, blk of 8) in the
-   access pattern of the CPU-shaped column kernel (reduce.cl: gm_reduce_col_serial): each task a
+   access pattern of the CPU-shaped column kernel (reduce_cpu_cols.h: gm_reduce_col_serial): each task a
    block of blk adjacent columns over every row, four rows per pass into blk double accumulators,
    the same columns prefetched four rows ahead; every core */
 void gm_native_cols(const float *a, size_t rows, size_t cols, size_t blk, double *out) {

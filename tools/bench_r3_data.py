@@ -3,7 +3,7 @@
     python tools/bench_r3_data.py --before /tmp/before [--rounds 2]
 
 The CPU-shaped kernel sums a block of eight rows in float when the block's values span at most 10
-binades and in double otherwise (reduce.cl: gm_exact_in_float), so its speed depends on the data:
+binades and in double otherwise (reduce_cpu_short.h: gm_exact_in_float), so its speed depends on the data:
 all ones (every block in float), standard normal values (a few blocks in double) and values spread
 over 30 binades in every row (every block in double, after the check). Each round runs one process
 per tree, alternating; GB/s of input read.

@@ -71,7 +71,7 @@ macros = reduce_kernels.gpu_variant(plan, sms=132).macros
 t1 = time.perf_counter()
 compiled = []
 with diskcache.on_compile(compiled.append):
-    image = cuda_compile.image("reduce.cl", macros, 90, device="NVIDIA H200", driver=13000)
+    image = cuda_compile.image("reduce_gpu.cl", macros, 90, device="NVIDIA H200", driver=13000)
 t2 = time.perf_counter()
 print(json.dumps({"import": t1 - t0, "first": t2 - t1, "compiled": len(compiled)}))
 """

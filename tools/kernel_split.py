@@ -1,7 +1,7 @@
 """One reduction's time split by kernel (main, finalize; the GPU shape's exact pass), for each shape
 class of the profiler on seeded normal data (zero mean: the bound test's hard case), at 4 and 32 MiB.
 On the CPU shape the outputs the bound leaves open are redone inside the kernel that stored them
-(reduce.cl: gm_redo_open), so their cost is part of that kernel's time.
+(reduce_cpu_exact.h: gm_redo_open), so their cost is part of that kernel's time.
 
     PYTHONPATH=<tree> python tools/kernel_split.py opencl:0 FLOAT32,FLOAT16
 

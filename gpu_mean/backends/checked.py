@@ -57,7 +57,7 @@ def span(shape, strides) -> int:
 
 def reduce_bounds(plan: planning.ReducePlan, in_off: int, out_off: int, part_off: int, flag_off: int = 0,
                   n_parts: int = 0, n_flags: int = 0) -> list[Bound]:
-    """The reduction kernels' arguments (reduce.cl: GM_A_IN, GM_A_OUT, GM_A_PART, GM_A_FLAG), indexed
+    """The reduction kernels' arguments (reduce_meta.h: GM_A_IN, GM_A_OUT, GM_A_PART, GM_A_FLAG), indexed
     from each buffer's start; offsets, ``n_parts`` (chunk partials; 0 when the reduction is one pass)
     and ``n_flags`` (flag bytes of the correctly rounded means; 0: none) in elements."""
     n_in = span(plan.keep_shape + plan.red_shape, plan.keep_in_strides + plan.red_strides)
@@ -67,7 +67,7 @@ def reduce_bounds(plan: planning.ReducePlan, in_off: int, out_off: int, part_off
 
 
 def low_word_bound(plan: planning.ReducePlan, lo_off: int) -> Bound:
-    """The wide sum's low-word output (reduce.cl: GM_A_LO, after the four above), from its offset in
+    """The wide sum's low-word output (reduce_meta.h: GM_A_LO, after the four above), from its offset in
     elements and its own kept strides."""
     return Bound("output low word", lo_off, lo_off + span(plan.keep_shape, plan.keep_lo_strides))
 

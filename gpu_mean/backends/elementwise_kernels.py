@@ -1,7 +1,7 @@
-"""The element-wise family's kernels (opencl_kernels/elementwise.cl) from a plan: one macro builder,
-one metadata layout (``gm_dims``), one argument order and one geometry per kernel shape, for the
-CUDA and the OpenCL backends alike. Pure, so CI compiles every CUDA variant and runs the GPU-shaped
-ones on PoCL without a GPU.
+"""The element-wise family's kernels (opencl_kernels/elementwise_gpu.cl, elementwise_cpu.cl, both
+over elementwise.h) from a plan: one macro builder, one metadata layout (``gm_dims``), one argument
+order and one geometry per kernel shape, for the CUDA and the OpenCL backends alike. Pure, so CI
+compiles every CUDA variant and runs the GPU-shaped ones on PoCL without a GPU.
 
 Only the way input pointers travel differs by API (the input seam, ``input_seam``): CUDA passes them
 by value in one struct (``gm_inputs``: 64 inputs are 512 bytes of parameters, and the kernel indexes
@@ -354,6 +354,11 @@ class ElementwiseVariant:
     dims: np.ndarray | None     # the gm_dims struct (strided and rows kernels)
     offsets_in_buffer: bool = False
     inplace: Launch | None = None   # taken when the output overlaps an input (elementwise.cl: *_inplace_serial)
+
+    @property
+    def file(self) -> str:
+        """The kernel file of the variant's shape (elementwise_gpu.cl; elementwise_cpu.cl: GM_CPU_SHAPE)."""
+        return "elementwise_cpu.cl" if self.macros.get("GM_CPU_SHAPE") else "elementwise_gpu.cl"
 
     def fixed_args(self, scale: float, bias: float, meta) -> tuple:
         """Arguments 2.. up to the inputs: n, the metadata (when the kernel takes it), scale, bias."""

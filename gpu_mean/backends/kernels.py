@@ -2,6 +2,7 @@
 compiler receives, and the bounded cache of programs built from them."""
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from functools import cache
@@ -30,23 +31,43 @@ def kernel_source(kind: str, name: str) -> str:
 # the dialect header of each API (docs/design.md, "Kernels"): what goes between a variant's macros
 # and a kernel file written in the portable dialect
 DIALECT = {"opencl": ("opencl_kernels", "dialect.h"), "cuda": ("cuda_kernels", "dialect.h")}
-# what every kernel file shares, after the dialect: the global-memory accessor and the checked build
-COMMON = "common.h"
+# a line that names another file of opencl_kernels/, which the host puts in its place
+_INCLUDE = re.compile(r'^#include "([\w.]+)"[ \t]*\n', re.M)
 
 
-# headers a kernel file needs after common.h: exact.h's superaccumulator, the correctly rounded
-# means' exact path (issue 22), for both families
-HEADERS = {"reduce.cl": ("exact.h",), "elementwise.cl": ("exact.h",)}
+def includes(name: str) -> list[str]:
+    """The files of opencl_kernels/ that ``name`` includes (its ``#include "..."`` lines, then theirs,
+    depth first, in the order the assembled text holds them), ``name`` excluded."""
+    out: list[str] = []
+    for m in _INCLUDE.finditer(kernel_source("opencl_kernels", name)):
+        out += [m.group(1)] + includes(m.group(1))
+    return out
+
+
+@cache
+def assembled(name: str) -> str:
+    """A kernel file of opencl_kernels/ with each ``#include "file"`` line replaced by that file,
+    itself assembled: the text after the dialect header, the same for both APIs. Every file is
+    included once at most (a second include is an error, not skipped: an include under an ``#if``
+    is then never the only one); what the compilers receive has no include of its own."""
+    seen = includes(name)
+    dup = {f for f in seen if seen.count(f) > 1}
+    if dup or name in seen:
+        raise ValueError(f"gpu_mean: {name} includes {sorted(dup | ({name} & set(seen)))} more than once")
+
+    def expand(text: str) -> str:
+        return _INCLUDE.sub(lambda m: expand(kernel_source("opencl_kernels", m.group(1))), text)
+
+    return expand(kernel_source("opencl_kernels", name))
 
 
 def kernel_text(api: str, filename: str, macros: dict) -> str:
     """What ``api``'s compiler receives for one variant of a portable kernel file in opencl_kernels/:
-    the variant's ``#define`` lines, the API's dialect header, then opencl_kernels/common.h, the
-    file's own headers (``HEADERS``) and the file, byte for byte the same for both APIs."""
+    the variant's ``#define`` lines, the API's dialect header, then the file with its includes in
+    place (``assembled``: opencl_kernels/common.h and the family's headers), byte for byte the same
+    for both APIs."""
     folder, dialect = DIALECT[api]
-    return (header(macros) + kernel_source(folder, dialect) + kernel_source("opencl_kernels", COMMON)
-            + "".join(kernel_source("opencl_kernels", h) for h in HEADERS.get(filename, ()))
-            + kernel_source("opencl_kernels", filename))
+    return header(macros) + kernel_source(folder, dialect) + assembled(filename)
 
 
 class ProgramCache:

@@ -109,7 +109,7 @@ class KernelBackend(Backend):
 
 
 class LimbsProgram:
-    """opencl_kernels/reduce.cl's gm_reduce_limbs (GPU shape) or gm_reduce_limbs_serial (CPU shape):
+    """gm_reduce_limbs (opencl_kernels/reduce_gpu.cl) or gm_reduce_limbs_serial (reduce_cpu.cl):
     the exact partials of split pieces and gpu_mean.dask chunks (docs/design.md, "Partials across
     boundaries"). The input is copied into a device buffer, the kernel writes each (run, output)
     pair's limbs and flags, and the runs are added on the host (integers, exact)."""
@@ -119,7 +119,7 @@ class LimbsProgram:
         v = self.variant = reduce_kernels.limbs_variant(
             plan, cpu_shaped=be.cpu_shaped, fp64=be.fp64, compute_units=be.compute_units, sms=be.gpu_sms,
             tuning=be.tuning, checked=be.checked)
-        self.kernel = be.kernel("reduce.cl", v.macros, v.launch.kernel)
+        self.kernel = be.kernel(v.file, v.macros, v.launch.kernel)
         self.meta = be.struct_arg(reduce_kernels.pack_meta(plan))
         self.checked = _Checked(be, 4) if be.checked else None
 
@@ -154,7 +154,7 @@ class LimbsProgram:
 class LimbsTotals:
     """Exact totals of a split call's outputs on the device (issue 26: the pieces combined on the
     device): K limbs and the flags per output, in one buffer, zero at first. ``add`` runs a piece's
-    gm_reduce_limbs and then reduce.cl's gm_limbs_add, which adds the piece's runs into the outputs
+    gm_reduce_limbs and then gm_limbs_add (opencl_kernels/reduce_limbs.h), which adds the piece's runs into the outputs
     it covers and moves the carries up; ``mean`` runs gm_limbs_round (exact.h's division and
     rounding) and reads the means back. Nothing else leaves the device."""
 
@@ -177,7 +177,7 @@ class LimbsTotals:
         idx = be.alloc(max(dst.nbytes, 16))
         be.write(idx, 0, np.ascontiguousarray(dst, np.int64).view(np.uint8))   # blocking: drains the last piece
         launch = reduce_kernels.combine_launch("gm_limbs_add", plan.n_out, be.cpu_shaped)
-        handle = be.kernel("reduce.cl", v.macros, launch.kernel)
+        handle = be.kernel(v.file, v.macros, launch.kernel)
         args = (be.buffer_arg(part), be.buffer_arg(self.acc), be.buffer_arg(idx), np.int64(plan.n_out),
                 np.int64(v.n_chunks))
         self._launch(prog, handle, args, launch, [checked.Bound("partials", 0, v.words),
@@ -193,7 +193,7 @@ class LimbsTotals:
         dtype = np.dtype(dtype)
         out = be.alloc(max(self.n_total * dtype.itemsize, 16))
         launch = reduce_kernels.combine_launch("gm_limbs_round", self.n_total, be.cpu_shaped)
-        handle = be.kernel("reduce.cl", prog.variant.macros, launch.kernel)
+        handle = be.kernel(prog.variant.file, prog.variant.macros, launch.kernel)
         args = (be.buffer_arg(self.acc), be.buffer_arg(out), np.int64(self.n_total), np.uint64(n))
         self._launch(prog, handle, args, launch, [checked.Bound("input", 0, 0),
                                                   checked.Bound("output", 0, self.n_total),
@@ -239,12 +239,13 @@ class _Checked:
 
 
 class ElementwiseProgram(Program):
-    """opencl_kernels/elementwise.cl: one launch, the vector kernel when every operand is aligned."""
+    """opencl_kernels/elementwise_gpu.cl or elementwise_cpu.cl (ElementwiseVariant.file): one launch,
+    the vector kernel when every operand is aligned."""
 
     def __init__(self, be: KernelBackend, plan: planning.ElementwisePlan):
         self.be, self.plan = be, plan
         v = self.variant = elementwise_variant(be, plan)
-        self.handles = {launch.kernel: be.kernel("elementwise.cl", v.macros, launch.kernel)
+        self.handles = {launch.kernel: be.kernel(v.file, v.macros, launch.kernel)
                         for launch in (v.scalar, v.vec, v.inplace) if launch is not None}
         self.fixed = v.fixed_args(plan.scale, plan.bias, be.struct_arg(v.dims) if v.dims is not None else None)
         self.seam = be.input_seam(v, plan.n_inputs)
@@ -302,24 +303,25 @@ class ElementwiseProgram(Program):
 
 
 class ReduceProgram(Program):
-    """opencl_kernels/reduce.cl: the main kernel, then the finalize pass of a split reduction, then
-    (the correctly rounded means, GM_EXACT, GPU shape) gm_reduce_exact, always launched, with no host
+    """opencl_kernels/reduce_gpu.cl or reduce_cpu.cl (ReduceVariant.file): the main kernel, then the
+    finalize pass of a split reduction, then (the correctly rounded means, GM_EXACT, GPU shape)
+    gm_reduce_exact, always launched, with no host
     sync: it redoes exactly the outputs whose flag the bound test set and returns at once where none
     is. The CPU shape has no such pass: its kernels redo the outputs they leave open (redo_open)."""
 
     def __init__(self, be: KernelBackend, plan: planning.ReducePlan):
         self.be, self.plan = be, plan
         v = self.variant = reduce_variant(be, plan)
-        self.main = be.kernel("reduce.cl", v.macros, v.main.kernel)
-        self.fin = be.kernel("reduce.cl", v.macros, v.finalize.kernel) if v.finalize else None
-        self.exact = be.kernel("reduce.cl", v.macros, v.exact.kernel) if v.exact else None
+        self.main = be.kernel(v.file, v.macros, v.main.kernel)
+        self.fin = be.kernel(v.file, v.macros, v.finalize.kernel) if v.finalize else None
+        self.exact = be.kernel(v.file, v.macros, v.exact.kernel) if v.exact else None
         self.meta = be.struct_arg(reduce_kernels.pack_meta(plan, v.depth))
         self.temporary_size = v.temporary_size
         self.itemsize = int(plan.dtype.element_size)
         self.out_itemsize = int(plan.output_type.element_size)
         self.part_bytes = v.acc_bytes     # one chunk partial (16 or 32 bytes for the extension types)
         self.traffic = (plan.n_reduce * self.itemsize + self.out_itemsize) * plan.n_out
-        # the wide sum's two-word totals: a second output, the low word (reduce.cl: GM_WIDE_SUM)
+        # the wide sum's two-word totals: a second output, the low word (reduce_meta.h: GM_WIDE_SUM)
         self.wide = reduce_kernels.wide_sum(plan)
         self.checked = _Checked(be, 5 if self.wide else 4) if be.checked else None
         self._last = None       # (bindings, main, finalize and exact args, element offsets) of the last run

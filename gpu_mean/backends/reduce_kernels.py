@@ -1,9 +1,9 @@
-"""The reduction family's kernels (opencl_kernels/reduce.cl) from a plan: one macro set, one metadata
+"""The reduction family's kernels (opencl_kernels/reduce_gpu.cl, reduce_cpu.cl) from a plan: one macro set, one metadata
 layout, one argument list and one geometry per kernel shape, for the CUDA and the OpenCL backends
 alike. Pure: CI compiles every variant for CUDA and runs the GPU-shaped ones on PoCL without a GPU.
 
 A backend asks for a ``ReduceVariant`` (``gpu_variant`` for CUDA and OpenCL GPUs, ``cpu_variant`` for
-OpenCL CPU devices), builds ``kernel_text(api, "reduce.cl", variant.macros)`` and launches
+OpenCL CPU devices), builds ``kernel_text(api, variant.file, variant.macros)`` and launches
 ``variant.main`` (then ``variant.finalize`` when the reduction is split) with the arguments of
 ``main_args`` / ``finalize_args``: only binding the buffers is left to the backend.
 """
@@ -64,7 +64,7 @@ def wide_sum(plan: planning.ReducePlan) -> bool:
 
 
 def h16_cols(plan: planning.ReducePlan, fp64: bool, g) -> bool:
-    """Whether the CPU shape's column kernel sums FLOAT16 REDUCE AVERAGE columns exactly (reduce.cl:
+    """Whether the CPU shape's column kernel sums FLOAT16 REDUCE AVERAGE columns exactly (reduce_cpu_cols.h:
     GM_H16C): chunks of at most planning.F16_EXACT_SUM rows (opencl_geometry.reduce_geometry caps them), so
     each column's FLOAT64 chunk sum is exact in any order and no largest magnitude is kept; the
     partial's m is |s| / rows, as GM_H16's runs. With fp64, for the correctly rounded variant
@@ -77,7 +77,7 @@ COL_SPAN_ROWS = 1 << 8     # FLOAT32 / BFLOAT16 columns of at most this many row
 
 
 def col_span(plan: planning.ReducePlan, g) -> int | None:
-    """GM_COL_SPAN (reduce.cl: gm_col_exact) for FLOAT32 or BFLOAT16 columns of at most COL_SPAN_ROWS
+    """GM_COL_SPAN (reduce_cpu.cl: gm_col_exact) for FLOAT32 or BFLOAT16 columns of at most COL_SPAN_ROWS
     rows in one chunk, every column block whole: the widest exponent span whose FLOAT64 sums are exact
     and whose double quotient, rounded once more, is the correctly rounded mean, 52 - p - ceil(log2 n)
     for p significand bits (FLOAT32 28 - ceil(log2 n), BFLOAT16 44 - ceil(log2 n)); else None."""
@@ -89,7 +89,7 @@ H16_RUN = 1 << 22       # GM_H16: runs shorter than this (2^22 values of at most
 
 
 def h16_rows(plan: planning.ReducePlan, fp64: bool, g) -> bool:
-    """Whether the CPU shape's row kernel sums FLOAT16 REDUCE AVERAGE runs exactly (reduce.cl: GM_H16):
+    """Whether the CPU shape's row kernel sums FLOAT16 REDUCE AVERAGE runs exactly (reduce_cpu.cl: GM_H16):
     blocks of halves in double lanes (exact), their totals in integer lanes; the run's total rounded
     once is the partial, no largest magnitude kept (issue 24; docs/design.md, "The kernels' fast path
     and exact pass"). With fp64, in the row kernel, for runs shorter than H16_RUN (the integer lanes)."""
@@ -100,7 +100,7 @@ def h16_rows(plan: planning.ReducePlan, fp64: bool, g) -> bool:
 
 def b16_rows(plan: planning.ReducePlan, fp64: bool, g) -> bool:
     """Whether the CPU shape's row kernel sums BFLOAT16 REDUCE AVERAGE runs through its own loop
-    (reduce.cl: GM_B16: sixteen values per load, widened to double in eight vectors of lanes): the
+    (reduce_cpu.cl: GM_B16: sixteen values per load, widened to double in eight vectors of lanes): the
     correctly rounded mean with fp64, in the row kernel (docs/design.md, "BFLOAT16 on the CPU shape
     with fp64")."""
     return plan.dtype == D.BFLOAT16 and fp64 and g.kernel == "row" and exact_mean(plan, fp64)
@@ -108,7 +108,7 @@ def b16_rows(plan: planning.ReducePlan, fp64: bool, g) -> bool:
 
 def b16_cols(plan: planning.ReducePlan, fp64: bool, g) -> bool:
     """Whether the CPU shape's column kernel loads BFLOAT16 REDUCE AVERAGE columns sixteen at a time,
-    widening the even and the odd columns apart (reduce.cl: GM_B16C): the correctly rounded mean with
+    widening the even and the odd columns apart (reduce_cpu_cols.h: GM_B16C): the correctly rounded mean with
     fp64, column blocks of a multiple of 16."""
     return plan.dtype == D.BFLOAT16 and fp64 and g.kernel == "col" and g.cols % 16 == 0 and exact_mean(plan, fp64)
 
@@ -162,7 +162,7 @@ def type_macros(plan: planning.ReducePlan, fp64: bool, checked: bool = False) ->
         m["GM_CHECKED"] = 1
     if wide_sum(plan):
         # the two-word total: gm_store writes the high word to out and the low word to the extra
-        # output (reduce.cl: GM_WIDE_SUM); no STORE_RESULT (a kernel that used it would not compile)
+        # output (reduce_meta.h: GM_WIDE_SUM); no STORE_RESULT (a kernel that used it would not compile)
         m.update({"GM_WIDE_SUM": 1, "LO_T": "double" if wide_float else "ulong"})
     if exact:
         m.update({"GM_EXACT": 1, "GM_FF": int(not fp64), "GM_X_H": int(dt == D.FLOAT16),
@@ -204,7 +204,7 @@ def short_rows(plan: planning.ReducePlan, fp64: bool) -> int:
     """The row length the CPU shape's short-rows kernel takes for this plan (0: not that kernel):
     one reduced run of 8, 16, 24 or 32 dense elements per output, rows one after another, outputs
     dense, an accumulator with a vector type (not the compensated pair of a device without fp64).
-    FLOAT64: REDUCE AVERAGE over rows of F64_SHORT (reduce.cl: the TwoSum tree, gm_d8_rows)."""
+    FLOAT64: REDUCE AVERAGE over rows of F64_SHORT (reduce_cpu_short_f64.h: the TwoSum tree, gm_d8_rows)."""
     f64 = plan.dtype == D.FLOAT64 and exact_mean(plan, fp64) and plan.n_reduce in F64_SHORT
     if plan.cls != "row" or (plan.dtype not in SHORT_TYPES and not f64) or (plan.dtype.is_float and not fp64):
         return 0
@@ -248,6 +248,15 @@ def store8_result(plan: planning.ReducePlan, acc: str) -> str:
     return f"vstore8(convert_{spell(plan.dtype)}8({q}), 0, (p))"
 
 
+GPU_FILE, CPU_FILE = "reduce_gpu.cl", "reduce_cpu.cl"
+
+
+def kernel_file(macros: dict) -> str:
+    """The kernel file of a variant's shape: the program of the GPU shape holds reduce_gpu.cl's kernels
+    and headers, that of the CPU shape (GM_CPU_SHAPE, cpu_variant) reduce_cpu.cl's."""
+    return CPU_FILE if macros.get("GM_CPU_SHAPE") else GPU_FILE
+
+
 @dataclass(frozen=True)
 class Launch:
     """One kernel launch in OpenCL's terms: the global size (work-items per dimension) and the local
@@ -281,9 +290,14 @@ class ReduceVariant:
     acc_bytes: int = planning.ACC_BYTES     # bytes of one partial (binding offsets divide by it)
     exact: Launch | None = None     # gm_reduce_exact (GPU-shaped GM_EXACT variants: the outputs left open)
     redo_open: bool = False         # CPU shape, GM_EXACT: each kernel redoes the outputs it left open
-    #                                 (reduce.cl: gm_redo_open); the finalize pass also reads the input
+    #                                 (reduce_cpu_exact.h: gm_redo_open); the finalize pass also reads the input
     flag_bytes: int = 0             # bytes of flags after the partials (a byte, or a bit, per output)
     depth: int = 0                  # the bound on additions per value (pack_meta)
+
+    @property
+    def file(self) -> str:
+        """The kernel file the variant's program is built from (kernel_file)."""
+        return kernel_file(self.macros)
 
     @property
     def partial_bytes(self) -> int:
@@ -369,13 +383,13 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
         m["SHORT_LEN"] = short
         if dt == D.FLOAT16 and short == 8:
             m["LOAD16(p)"] = "vload_half16(0, (p))"     # two rows of 8 per load
-            # blocks whose float sums are exact (reduce.cl: gm_exact_in_float): the total times 1/8
+            # blocks whose float sums are exact (reduce_cpu_short.h: gm_exact_in_float): the total times 1/8
             # is exact too, so one rounding to half (or the exact double, for the wide sum)
             m["STORE8_FLOAT(t, p)"] = ("vstore8(convert_double8(t), 0, (p))" if plan.op == KernelOp.REDUCE_SUM
                                        else "vstore_half8_rte((t) * 0.125f, 0, (p))")
         elif dt == D.BFLOAT16 and short == 8:
             m["LOAD16(p)"] = "as_float16(convert_uint16(GM_VLOAD_BF16(16, (p))) << 16)"
-            # as FLOAT16's, within 13 binades (reduce.cl: gm_exact_in_float); one rounding to bfloat16
+            # as FLOAT16's, within 13 binades (reduce_cpu_short.h: gm_exact_in_float); one rounding to bfloat16
             m["EXACT_BF16"] = 1
             m["STORE8_FLOAT(t, p)"] = ("vstore8(convert_double8(t), 0, (p))" if plan.op == KernelOp.REDUCE_SUM
                                        else "GM_VSTORE_BF16(8, gm_float8_to_bf16_finite((t) * 0.125f), (p))")
@@ -407,9 +421,11 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
     tail = (i64(plan.n_out), i64(g.length), i64(g.chunk), np.uint64(plan.n_reduce))
     if g.kernel == "col":
         tail += (i64(plan.inner), i64(plan.row_stride))
-    main = Launch(f"gm_reduce_{g.kernel}_serial", tuple(g.grid), g.local)
+    # FLOAT64's short rows have a kernel of their own (a TwoSum tree: reduce_cpu_short_f64.h)
+    kind = "short_f64" if short and dt == D.FLOAT64 else g.kernel
+    main = Launch(f"gm_reduce_{kind}_serial", tuple(g.grid), g.local)
     # a work-item per work-group: with the runtime's choice, the redo of a few long columns' open
-    # outputs (reduce.cl: the finalize pass's groups of eight) ran on one core of PoCL (R5 on
+    # outputs (reduce_cpu.cl: the finalize pass's groups of eight) ran on one core of PoCL (R5 on
     # standardized columns: 2.25 -> 1.3 ms for the finalize pass)
     fin = Launch("gm_reduce_finalize_serial", (plan.n_out,), (1,)) if g.n_chunks > 1 else None
     ab = acc_bytes(plan, fp64)
@@ -426,22 +442,22 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
                   "GM_BF16_BITS8(v)": f"gm_float8_to_bf16({half_through_odd('(v)', 8)})"})
     if (m.get("GM_SETTLE8") or m.get("GM_SETTLE8_BF16")) and (span := col_span(plan, g)) is not None:
         # columns of few rows: blocks whose values span at most this many binades take their exact
-        # sums' quotients rounded once, ties included (reduce.cl: gm_col_exact)
+        # sums' quotients rounded once, ties included (reduce_cpu.cl: gm_col_exact)
         m["GM_COL_SPAN"] = span
     bits = bool(short)
     if bits:
         m["GM_FLAG_BITS"] = 1       # a bit per row, eight rows per byte (each work-item owns whole bytes)
         if dt == D.FLOAT32 and fp64 and short in (8, 16, 32):
             m["GM_SHORT_POW2"] = 1  # exact sums of eight rows decided by one rounding (gm_rows_exact)
-    # no value passes through more additions than (reduce.cl's loops): its vector lane's chain and
+    # no value passes through more additions than (reduce_cpu.cl's and its headers' loops): its vector lane's chain and
     # the joins, the horizontal sum and the tail (row), the row tree (short), the four-row pre-sum and
     # the column's chain (col), the walk (general); then the finalize pass's chain of chunks
     if short:
         per_chunk = short
     elif h16 or h16c:           # the run's exact total rounded once, or the chunk's exact total
-        per_chunk = 1           # (reduce.cl: GM_H16, GM_H16C)
+        per_chunk = 1           # (reduce_cpu.cl: GM_H16, GM_H16C)
     elif b16:                   # a lane's chain (one addition per pass of 64), the passes of sixteen after
-        # them (3), the lanes' tree (3), the horizontal sum (8) and the tail (15) (reduce.cl: GM_B16)
+        # them (3), the lanes' tree (3), the horizontal sum (8) and the tail (15) (reduce_cpu.cl: GM_B16)
         per_chunk = _cdiv(g.chunk, 64) + 29
     elif g.kernel == "row":     # blocks of XBLOCK passes of 32 values (a lane's chain), then the rest
         per_chunk = XBLOCK + _cdiv(g.chunk, 32 * XBLOCK) + 32
@@ -450,7 +466,7 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
     else:
         per_chunk = g.chunk + 8                 # a walk, or the columns past the last whole block
     fin_depth = g.n_chunks + 2 if g.n_chunks > 1 else 0
-    # no exact pass: each kernel redoes the outputs it left open (reduce.cl: gm_redo_open)
+    # no exact pass: each kernel redoes the outputs it left open (reduce_cpu_exact.h: gm_redo_open)
     return _exact_variant(plan, m, main, tail, fin, g.n_chunks, ab, None, bits, per_chunk + fin_depth)
 
 
@@ -504,6 +520,10 @@ class LimbsVariant:
     clen: int
     limbs: int          # K, the limbs of a run (K + 1 longs with the flags)
     n_out: int
+
+    @property
+    def file(self) -> str:
+        return kernel_file(self.macros)
 
     @property
     def words(self) -> int:

@@ -20,7 +20,7 @@ MEAN_OPS = (KernelOp.MEAN, KernelOp.NARY_MEAN, KernelOp.REDUCE_MEAN, KernelOp.RE
 _ALL = DIRECTML_MEAN_TYPES | EXTENSION_TYPES
 
 # the GPU kernels (OpenCL and CUDA: one source): every type, the wide sum's two-word totals (FLOAT64,
-# INT64, UINT64 inputs, two output tensors: reduce.cl's GM_WIDE_SUM) included
+# INT64, UINT64 inputs, two output tensors: reduce_meta.h's GM_WIDE_SUM) included
 _GPU = {KernelOp.MEAN: _ALL, KernelOp.NARY_MEAN: _ALL, KernelOp.REDUCE_MEAN: _ALL, KernelOp.REDUCE_SUM: _ALL}
 KERNEL_TYPES: dict[str, dict[KernelOp, frozenset]] = {
     "cpu": {op: _ALL for op in MEAN_OPS},

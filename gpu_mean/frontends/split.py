@@ -45,7 +45,7 @@ from ..runtime import exact, numerics, wide
 from .arrays import Call, Operand, data_type_of
 
 PAGE = 4096
-# the float types whose pieces an OpenCL or CUDA device sums exactly (opencl_kernels/reduce.cl:
+# the float types whose pieces an OpenCL or CUDA device sums exactly (opencl_kernels/reduce_limbs.h and
 # gm_reduce_limbs), and the superaccumulator's limbs per output (exact.h: GM_XK_F, GM_XK_H, GM_XK_D;
 # FLOAT64 tensors exist only on devices with fp64)
 DEVICE_LIMBS = {DataType.FLOAT32: 10, DataType.BFLOAT16: 10, DataType.FLOAT16: 3, DataType.FLOAT64: 68}
@@ -350,7 +350,7 @@ class WordTotals:
 def device_means(call: Call, axes: tuple, n: int):
     """The means of a call whose reduced axis is cut, its pieces combined on the device (issue 26):
     each piece's exact totals added into running totals kept on the device (``Device.device_totals``:
-    reduce.cl's gm_reduce_limbs then gm_limbs_add), rounded there once (gm_limbs_round); only the
+    reduce_gpu.cl's gm_reduce_limbs then gm_limbs_add), rounded there once (gm_limbs_round); only the
     means are read back. None where that does not apply: the CPU device, a type without device
     limbs, 2^32 values per output or more, or running totals past one buffer of the device."""
     op = call.ops[0]
