@@ -9,8 +9,10 @@
 // CUDA's limits (gpu_mean/backends/gpu_geometry.py, shared by both backends). The opencl:0-gpupaths
 // test device runs them on PoCL with CUDA's geometry.
 //   gm_reduce_row, gm_reduce_col, gm_reduce_general  one pass per class of the plan
+//   gm_reduce_short (SHORT_LPR)                       rows of at most 32 values, a few lanes each
 //   gm_reduce_finalize                                the chunk partials of a split reduction
-//   gm_reduce_exact (GM_EXACT)                        the outputs the bound test left open
+//   (GM_EXACT) an output the bound test leaves open is summed again exactly by the group that
+//   stored it (reduce_gpu_redo.h), in the same kernel: no exact pass of its own
 //   gm_reduce_limbs (GM_EXACT)                        exact partials (and reduce_limbs.h's two kernels)
 //
 // Macros (reduce_kernels.py builds them from a plan):
@@ -20,8 +22,9 @@
 //   GM_ACC0          the accumulators' start: -0.0 for floats (an exact zero total of -0.0s alone is
 //                    -0.0, IEEE's sum), 0 for integers
 //   GM_EXACT         the correctly rounded REDUCE AVERAGE (FLOAT32 / FLOAT16 / BFLOAT16, FLOAT64 with
-//                    fp64): the bound test in the store, a flag per output, gm_reduce_exact (GM_X_H,
-//                    GM_X_BF16, GM_X_D: the superaccumulator's format; EX_WG its work-group)
+//                    fp64): the bound test in the store, a flag per output, the open ones redone by
+//                    the group that stored them (GM_X_H, GM_X_BF16, GM_X_D: the superaccumulator's
+//                    format; EX_WG the superaccumulators a group merges)
 //   LOAD1(p)         the element at p as ACC (the two-word accumulators: as stored, they split it);
 //                    STORE_RESULT(t, n, p)  t / n rounded once into *p (REDUCE_SUM: t itself; the
 //                    two-word accumulators: t is the accumulator)
@@ -38,7 +41,10 @@
 #include "reduce_store.h"
 #if GM_EXACT
 #include "reduce_exact.h"
+#include "reduce_gpu_redo.h"
 #include "reduce_limbs.h"
+#else
+#define GM_FIN_IN
 #endif
 
 #if GM_WARP_SHUFFLE
@@ -118,6 +124,10 @@ __kernel void gm_reduce_row(__global const T* restrict in, ulong in_off, __globa
                             long runs GM_CHK_P) {
     GM_META_BIND(gm_rmeta, m)
     __local gm_acc scratch[WG];
+#if GM_EXACT
+    __local gm_xacc xs[EX_WG];
+    __local uchar gm_open[WG / 32];
+#endif
     const int lid = (int)get_local_id(0);
 #if WARP_ROWS
     const int lane = lid & 31, width = 32, per_group = WG / 32;
@@ -146,10 +156,128 @@ __kernel void gm_reduce_row(__global const T* restrict in, ulong in_off, __globa
 #else
             s = gm_group_sum(s, scratch, lid, WG / 32);
 #endif
-            if (lane == 0 && k < n_out) gm_emit(s, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k, chunk, n_out GM_CHK_A);
+            int was_open = 0;
+            if (lane == 0 && k < n_out) {
+                was_open = gm_emit(s, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k, chunk,
+                                   n_out GM_CHK_A);
+            }
+            (void)was_open;     // read only where outputs can be open (GM_EXACT)
+#if GM_EXACT
+            // the open outputs of this block redone by the group (use_part: none is stored here)
+            if (lane == 0) gm_open[lid / width] = (uchar)was_open;
+            if (!use_part) gm_redo_marked(in, in_off, out, out_off, xs, gm_open, per_group, m, k0, n, lid, WG GM_CHK_A);
+#endif
         }
     }
 }
+
+#if SHORT_LPR
+// Short rows (the row class with runs of at most 32 values, never split): SHORT_LPR lanes per row (a
+// power of two), WG / SHORT_LPR rows per pass of the group, and SHORT_U passes' rows per work-item at
+// once, whose loads are independent (in flight together). Lane j loads elements j, j + SHORT_LPR, ...
+// of its row, so a warp reads 32 consecutive elements where the rows are dense and adjacent. A
+// row's lanes add by a halving tree over offsets SHORT_LPR / 2 .. 1 (a warp shuffle on CUDA, local
+// memory elsewhere: one order), beside the smallest nonzero magnitude (lo: a float's bits minus one,
+// a zero wrapping to the top).
+typedef struct { gm_acc a; uint lo; } gm_sacc;
+
+GM_INLINE gm_sacc gm_lanes_sum(gm_sacc v, LOCAL_PTR gm_sacc* scratch, int lid) {
+#if GM_WARP_SHUFFLE
+    for (int o = SHORT_LPR / 2; o > 0; o >>= 1) {
+        gm_acc w = gm_shfl_down(v.a, o);
+        const uint wlo = GM_SHFL_DOWN(v.lo, o);
+        GM_ACC_MERGE(v.a, w);
+        v.lo = min(v.lo, wlo);
+    }
+#else
+    scratch[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int o = SHORT_LPR / 2; o > 0; o >>= 1) {
+        if ((lid & (SHORT_LPR - 1)) < o) {   // reads [o, 2o) of the row's lanes, writes [0, o)
+            gm_sacc w = scratch[lid + o];
+            GM_ACC_MERGE(v.a, w.a);
+            v.lo = min(v.lo, w.lo);
+            scratch[lid] = v;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+#endif
+    return v;
+}
+
+// GM_SPAN (FLOAT32, BFLOAT16 with fp64: reduce_kernels.short_span): a row whose largest and smallest
+// nonzero magnitudes have exponent fields at most GM_SPAN = 52 - p - ceil(log2 n) apart has an exact
+// FLOAT64 sum (every value a multiple of 2^(e_lo - bias - p + 1), every partial sum below
+// 2^(e_hi - bias + 1) n: 53 bits), and its quotient rounded once more is the correctly rounded mean,
+// exact ties included (no mean off a midpoint lies within the double quotient's rounding of one; the
+// CPU shape's column kernel makes the same argument, reduce_cpu.cl: gm_col_exact). Then the output
+// is stored with flag 0 and 1 is returned; else 0 (the bound test decides). Non-finite sums: the
+// quotient is IEEE's answer either way.
+GM_INLINE int gm_span_store(gm_sacc v, ulong n, __global OUT_T* out, long i, __global uchar* flag, long fi GM_CHK_P) {
+#if GM_SPAN
+    const int e_hi = (int)(gm_as_uint((float)v.a.m) >> 23);
+    const int e_lo = max((int)((v.lo + 1u) >> 23), 1);
+    if (v.a.m == 0.0 || e_hi - e_lo > GM_SPAN) return 0;
+    GM_STORE_BITS(GM_AT(GM_A_OUT, OUT_T, out, i, 1), GM_BITS_OF(v.a.s / (double)n));
+    GM_FLAG(fi) = (uchar)0;
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+__kernel void gm_reduce_short(__global const T* restrict in, ulong in_off, __global OUT_T* restrict out,
+                              ulong out_off, __global gm_acc* restrict part, ulong part_off,
+                              __global uchar* restrict flag, ulong flag_off, int use_part,
+                              GM_META_ARG(gm_rmeta, m), long n_out, long len, long clen, long n_chunks, ulong n,
+                              long runs GM_CHK_P) {
+    GM_META_BIND(gm_rmeta, m)
+    __local gm_sacc scratch[WG];
+#if GM_EXACT
+    __local gm_xacc xs[EX_WG];
+    __local uchar gm_open[WG / SHORT_LPR * SHORT_U];
+#endif
+    const int lid = (int)get_local_id(0), lane = lid & (SHORT_LPR - 1), slot = lid / SHORT_LPR;
+    const long rows = WG / SHORT_LPR, per_group = rows * SHORT_U;
+    for (long k0 = (long)get_group_id(0) * per_group; k0 < n_out; k0 += (long)get_num_groups(0) * per_group) {
+        gm_sacc v[SHORT_U];
+        long base[SHORT_U];
+        for (int u = 0; u < SHORT_U; ++u) {
+            GM_ACC_ZERO(v[u].a);
+            v[u].lo = 0xffffffffu;
+            const long k = k0 + u * rows + slot;
+            base[u] = k < n_out ? (long)in_off + gm_keep_offset(m, k, 1) : -1;
+        }
+        for (long i = lane; i < len; i += SHORT_LPR) {
+            for (int u = 0; u < SHORT_U; ++u) {   // SHORT_U independent loads
+                if (base[u] < 0) continue;
+                const ACC x = GM_IN1(base[u] + i);
+                GM_ACC_ADD(v[u].a, x);
+#if GM_SPAN
+                v[u].lo = min(v[u].lo, (gm_as_uint((float)x) & 0x7fffffffu) - 1u);
+#endif
+            }
+        }
+        for (int u = 0; u < SHORT_U; ++u) {
+            const long k = k0 + u * rows + slot;
+            gm_sacc t = gm_lanes_sum(v[u], scratch, lid);
+            int was_open = 0;
+            if (lane == 0 && k < n_out && !gm_span_store(t, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag,
+                                                         (long)flag_off + k GM_CHK_A)) {
+                was_open = gm_emit(t.a, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k, 0,
+                                   n_out GM_CHK_A);
+            }
+            (void)was_open;
+#if GM_EXACT
+            if (lane == 0) gm_open[u * rows + slot] = (uchar)was_open;
+#endif
+        }
+#if GM_EXACT
+        gm_redo_marked(in, in_off, out, out_off, xs, gm_open, (int)per_group, m, k0, n, lid, WG GM_CHK_A);
+#endif
+    }
+}
+#endif
 
 // Column class: [outer kept..., R (stride rs), inner kept I (stride 1 in input and output)].
 // A (32, COL_Y) work-group: x on 32 adjacent columns (coalesced), y splitting the chunk's rows;
@@ -161,6 +289,10 @@ __kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __globa
                             long inner, long rs, long n_outer GM_CHK_P) {
     GM_META_BIND(gm_rmeta, m)
     __local gm_acc tile[COL_Y][33];
+#if GM_EXACT
+    __local gm_xacc xs[EX_WG];
+    __local uchar gm_open[32];
+#endif
     const int lx = (int)get_local_id(0), ly = (int)get_local_id(1);
     for (long chunk = (long)get_group_id(2); chunk < n_chunks; chunk += (long)get_num_groups(2)) {
         for (long o = (long)get_group_id(1); o < n_outer; o += (long)get_num_groups(1)) {
@@ -183,11 +315,22 @@ __kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __globa
                 }
                 tile[ly][lx] = s;
                 barrier(CLK_LOCAL_MEM_FENCE);
+                int was_open = 0;
                 if (ly == 0 && col < inner) {
                     gm_acc t = tile[0][lx];
                     for (int y = 1; y < COL_Y; ++y) GM_ACC_MERGE(t, tile[y][lx]);
-                    gm_emit(t, n, out, out_off, part, part_off, flag, flag_off, use_part, m, o * inner + col, chunk, n_out GM_CHK_A);
+                    was_open = gm_emit(t, n, out, out_off, part, part_off, flag, flag_off, use_part, m, o * inner + col,
+                                       chunk, n_out GM_CHK_A);
                 }
+                (void)was_open;
+#if GM_EXACT
+                // the block's open columns redone by the group, one after another (use_part: none)
+                if (ly == 0) gm_open[lx] = (uchar)was_open;
+                if (!use_part) {
+                    gm_redo_marked(in, in_off, out, out_off, xs, gm_open, (int)min((long)32, inner - cb * 32), m,
+                                   o * inner + cb * 32, n, ly * 32 + lx, 32 * COL_Y GM_CHK_A);
+                }
+#endif
                 barrier(CLK_LOCAL_MEM_FENCE);   // the tile is rewritten by the next column block
             }
         }
@@ -207,7 +350,12 @@ __kernel void gm_reduce_general(__global const T* restrict in, ulong in_off, __g
         for (long k = (long)get_global_id(0); k < n_out; k += step) {
             const long j = chunk * clen;
             gm_acc s = gm_general_sum(in, (long)in_off + gm_keep_offset(m, k, 1), m, j, min(len, j + clen) GM_CHK_A);
-            gm_emit(s, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k, chunk, n_out GM_CHK_A);
+            const int was_open = gm_emit(s, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k, chunk,
+                                         n_out GM_CHK_A);
+            (void)was_open;
+#if GM_EXACT
+            if (was_open) gm_redo_alone(in, in_off, out, out_off, m, k, n GM_CHK_A);
+#endif
         }
     }
 }
@@ -216,9 +364,13 @@ __kernel void gm_reduce_general(__global const T* restrict in, ulong in_off, __g
 // ... in order, then the group's tree adds those: a fixed order whatever the timing (deterministic).
 __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong part_off, long n_chunks, long n_out,
                                  __global OUT_T* restrict out, ulong out_off, __global uchar* restrict flag,
-                                 ulong flag_off, GM_META_ARG(gm_rmeta, m), ulong n GM_CHK_P) {
+                                 ulong flag_off, GM_META_ARG(gm_rmeta, m), ulong n GM_FIN_IN GM_CHK_P) {
     GM_META_BIND(gm_rmeta, m)
     __local gm_acc scratch[FIN_WG];
+#if GM_EXACT
+    __local gm_xacc xs[EX_WG];
+    __local uchar gm_open[1];
+#endif
     const int lid = (int)get_local_id(0);
     for (long k = (long)get_group_id(0); k < n_out; k += (long)get_num_groups(0)) {
         gm_acc s;
@@ -228,64 +380,16 @@ __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong par
             GM_ACC_MERGE(s, b);
         }
         s = gm_group_sum(s, scratch, lid, FIN_WG / 32);
-        if (lid == 0) gm_store(s, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag, (long)flag_off + k, m GM_CHK_A);
-    }
-}
-
-
+        int was_open = 0;
+        if (lid == 0) was_open = gm_store(s, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag, (long)flag_off + k, m GM_CHK_A);
+        (void)was_open;
 #if GM_EXACT
-// The EX_WG work-items' superaccumulators in xs merged through local memory by a halving tree (a
-// fixed order; exact anyway): the total is in xs[0] when it returns. Every work-item of the group
-// calls it (its barriers).
-GM_INLINE void gm_xacc_tree(LOCAL_PTR gm_xacc* xs, const int lid) {
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int o = EX_WG / 2; o > 0; o >>= 1) {
-        if (lid < o) {
-            gm_xacc a = xs[lid], b = xs[lid + o];
-            GM_XMERGE(&a, &b);
-            xs[lid] = a;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid == 0) gm_open[0] = (uchar)was_open;
+        gm_redo_marked(in, in_off, out, out_off, xs, gm_open, 1, m, k, n, lid, FIN_WG GM_CHK_A);
+#endif
     }
 }
 
-// The exact path, GPU shape: work-groups of EX_WG work-items over blocks of EX_WG outputs (grid-
-// stride). The block's flags are read once (coalesced) into local memory; a block with none set
-// costs that read alone. For each open output, every work-item deposits a contiguous share of the
-// output's values into its own superaccumulator (limbs in registers), normalizes it, and the shares
-// merge through local memory in a halving tree (fixed order; exact anyway); work-item 0 divides,
-// rounds and stores. The flags are uniform over the group, so every barrier is reached by all.
-__kernel void gm_reduce_exact(__global const T* restrict in, ulong in_off, __global OUT_T* restrict out,
-                              ulong out_off, __global const uchar* restrict flag, ulong flag_off,
-                              GM_META_ARG(gm_rmeta, m), long n_out, ulong n GM_CHK_P) {
-    GM_META_BIND(gm_rmeta, m)
-    __local gm_xacc xs[EX_WG];
-    __local uchar open[EX_WG];
-    const int lid = (int)get_local_id(0);
-    const long share = ((long)n + EX_WG - 1) / EX_WG;
-    for (long k0 = (long)get_group_id(0) * EX_WG; k0 < n_out; k0 += (long)get_num_groups(0) * EX_WG) {
-        open[lid] = k0 + lid < n_out ? *GM_AT(GM_A_FLAG, const uchar, flag, (long)flag_off + k0 + lid, 1) : (uchar)0;
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (int t = 0; t < EX_WG; ++t) {
-            if (!open[t]) continue;
-            const long k = k0 + t;
-            gm_xacc x;
-            GM_XINIT(&x);
-            const long j0 = min((long)n, lid * share);
-            gm_exact_range(&x, in, (long)in_off + gm_keep_offset(m, k, 1), m, j0, min((long)n, j0 + share) GM_CHK_A);
-            GM_XNORM(&x);
-            xs[lid] = x;
-            gm_xacc_tree(xs, lid);
-            if (lid == 0) {
-                gm_xacc a = xs[0];
-                gm_exact_store(&a, n, out, (long)out_off + gm_keep_offset(m, k, 2) GM_CHK_A);
-            }
-            barrier(CLK_LOCAL_MEM_FENCE);   // xs is rewritten for the next open output
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);       // open[] is rewritten for the next block
-    }
-}
-#endif
 
 #if GM_EXACT
 // Exact partials, GPU shape: a work-group of EX_WG work-items per (run, output) pair (grid-stride);
@@ -307,7 +411,7 @@ __kernel void gm_reduce_limbs(__global const T* restrict in, ulong in_off, __glo
         gm_limbs_range(&x, in, (long)in_off + gm_keep_offset(m, k, 1), m, j0, min(end, j0 + share) GM_CHK_A);
         GM_XNORM(&x);
         xs[lid] = x;
-        gm_xacc_tree(xs, lid);
+        gm_xacc_tree(xs, lid, EX_WG);
         if (lid == 0) {
             gm_xacc a = xs[0];
             gm_limbs_write(&a, part, (long)part_off + t * (GM_XK + 1) GM_CHK_A);

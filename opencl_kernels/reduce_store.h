@@ -9,13 +9,15 @@
 //     element from its own offset and strides. The wide sum has no flags: the host binds flag_off 0,
 //     so that fi is the output's kept index k (every caller passes flag_off + k).
 //   otherwise: divide once, round once (STORE_RESULT); no flags.
-GM_INLINE void gm_store(gm_acc a, ulong n, __global OUT_T* out, long i, __global uchar* flag, long fi,
-                        __constant const gm_rmeta* m GM_CHK_P) {
+// Returns 1 when the output was left open (GM_EXACT), else 0.
+GM_INLINE int gm_store(gm_acc a, ulong n, __global OUT_T* out, long i, __global uchar* flag, long fi,
+                       __constant const gm_rmeta* m GM_CHK_P) {
 #if GM_EXACT
     GM_BITS_T bits;
     const int ok = gm_settle(a, n, m->depth, &bits);
     GM_STORE_BITS(GM_AT(GM_A_OUT, OUT_T, out, i, 1), bits);
     GM_FLAG(fi) = (uchar)(ok ? 0 : 1);
+    return !ok;
 #elif GM_WIDE_SUM
     OUT_T hi;
     LO_T lo;
@@ -25,13 +27,20 @@ GM_INLINE void gm_store(gm_acc a, ulong n, __global OUT_T* out, long i, __global
 #else
     STORE_RESULT(GM_ACC_TOTAL(a), n, GM_AT(GM_A_OUT, OUT_T, out, i, 1));
 #endif
+#if !GM_EXACT
+    return 0;
+#endif
 }
 
 
-// Output k's sum over chunk ``chunk``: its partial slot when the reduction is split, else its result.
-GM_INLINE void gm_emit(gm_acc a, ulong n, __global OUT_T* out, ulong out_off, __global gm_acc* part,
+// Output k's sum over chunk ``chunk``: its partial slot when the reduction is split, else its result;
+// 1 when that result was left open (gm_store).
+GM_INLINE int gm_emit(gm_acc a, ulong n, __global OUT_T* out, ulong out_off, __global gm_acc* part,
                        ulong part_off, __global uchar* flag, ulong flag_off, int use_part,
                        __constant const gm_rmeta* m, long k, long chunk, long n_out GM_CHK_P) {
-    if (use_part) GM_PART((long)part_off + chunk * n_out + k) = a;
-    else gm_store(a, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag, (long)flag_off + k, m GM_CHK_A);
+    if (use_part) {
+        GM_PART((long)part_off + chunk * n_out + k) = a;
+        return 0;
+    }
+    return gm_store(a, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag, (long)flag_off + k, m GM_CHK_A);
 }

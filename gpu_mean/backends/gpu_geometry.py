@@ -22,6 +22,10 @@ BLOCK = 256
 # the rows kernel needs rows of at least this many bytes: shorter ones leave most of a warp idle,
 # and the strided kernel (one element per thread) serves them better
 ROWS_MIN_BYTES = 256
+# reductions over rows of at most this many values take gm_reduce_short: a few lanes per row (the
+# next power of two of the row's length), SHORT_U rows per work-item at once
+SHORT_MAX = 32
+SHORT_U = 4
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -73,6 +77,7 @@ class ReduceGeometry:
     row_multi: bool = False   # row kernel over interleaved axes: `runs` dense runs per output
     runs: int = 1
     smem: int = 0        # static shared memory per block, bytes
+    lanes: int = 0       # short: work-items per row (SHORT_LPR)
 
     def finalize_geometry(self, n_out: int) -> tuple[tuple, tuple]:
         """(grid, block) of the second pass: a block per output whose threads take the chunks in
@@ -101,6 +106,17 @@ def _row(plan, n_units: int, length: int, runs: int, target: int, multi: bool) -
     return ReduceGeometry("row", grid, (block, 1), warp_rows, length, chunk, n_chunks, multi, runs, smem)
 
 
+def _short(plan, sms: int) -> ReduceGeometry:
+    """Rows of at most SHORT_MAX values (gm_reduce_short): ``lanes`` work-items per row, BLOCK // lanes
+    rows per pass of a block and SHORT_U passes' rows per work-item; never split (a row is short);
+    about 16 blocks per SM, the kernel looping over the rest."""
+    lanes = 1 << max(0, plan.n_reduce - 1).bit_length()
+    per_block = BLOCK // lanes * SHORT_U
+    grid = (max(1, min(_cdiv(plan.n_out, per_block), sms * 16, MAX_X)), 1)
+    return ReduceGeometry("short", grid, (BLOCK, 1), False, plan.n_reduce, plan.n_reduce, 1,
+                          smem=BLOCK * (plan.acc_bytes + 8), lanes=lanes)
+
+
 def reduce_geometry(plan: planning.ReducePlan, *, sms: int) -> ReduceGeometry:
     """GPU mapping: never one block in total, never one block per output when outputs are few:
     the reduced run is split across blocks until the grid has ~4 waves of 256-thread blocks."""
@@ -115,6 +131,8 @@ def reduce_geometry(plan: planning.ReducePlan, *, sms: int) -> ReduceGeometry:
         grid = (min(_cdiv(inner, 32), MAX_X), min(n_outer, MAX_YZ), min(n_chunks, MAX_YZ))
         return ReduceGeometry("col", grid, (32, col_y), False, length, chunk, n_chunks,
                                   smem=col_y * 33 * plan.acc_bytes)
+    if plan.cls == "row" and plan.n_reduce <= SHORT_MAX:
+        return _short(plan, sms)
     if plan.cls == "row":
         return _row(plan, plan.n_out, plan.n_reduce, 1, target, False)
     if len(plan.red_shape) >= 2 and plan.red_strides[-1] == 1 and plan.red_shape[-1] >= 32:

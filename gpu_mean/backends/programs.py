@@ -304,10 +304,9 @@ class ElementwiseProgram(Program):
 
 class ReduceProgram(Program):
     """opencl_kernels/reduce_gpu.cl or reduce_cpu.cl (ReduceVariant.file): the main kernel, then the
-    finalize pass of a split reduction, then (the correctly rounded means, GM_EXACT, GPU shape)
-    gm_reduce_exact, always launched, with no host
-    sync: it redoes exactly the outputs whose flag the bound test set and returns at once where none
-    is. The CPU shape has no such pass: its kernels redo the outputs they leave open (redo_open)."""
+    finalize pass of a split reduction. The correctly rounded means (GM_EXACT) have no exact pass of
+    their own in either shape: the kernel that stores an output redoes it exactly when the bound test
+    leaves it open (redo_open: the finalize pass is given the input too)."""
 
     def __init__(self, be: KernelBackend, plan: planning.ReducePlan):
         self.be, self.plan = be, plan

@@ -26,9 +26,10 @@ MAIN_BINDINGS = (0, 1, 2, 3, 4, 5, 6, 7)    # in, in_off, out, out_off, part, pa
 FINALIZE_BINDINGS = (0, 1, 4, 5, 6, 7)      # part, part_off, out, out_off, flag, flag_off
 EXACT_BINDINGS = (0, 1, 2, 3, 4, 5)         # in, in_off, out, out_off, flag, flag_off
 # the types whose REDUCE AVERAGE the kernels round correctly (issue 22, stage 2): a bound test in the
-# store and gm_reduce_exact for the outputs it leaves open
+# store and an exact sum of the outputs it leaves open
 EXACT_TYPES = (D.FLOAT32, D.FLOAT16, D.BFLOAT16)
-EX_WG = 64          # gm_reduce_exact's work-group (GPU shape)
+EX_WG = 64          # superaccumulators a work-group merges (GPU shape: reduce_gpu_redo.h, gm_reduce_limbs)
+EX_WG_F64 = 16      # FLOAT64's (552 bytes each: 8.6 KiB of local memory in every GM_EXACT kernel)
 F16_DIRECT = 1 << 13        # FLOAT16 sums of at most this many values: their quotient rounded once to
                             # half is the correctly rounded mean (the sums: planning.F16_EXACT_SUM)
 XBLOCK = 64     # the CPU shape's GM_EXACT loops restart their accumulators every XBLOCK passes
@@ -288,9 +289,9 @@ class ReduceVariant:
     n_chunks: int
     temporary_size: int         # bytes of chunk partials, then the flags (0: one pass without flags)
     acc_bytes: int = planning.ACC_BYTES     # bytes of one partial (binding offsets divide by it)
-    exact: Launch | None = None     # gm_reduce_exact (GPU-shaped GM_EXACT variants: the outputs left open)
-    redo_open: bool = False         # CPU shape, GM_EXACT: each kernel redoes the outputs it left open
-    #                                 (reduce_cpu_exact.h: gm_redo_open); the finalize pass also reads the input
+    exact: Launch | None = None     # an exact pass of its own (none today: the kernels redo what they leave open)
+    redo_open: bool = False         # GM_EXACT: each kernel redoes the outputs it left open (reduce_cpu_exact.h:
+    #                                 gm_redo_open; reduce_gpu_redo.h); the finalize pass also reads the input
     flag_bytes: int = 0             # bytes of flags after the partials (a byte, or a bit, per output)
     depth: int = 0                  # the bound on additions per value (pack_meta)
 
@@ -331,12 +332,14 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
     fin_grid, fin_block = g.finalize_geometry(plan.n_out)
     m = type_macros(plan, fp64, checked)
     # unused sizes of the other kernels keep fixed values, so that they add no program variants
-    m.update({"WG": g.block[0] if g.kernel == "row" else 32, "WARP_ROWS": int(g.warp_rows),
+    m.update({"WG": g.block[0] if g.kernel in ("row", "short") else 32, "WARP_ROWS": int(g.warp_rows),
               "ROW_MULTI": int(g.row_multi), "COL_Y": g.block[1] if g.kernel == "col" else 8,
-              "FIN_WG": fin_block[0] if g.n_chunks > 1 else 32})
+              "FIN_WG": fin_block[0] if g.n_chunks > 1 else 32, "SHORT_LPR": g.lanes})
+    if g.kernel == "short":
+        m.update({"SHORT_U": gpu_geometry.SHORT_U, "GM_SPAN": short_span(plan, fp64)})
     i64, n_out = np.int64, plan.n_out
     tail = (i64(n_out), i64(g.length), i64(g.chunk), i64(g.n_chunks), np.uint64(plan.n_reduce))
-    if g.kernel == "row":
+    if g.kernel in ("row", "short"):
         tail += (i64(g.runs),)
     elif g.kernel == "col":
         tail += (i64(plan.inner), i64(plan.row_stride), i64(n_out // plan.inner))
@@ -348,7 +351,7 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
     ab = acc_bytes(plan, fp64)
     if not exact_mean(plan, fp64):
         return ReduceVariant(m, main, tail, fin, g.n_chunks, _temporary(plan, g.n_chunks, ab), ab)
-    m["EX_WG"] = EX_WG
+    m["EX_WG"] = ex_wg(plan)
     # no value passes through more additions than: its work-item's chain, the merges of the
     # accumulators and the work-group trees (gm_group_sum: 5 + 5 levels), then the finalize pass
     # (a chain of chunks per work-item, its tree); slack for the tails
@@ -358,12 +361,29 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
         per_chunk += 20
     elif g.kernel == "col":
         per_chunk = _cdiv(g.chunk, 2 * g.block[1]) + g.block[1] + 8
+    elif g.kernel == "short":
+        per_chunk = _cdiv(g.length, g.lanes) + 5     # a lane's values, then the lanes' tree
     else:
         per_chunk = g.chunk + 4
     fin_depth = _cdiv(g.n_chunks, fin_block[0]) + 12 if g.n_chunks > 1 else 0
-    groups = max(1, min(_cdiv(n_out, EX_WG), sms * 8, gpu_geometry.MAX_X))
-    ex = Launch("gm_reduce_exact", (groups * EX_WG,), (EX_WG,))
-    return _exact_variant(plan, m, main, tail, fin, g.n_chunks, ab, ex, False, per_chunk + fin_depth)
+    # no exact pass: the kernel that stores an output redoes it when the bound leaves it open
+    # (reduce_gpu_redo.h), the finalize pass from the input it is given too (redo_open)
+    return _exact_variant(plan, m, main, tail, fin, g.n_chunks, ab, None, False, per_chunk + fin_depth)
+
+
+def short_span(plan: planning.ReducePlan, fp64: bool) -> int:
+    """GM_SPAN of gm_reduce_short (reduce_gpu.cl: gm_span_store): for FLOAT32 and BFLOAT16 REDUCE
+    AVERAGE with fp64, the widest exponent span of a row whose FLOAT64 sum is exact and whose double
+    quotient rounded once more is the correctly rounded mean, 52 - p - ceil(log2 n) (col_span's
+    argument); 0 (off) for every other variant."""
+    if not (exact_mean(plan, fp64) and fp64 and plan.dtype in (D.FLOAT32, D.BFLOAT16)):
+        return 0
+    return 52 - {D.FLOAT32: 24, D.BFLOAT16: 8}[plan.dtype] - (plan.n_reduce - 1).bit_length()
+
+
+def ex_wg(plan: planning.ReducePlan) -> int:
+    """The superaccumulators a GPU work-group merges for an exact sum (a power of two)."""
+    return EX_WG_F64 if plan.dtype == D.FLOAT64 else EX_WG
 
 
 def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
@@ -562,7 +582,8 @@ def limbs_variant(plan: planning.ReducePlan, *, cpu_shaped: bool, fp64: bool, co
         launch = Launch("gm_reduce_limbs_serial", (pairs,), (1,))
     else:
         groups = max(1, min(pairs, sms * 8, gpu_geometry.MAX_X))
-        launch = Launch("gm_reduce_limbs", (groups * EX_WG,), (EX_WG,))
+        wg = m["EX_WG"]
+        launch = Launch("gm_reduce_limbs", (groups * wg,), (wg,))
     return LimbsVariant(m, launch, n_chunks, clen, LIMB_COUNT[plan.dtype], n_out)
 
 
