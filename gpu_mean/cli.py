@@ -186,7 +186,19 @@ def cmd_kernels(args) -> int:
     from .tools import kernel_listing
     if args.shape is None:
         return _usage("kernels", "give --shape, e.g. --shape 4096,16")
+    if args.access:
+        from .tools import access_model
+        return access_model.main(args.op, args.dtype, args.shape, args.axes, data=args.data, json_path=args.json,
+                                 index=_opencl_index(args.device))
     return kernel_listing.main(args.device or "auto", args.op, args.dtype, args.shape, args.axes, args.source)
+
+
+def _opencl_index(spec: str | None) -> int:
+    """The OpenCL device the access model runs on: N of opencl:N[-gpupaths], else 0."""
+    from . import backends
+    if spec and spec.startswith("opencl"):
+        return backends.parse_device(spec)[1]
+    return 0
 
 
 def _kernel_device(spec: str) -> str:
@@ -265,6 +277,12 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("--axes", type=_axes, default=None, help="reduction axes, e.g. 1 (default: all)")
     k.add_argument("--source", action="store_true", help="also print the fully expanded source the compiler "
                    "receives (the variant's macros, the dialect header, the kernel file with its includes)")
+    k.add_argument("--access", action="store_true", help="run the call once on opencl:N-gpupaths built checked in "
+                   "its trace mode and print the access model: per kernel and load site the 32-byte sectors each "
+                   "warp instruction touches against the minimum, and work-groups per SM on an H100/H200 "
+                   "(docs/design.md, \"The access model\"); exit 1 when a main-pass load is below 0.9")
+    k.add_argument("--data", choices=DATA_KINDS, default="normal", help="with --access: what the input holds")
+    k.add_argument("--json", metavar="FILE", help="with --access: also write the model as JSON")
     return p
 
 

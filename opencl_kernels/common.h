@@ -24,8 +24,8 @@
 #if GM_CHECKED
 // gm_chk layout, in longs: [0] two ints: the first-violation flag and the violation count;
 // [1] argument, [2] index, [3] width, [4] lo, [5] hi, [6] global id 0, [7] global id 1 of the first
-// violation; [GM_CHK_SINK, GM_CHK_BOUNDS) the sink; [GM_CHK_BOUNDS + 2a], [GM_CHK_BOUNDS + 2a + 1]
-// lo and hi of argument a.
+// violation; [8, 11) the trace mode's counter, capacity and region (GM_TRACE, below); [GM_CHK_SINK,
+// GM_CHK_BOUNDS) the sink; [GM_CHK_BOUNDS + 2a], [GM_CHK_BOUNDS + 2a + 1] lo and hi of argument a.
 #define GM_CHK_SINK 16
 #define GM_CHK_BOUNDS 48
 #define GM_CHK_P , __global long* gm_chk
@@ -51,8 +51,38 @@ GM_INLINE int gm_in_bounds(__global long* gm_chk, int arg, long i, long w) {
     atomic_inc((volatile __global int*)gm_chk + 1);
     return 0;
 }
-#define GM_AT(arg, type, p, i, w) \
+#define GM_AT_CHECKED(arg, type, p, i, w) \
     (gm_in_bounds(gm_chk, (arg), (long)(i), (long)(w)) ? (p) + (i) : (__global type*)(gm_chk + GM_CHK_SINK))
+#ifndef GM_TRACE
+#define GM_TRACE 0
+#endif
+#if GM_TRACE
+// The trace mode of the checked build (the access model, gpu_mean/tools/access_model.py; never in a
+// production build, OpenCL only): GM_AT also appends a record of 4 longs per access to the trace
+// region of gm_chk. [8] the records claimed (an int; past the capacity they are counted, not kept),
+// [9] the capacity in records, [10] the region's first word. A record: the element index; the site
+// (__LINE__ << 32 | (__COUNTER__ & 0xFFFF) << 16 | argument); the width << 32 | the element size << 16
+// | 1 where the pointer type is const (a load for sure); the work-group's linear id << 16 | the
+// work-item's linear local id (the reversed ids the kernel sees, i.e. CUDA's threadIdx).
+#define GM_CHK_TRACE 8
+GM_INLINE void gm_trace(__global long* gm_chk, long site, long i, long w, long size_const) {
+    const long slot = (long)atomic_inc((volatile __global int*)(gm_chk + GM_CHK_TRACE));
+    if (slot >= gm_chk[GM_CHK_TRACE + 1]) return;
+    __global long* r = gm_chk + gm_chk[GM_CHK_TRACE + 2] + 4 * slot;
+    const long lid = (long)(get_local_id(0) + get_local_size(0) * (get_local_id(1) + get_local_size(1) * get_local_id(2)));
+    const long grp = (long)(get_group_id(0) + get_num_groups(0) * (get_group_id(1) + get_num_groups(1) * get_group_id(2)));
+    r[0] = i;
+    r[1] = site;
+    r[2] = (w << 32) | size_const;
+    r[3] = (grp << 16) | lid;
+}
+#define GM_AT(arg, type, p, i, w) \
+    (gm_trace(gm_chk, ((long)__LINE__ << 32) | ((long)(__COUNTER__ & 0xFFFF) << 16) | (long)(arg), (long)(i), (long)(w), \
+              ((long)sizeof(type) << 16) | (long)__builtin_types_compatible_p(__global type*, __global const type*)), \
+     GM_AT_CHECKED(arg, type, p, i, w))
+#else
+#define GM_AT(arg, type, p, i, w) GM_AT_CHECKED(arg, type, p, i, w)
+#endif
 #else
 #define GM_CHK_P
 #define GM_CHK_A

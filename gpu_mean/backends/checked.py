@@ -28,6 +28,11 @@ BOUNDS_WORDS = 48
 RECORD_BYTES = 8 * RECORD_WORDS
 
 
+# the trace mode (GM_TRACE; opencl_kernels/common.h): header words and the words of one record
+TRACE_HEAD = 8
+TRACE_RECORD_WORDS = 4
+
+
 @dataclass(frozen=True)
 class Bound:
     """Kernel argument ``name``'s legal element indices [lo, hi), as the kernel indexes its pointer."""
@@ -36,16 +41,45 @@ class Bound:
     hi: int
 
 
-def status_bytes(n_args: int) -> int:
-    return 8 * (BOUNDS_WORDS + 2 * n_args)
+def status_bytes(n_args: int, trace_capacity: int = 0) -> int:
+    return 8 * (BOUNDS_WORDS + 2 * n_args + TRACE_RECORD_WORDS * trace_capacity)
 
 
-def status_words(bounds: list[Bound]) -> np.ndarray:
-    """What a launch starts from: no violation recorded, the sink, then every argument's bounds."""
+def status_words(bounds: list[Bound], trace_capacity: int = 0, n_args: int | None = None) -> np.ndarray:
+    """What a launch starts from: no violation recorded, the sink, then every argument's bounds (and,
+    in the trace mode, an empty trace region of ``trace_capacity`` records after the ``n_args``
+    arguments' bounds the buffer has room for)."""
     w = np.zeros(BOUNDS_WORDS + 2 * len(bounds), np.int64)
     for a, b in enumerate(bounds):
         w[BOUNDS_WORDS + 2 * a: BOUNDS_WORDS + 2 * a + 2] = (b.lo, b.hi)
+    if trace_capacity:
+        n_args = len(bounds) if n_args is None else n_args
+        w[TRACE_HEAD + 1: TRACE_HEAD + 3] = (trace_capacity, BOUNDS_WORDS + 2 * n_args)
     return w
+
+
+class Trace:
+    """The trace mode of a checked backend (``backend.trace``; GM_TRACE, opencl_kernels/common.h): every
+    global access of every launch recorded, for the access model (gpu_mean/tools/access_model.py).
+    ``launched`` notes each launch (the kernel, its geometry, the source it was built from); each
+    status buffer's ``check`` hands its records to ``add``, which attaches them to the last launch."""
+
+    def __init__(self, capacity: int):
+        self.capacity = int(capacity)
+        self.launches: list[dict] = []
+
+    def launched(self, kernel: str, launch, source: tuple | None) -> None:
+        self.launches.append({"kernel": kernel, "launch": launch, "source": source,
+                              "records": np.zeros((0, TRACE_RECORD_WORDS), np.int64), "claimed": 0})
+
+    def add(self, kernel: str, records: np.ndarray, claimed: int) -> None:
+        last = self.launches[-1] if self.launches else None
+        if last is None or last["kernel"] != kernel:
+            raise RuntimeError(f"trace: records of {kernel} with no launch of it noted")
+        last["records"], last["claimed"] = records, claimed
+
+    def clear(self) -> None:
+        self.launches = []
 
 
 def span(shape, strides) -> int:
@@ -103,14 +137,29 @@ class StatusBuffer:
 
     def __init__(self, backend, n_args: int):
         self.backend = backend
-        self.native = backend.alloc(status_bytes(n_args))
+        self.trace: Trace | None = getattr(backend, "trace", None)
+        self.capacity = self.trace.capacity if self.trace is not None else 0
+        self.native = backend.alloc(status_bytes(n_args, self.capacity))
+        self.n_args = n_args
         self.bounds: list[Bound] = []
 
     def arm(self, bounds: list[Bound]) -> None:
         self.bounds = bounds
-        self.backend.write(self.native, 0, status_words(bounds))
+        self.backend.write(self.native, 0, status_words(bounds, self.capacity, self.n_args))
 
     def check(self, kernel: str) -> None:
         """Wait for the launch of ``kernel``, then raise on a recorded violation (a raising run launches
-        nothing more, and the next run arms the buffer afresh)."""
+        nothing more, and the next run arms the buffer afresh). In the trace mode, first hand the
+        launch's records to the trace and empty the region for the next launch."""
+        if self.trace is not None:
+            self._collect(kernel)
         check(self.backend.read(self.native, 0, RECORD_BYTES), kernel, self.bounds, self.backend.info.id)
+
+    def _collect(self, kernel: str) -> None:
+        be = self.backend
+        claimed = int(be.read(self.native, 8 * TRACE_HEAD, 8).view(np.int32)[0])
+        kept = min(claimed, self.capacity)
+        start = BOUNDS_WORDS + 2 * self.n_args
+        raw = be.read(self.native, 8 * start, 8 * TRACE_RECORD_WORDS * kept)
+        self.trace.add(kernel, raw.view(np.int64).reshape(kept, TRACE_RECORD_WORDS).copy(), claimed)
+        be.write(self.native, 8 * TRACE_HEAD, np.zeros(1, np.int64))

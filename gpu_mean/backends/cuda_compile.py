@@ -280,3 +280,22 @@ def cubin_resources(cubin: bytes) -> dict:
                 found.setdefault(symbols[sym], {})[attr] = v
     return {k: (found.get(k, {}).get(EIATTR_REGCOUNT, 0), found.get(k, {}).get(EIATTR_FRAME_SIZE, 0))
             for k in sorted(kernels)}
+
+
+def cubin_shared(cubin: bytes) -> dict:
+    """{kernel: static shared memory bytes} of the kernels with any (their ``.nv.shared.<kernel>``
+    sections; the access model's occupancy, gpu_mean/tools/access_model.py); ValueError when the
+    bytes are not an ELF64 cubin."""
+    import struct
+    if cubin[:4] != b"\x7fELF" or cubin[4] != 2 or cubin[5] != 1:
+        raise ValueError("not a little-endian ELF64 cubin")
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    heads = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+    names = heads[shstrndx][4]
+    found = {}
+    for h in heads:
+        name = cubin[names + h[0]:cubin.index(b"\0", names + h[0])].decode()
+        if name.startswith(".nv.shared.") and not name.startswith(".nv.shared.reserved"):
+            found[name[len(".nv.shared."):]] = h[5]
+    return found

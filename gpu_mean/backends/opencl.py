@@ -6,6 +6,7 @@ operator only sets the arguments that change and enqueues.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 import warnings
@@ -18,6 +19,7 @@ from ..runtime.device import DeviceInfo
 from . import diskcache
 from . import opencl_geometry as geometry
 from .arrays import aligned_empty
+from .checked import Trace
 from .kernels import ProgramCache, kernel_text
 from .programs import KernelBackend
 from .typespell import cache_key
@@ -184,16 +186,25 @@ def variant_name(gpu_paths: bool, nofp64: bool, checked: bool) -> str:
 
 
 def make_backend(index: int = 0, allow_fp64: bool = True, gpu_paths: bool = False,
-                 tuning: geometry.OpenCLTuning = geometry.DEFAULT_TUNING, checked: bool = False) -> OpenCLBackend:
+                 tuning: geometry.OpenCLTuning = geometry.DEFAULT_TUNING, checked: bool = False,
+                 trace: int = 0) -> OpenCLBackend:
     """A fresh backend for device ``index`` with its own programs (tests and benchmarks):
     allow_fp64=False forces the no-fp64 kernels, gpu_paths=True the kernel variants, geometry and
     memory a GPU device gets, on whatever device it is; ``tuning`` replaces the CPU prefetch settings;
-    checked=True builds every kernel bounds-checked (gpu_mean/backends/checked.py)."""
+    checked=True builds every kernel bounds-checked (gpu_mean/backends/checked.py); ``trace`` > 0 (with
+    checked) the trace mode of that build, keeping up to ``trace`` access records per launch
+    (checked.Trace; the access model, gpu_mean/tools/access_model.py)."""
     found, reason = discover()
     if not found:
         raise RuntimeError(reason)
     b = found[index]
-    return OpenCLBackend(b.cl_device, b.platform, index, None, allow_fp64, gpu_paths, tuning, checked)
+    be = OpenCLBackend(b.cl_device, b.platform, index, None, allow_fp64, gpu_paths, tuning, checked)
+    if trace:
+        if not checked:
+            raise ValueError("make_backend: the trace mode is a mode of the checked build (checked=True)")
+        be.trace = Trace(trace)
+        be.info = dataclasses.replace(be.info, variant=be.info.variant + "-traced")
+    return be
 
 
 # OpenCL statuses that mean "no memory for this", by name (pyopencl's status_code)
@@ -202,6 +213,7 @@ _OOM_STATUS = ("MEM_OBJECT_ALLOCATION_FAILURE", "OUT_OF_RESOURCES", "OUT_OF_HOST
 
 class OpenCLBackend(KernelBackend):
     api = "opencl"
+    trace: Trace | None = None      # the checked build's trace mode (make_backend's ``trace``)
 
     def __init__(self, device, platform, index: int, ctx=None, allow_fp64: bool = True, gpu_paths: bool = False,
                  tuning: geometry.OpenCLTuning = geometry.DEFAULT_TUNING, checked: bool = False):
@@ -312,6 +324,8 @@ class OpenCLBackend(KernelBackend):
 
     # -- programs
     def program(self, filename: str, macros: dict):
+        macros = self._traced(macros)
+
         def build():
             src = kernel_text("opencl", filename, macros)
             try:
@@ -326,12 +340,23 @@ class OpenCLBackend(KernelBackend):
         return OpenCLBackend(self.cl_device, self.platform, self.info.index, self.ctx, self.fp64, self.gpu_paths,
                              self.tuning, checked=True)
 
+    def _traced(self, macros: dict) -> dict:
+        """The trace mode's macros: GM_TRACE 1 beside GM_CHECKED 1 (never without it)."""
+        if self.trace is not None and macros.get("GM_CHECKED"):
+            return {**macros, "GM_TRACE": 1}
+        return macros
+
     # -- the kernel verbs (programs.KernelBackend)
     def kernel(self, filename: str, macros: dict, name: str) -> KernelArgs:
-        return KernelArgs(self.cl.Kernel(self.program(filename, macros), name))
+        k = KernelArgs(self.cl.Kernel(self.program(filename, macros), name))
+        if self.trace is not None:
+            k.source = (filename, self._traced(macros))     # what the records' line numbers refer to
+        return k
 
     def launch(self, handle: KernelArgs, args: tuple, launch, nbytes: int) -> None:
         handle.set_all(args)
+        if self.trace is not None:
+            self.trace.launched(handle.name, launch, getattr(handle, "source", None))
         self.enqueue(handle.kernel, launch.global_size, launch.local_size, nbytes)
 
     def buffer_arg(self, native):
