@@ -61,6 +61,11 @@ EW_CASES = [("mean", D.FLOAT32, 2), ("mean", D.FLOAT16, 2), ("mean", D.INT32, 2)
 # (descriptor class, dtype, shape, axes): row (warp and block per row), row over interleaved axes,
 # col, general, split (finalize) and unsplit, the wide sum and the integer mean
 RED_CASES = [(gm.ReduceDesc, D.FLOAT32, (64, 1024), (1,)), (gm.ReduceDesc, D.FLOAT16, (8, 100000), (1,)),
+             # short rows (gm_reduce_short): the span proof (FLOAT32, BFLOAT16), FLOAT16's exact sums,
+             # FLOAT64's superaccumulator, an integer mean, the wide sum's two words
+             (gm.ReduceDesc, D.FLOAT32, (4096, 8), (1,)), (gm.ReduceDesc, D.FLOAT16, (4096, 16), (1,)),
+             (gm.ext.ReduceMeanDesc, D.BFLOAT16, (4096, 8), (1,)), (gm.ext.ReduceMeanDesc, D.FLOAT64, (4096, 32), (1,)),
+             (gm.ext.IntegerReduceMeanDesc, D.INT32, (4096, 5), (1,)), (gm.ext.ReduceSumDesc, D.INT64, (4096, 8), (1,)),
              (gm.ReduceDesc, D.FLOAT32, (1 << 20,), (0,)), (gm.ReduceDesc, D.FLOAT16, (64, 3, 3136), (0, 2)),
              (gm.ReduceDesc, D.FLOAT32, (300, 64), (0,)), (gm.ReduceDesc, D.FLOAT32, (7, 11, 13), (0, 1, 2)),
              (gm.ReduceDesc, D.FLOAT32, (6, 5, 7, 3), (0, 2)), (gm.ReduceDesc, D.FLOAT32, (3, 4), ()),
@@ -271,12 +276,14 @@ def test_integer_add_wraps_through_unsigned():
 
 # --- the argument tuples the CUDA programs pass, checked against the kernels' signatures ---------
 
-def signatures(checked: bool = False, wide: bool = False):
+def signatures(checked: bool = False, wide: bool = False, exact: bool = False):
     """{kernel name: [parameter types]} of every kernel CUDA compiles: the GPU-shaped kernels of the
     portable files (the CPU-shaped *_serial kernels are OpenCL's only). The input seam
     (GM_INPUT_PARAMS) is CUDA's by-value ``gm_inputs``, the metadata argument its struct; a checked
     build's kernels take the status buffer last (GM_CHK_P); ``wide``: the wide sum's two-word totals
-    (reduce_meta.h's GM_WIDE_SUM), whose kernels take the low word's pointer and offset before it."""
+    (reduce_meta.h's GM_WIDE_SUM), whose kernels take the low word's pointer and offset before it;
+    ``exact``: the correctly rounded means (GM_EXACT), whose finalize pass takes the input too
+    (GM_FIN_IN: it redoes the outputs it leaves open)."""
     sigs = {}
     for fname in ("elementwise_gpu.cl", "reduce_gpu.cl"):
         for m in re.finditer(r"__kernel void (\w+)\(((?:[^()]|\([^()]*\))*)\)", assembled(fname)):
@@ -285,6 +292,7 @@ def signatures(checked: bool = False, wide: bool = False):
             text = m.group(2).replace("GM_INPUT_PARAMS", ", gm_inputs ins")
             lo = ", LO_T* gm_lo, ulong gm_lo_off" if wide and fname == "reduce_gpu.cl" else ""
             text = text.replace("GM_CHK_P", lo + (", long* gm_chk" if checked else ""))
+            text = text.replace("GM_FIN_IN", ", T* in, ulong in_off" if exact else "")
             params = [" ".join(p.replace("restrict", "").replace("__global", "").replace("const ", "").split())
                       for p in re.split(r",(?![^()]*\))", text)]
             sigs[m.group(1)] = [re.sub(r"GM_META_ARG\((\w+), \w+\)", r"\1 meta", p).rsplit(" ", 1)[0]
@@ -298,8 +306,8 @@ _STRUCTS = {"gm_inputs": ("p",), "gm_dims": ("size", "magic", "shift", "stride")
             "gm_rmeta": ("keep_shape", "keep_in", "keep_out", "red_shape", "red_in", "depth")}
 
 
-def check_args(kernel: str, args, checked: bool = False, wide: bool = False):
-    sig = signatures(checked, wide)[kernel]
+def check_args(kernel: str, args, checked: bool = False, wide: bool = False, exact: bool = False):
+    sig = signatures(checked, wide, exact)[kernel]
     assert len(args) == len(sig), f"{kernel}: {len(args)} arguments for {len(sig)} parameters"
     for i, (ctype, arg) in enumerate(zip(sig, args)):
         if ctype.endswith("*"):
@@ -329,7 +337,7 @@ def test_arguments_match_the_kernels_and_launch_on_the_backend_stream(name, plan
         prog.run([(Mem(4096), off)] * n_in, outputs_of(plan, Mem(8192), off), tmp)
     assert be.calls
     for kname, grid, block, args, stream in be.calls:
-        check_args(kname, args, wide=is_wide_sum(plan))
+        check_args(kname, args, wide=is_wide_sum(plan), exact=bool(prog.variant.macros.get("GM_EXACT")))
         # no table in device memory: every argument is a pointer to a binding or a value (the
         # stride table that was uploaded on CuPy's current stream is gone)
         assert stream is be.stream
@@ -339,7 +347,8 @@ def test_arguments_match_the_kernels_and_launch_on_the_backend_stream(name, plan
         assert ("gm_reduce_finalize" in names) == (prog.variant.finalize is not None)
         # the correctly rounded means: no exact pass of its own (the kernels redo what they leave
         # open), so one launch, or two for a split reduction
-        assert "gm_reduce_exact" not in names and len(names) == 1 + (prog.variant.finalize is not None)
+        per_run = 1 + (prog.variant.finalize is not None)        # two runs above
+        assert "gm_reduce_exact" not in names and len(names) == 2 * per_run
     elif name.endswith("contig"):
         assert names == ["gm_ew_contig_vec", "gm_ew_contig_scalar"]
 
@@ -355,7 +364,7 @@ def test_checked_programs_pass_the_status_buffer_and_read_it_after_every_launch(
     kernels = [c[0] for c in be.calls]
     assert be.log == ["arm"] + [f"read after {k}" for k in kernels]
     for kname, _, _, args, _ in be.calls:
-        check_args(kname, args, checked=True, wide=is_wide_sum(plan))
+        check_args(kname, args, checked=True, wide=is_wide_sum(plan), exact=bool(prog.variant.macros.get("GM_EXACT")))
         assert int(args[-1]) == 1 << 40     # the status buffer, last
     if isinstance(plan, planning.ElementwisePlan):    # buffer starts and element offsets apart
         ins = be.calls[0][3][-2]

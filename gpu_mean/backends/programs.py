@@ -11,8 +11,6 @@ costs ~11 us for a scalar on PoCL), CUDA passes the tuple by value.
 """
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 
 from ..runtime import planning
@@ -313,7 +311,6 @@ class ReduceProgram(Program):
         v = self.variant = reduce_variant(be, plan)
         self.main = be.kernel(v.file, v.macros, v.main.kernel)
         self.fin = be.kernel(v.file, v.macros, v.finalize.kernel) if v.finalize else None
-        self.exact = be.kernel(v.file, v.macros, v.exact.kernel) if v.exact else None
         self.meta = be.struct_arg(reduce_kernels.pack_meta(plan, v.depth))
         self.temporary_size = v.temporary_size
         self.itemsize = int(plan.dtype.element_size)
@@ -323,7 +320,7 @@ class ReduceProgram(Program):
         # the wide sum's two-word totals: a second output, the low word (reduce_meta.h: GM_WIDE_SUM)
         self.wide = reduce_kernels.wide_sum(plan)
         self.checked = _Checked(be, 5 if self.wide else 4) if be.checked else None
-        self._last = None       # (bindings, main, finalize and exact args, element offsets) of the last run
+        self._last = None       # (bindings, main and finalize args, element offsets) of the last run
 
     def run(self, inputs, outputs, temporary):
         v = self.variant
@@ -332,7 +329,7 @@ class ReduceProgram(Program):
         if last is None or last[0] != key:
             last = self._last = (key, *self._arguments(inputs[0], outputs[0], temporary,
                                                        outputs[1] if self.wide else None))
-        _, main, fin, exact, offs = last
+        _, main, fin, offs = last
         be, chk = self.be, self.checked
         if chk is not None:
             bounds = checked.reduce_bounds(self.plan, *offs[:4], v.partial_bytes // self.part_bytes, v.flag_bytes)
@@ -346,10 +343,6 @@ class ReduceProgram(Program):
             be.launch(self.fin, fin, v.finalize, 0)
             if chk is not None:
                 chk.status.check(v.finalize.kernel)
-        if exact is not None:
-            be.launch(self.exact, exact, v.exact, 0)
-            if chk is not None:
-                chk.status.check(v.exact.kernel)
 
     def _arguments(self, binding_in, binding_out, temporary, binding_lo=None) -> tuple:
         v, be = self.variant, self.be
@@ -369,19 +362,17 @@ class ReduceProgram(Program):
         tail = self.checked.tail if self.checked is not None else ()
         main = v.main_args(inp, ioff, out, ooff, part, toff, flag, foff, self.meta, lo) + tail
         n_out, n = self.plan.n_out, self.plan.n_reduce
-        fin = exact = None
+        fin = None
         if v.finalize:
             fin = v.finalize_args(part, toff, out, ooff, flag, foff, self.meta, n_out, n, lo, inp, ioff) + tail
-        if v.exact:
-            exact = v.exact_args(inp, ioff, out, ooff, flag, foff, self.meta, n_out, n) + tail
-        return main, fin, exact, (ioff, ooff, toff, foff, loff)
+        return main, fin, (ioff, ooff, toff, foff, loff)
 
     # -- diagnostics (the profiler's; never called by run) ------------------------------------------
     @property
     def launches(self) -> int:
-        """Kernels launched per execute: the main kernel, the finalize pass of a split reduction, the
-        exact pass (GPU shape, GM_EXACT: always launched; it returns at once where no flag is set)."""
-        return 1 + (self.fin is not None) + (self.exact is not None)
+        """Kernels launched per execute: the main kernel and the finalize pass of a split reduction (the
+        open outputs are redone inside them: no exact pass of its own)."""
+        return 1 + (self.fin is not None)
 
     @property
     def flag_region(self) -> tuple | None:
@@ -395,31 +386,16 @@ class ReduceProgram(Program):
         return v.partial_bytes, v.flag_bytes, int(self.plan.n_out), bool(v.macros.get("GM_FLAG_BITS"))
 
     def open_outputs(self, flags: np.ndarray) -> int:
-        """How many outputs the main pass left to the exact pass, from the flag bytes of the temporary
-        resource after an execute (``flag_region``'s bytes; the exact pass only reads them)."""
+        """How many outputs the bound left open (each redone exactly by the kernel that stored it), from
+        the flag bytes of the temporary resource after an execute (``flag_region``'s bytes)."""
         _, nbytes, n_out, bits = self.flag_region
         raw = np.asarray(flags, np.uint8).reshape(-1)[:nbytes]
         if bits:
             return int(np.unpackbits(raw, bitorder="little")[:n_out].sum())
         return int(np.count_nonzero(raw[:n_out]))
 
-    @contextlib.contextmanager
-    def without_exact(self):
-        """Runs inside leave out the exact pass (the main and finalize passes alone), so that its share
-        of the time can be measured; for direct ``run`` calls only (a command list captured as a CUDA
-        graph replays what it captured)."""
-        last = self._last
-        if last is None or last[3] is None:
-            yield
-            return
-        self._last = last[:3] + (None,) + last[4:]
-        try:
-            yield
-        finally:
-            self._last = last
-
     def forget_bindings(self):
         self._last = None
-        for h in (self.main, self.fin, self.exact):
+        for h in (self.main, self.fin):
             if h is not None:
                 self.be.forget_args(h)

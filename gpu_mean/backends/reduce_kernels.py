@@ -24,7 +24,6 @@ WIDE_INT = (D.INT64, D.UINT64)
 # the argument positions that change with the bindings (the rest is fixed when the program is made)
 MAIN_BINDINGS = (0, 1, 2, 3, 4, 5, 6, 7)    # in, in_off, out, out_off, part, part_off, flag, flag_off
 FINALIZE_BINDINGS = (0, 1, 4, 5, 6, 7)      # part, part_off, out, out_off, flag, flag_off
-EXACT_BINDINGS = (0, 1, 2, 3, 4, 5)         # in, in_off, out, out_off, flag, flag_off
 # the types whose REDUCE AVERAGE the kernels round correctly (issue 22, stage 2): a bound test in the
 # store and an exact sum of the outputs it leaves open
 EXACT_TYPES = (D.FLOAT32, D.FLOAT16, D.BFLOAT16)
@@ -289,7 +288,6 @@ class ReduceVariant:
     n_chunks: int
     temporary_size: int         # bytes of chunk partials, then the flags (0: one pass without flags)
     acc_bytes: int = planning.ACC_BYTES     # bytes of one partial (binding offsets divide by it)
-    exact: Launch | None = None     # an exact pass of its own (none today: the kernels redo what they leave open)
     redo_open: bool = False         # GM_EXACT: each kernel redoes the outputs it left open (reduce_cpu_exact.h:
     #                                 gm_redo_open; reduce_gpu_redo.h); the finalize pass also reads the input
     flag_bytes: int = 0             # bytes of flags after the partials (a byte, or a bit, per output)
@@ -320,9 +318,6 @@ class ReduceVariant:
         return (part, u64(part_off), np.int64(self.n_chunks), np.int64(n_out), out, u64(out_off), flag,
                 u64(flag_off), meta, u64(n)) + own + lo
 
-    def exact_args(self, inp, in_off, out, out_off, flag, flag_off, meta, n_out: int, n: int) -> tuple:
-        u64 = np.uint64
-        return (inp, u64(in_off), out, u64(out_off), flag, u64(flag_off), meta, np.int64(n_out), u64(n))
 
 
 def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, checked: bool = False) -> ReduceVariant:
@@ -368,7 +363,7 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
     fin_depth = _cdiv(g.n_chunks, fin_block[0]) + 12 if g.n_chunks > 1 else 0
     # no exact pass: the kernel that stores an output redoes it when the bound leaves it open
     # (reduce_gpu_redo.h), the finalize pass from the input it is given too (redo_open)
-    return _exact_variant(plan, m, main, tail, fin, g.n_chunks, ab, None, False, per_chunk + fin_depth)
+    return _exact_variant(plan, m, main, tail, fin, g.n_chunks, ab, False, per_chunk + fin_depth)
 
 
 def short_span(plan: planning.ReducePlan, fp64: bool) -> int:
@@ -487,13 +482,13 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
         per_chunk = g.chunk + 8                 # a walk, or the columns past the last whole block
     fin_depth = g.n_chunks + 2 if g.n_chunks > 1 else 0
     # no exact pass: each kernel redoes the outputs it left open (reduce_cpu_exact.h: gm_redo_open)
-    return _exact_variant(plan, m, main, tail, fin, g.n_chunks, ab, None, bits, per_chunk + fin_depth)
+    return _exact_variant(plan, m, main, tail, fin, g.n_chunks, ab, bits, per_chunk + fin_depth)
 
 
-def _exact_variant(plan, m, main, tail, fin, n_chunks, ab, ex, bits, depth) -> ReduceVariant:
-    """A GM_EXACT variant: the flags after the partials, the exact pass (``ex``; None: the CPU shape's
-    kernels redo their open outputs themselves), the depth of the bound (never more than n - 1, which
-    holds for every summation tree; 0 for a FLOAT16 sum that is exact)."""
+def _exact_variant(plan, m, main, tail, fin, n_chunks, ab, bits, depth) -> ReduceVariant:
+    """A GM_EXACT variant: the flags after the partials (a bit per output where ``bits``), the kernels
+    redoing their open outputs themselves (redo_open), the depth of the bound (never more than n - 1,
+    which holds for every summation tree; 0 for a FLOAT16 sum that is exact)."""
     depth = max(0, min(plan.n_reduce - 1, depth))
     if plan.dtype == D.FLOAT64:
         depth = plan.n_reduce - 1   # the double-double's bound is tiny even so (8 u^2 per addition)
@@ -501,7 +496,7 @@ def _exact_variant(plan, m, main, tail, fin, n_chunks, ab, ex, bits, depth) -> R
         depth = 0
     flag_bytes = _cdiv(plan.n_out, 8) if bits else plan.n_out
     temp = _temporary(plan, n_chunks, ab)
-    return ReduceVariant(m, main, tail, fin, n_chunks, temp + _round_up(flag_bytes, 16), ab, ex, ex is None,
+    return ReduceVariant(m, main, tail, fin, n_chunks, temp + _round_up(flag_bytes, 16), ab, True,
                          _round_up(flag_bytes, 16), depth)
 
 

@@ -57,8 +57,6 @@ def _variant(spec: str, plan):
         launches = [(v.main, "main pass")]
         if v.finalize:
             launches.append((v.finalize, "the chunk partials of the split reduction"))
-        if v.exact:
-            launches.append((v.exact, "the outputs the bound test left open (returns at once where none is)"))
         fname = v.file
     else:
         launches = [(v.vec, "every operand 16-byte aligned")] if v.vec else []

@@ -195,33 +195,6 @@ def prepare_device(dev, case: Case, data=None):
     return go
 
 
-def exact_share(dev, go, repeat: int) -> float | None:
-    """The exact pass's share of one execute's time, where it is a launch of its own (the GPU shape's
-    gm_reduce_exact): the program run directly with and without it, timed side by side. None where
-    the exact work runs inside the main kernels (the CPU shape's gm_redo_open) or there is none."""
-    prog = go.cop.program
-    if getattr(prog, "exact", None) is None or not hasattr(prog, "without_exact"):
-        return None
-    ins, outs = go.bindings
-    native = [(b.buffer.native, b.offset) for b in ins], [(b.buffer.native, b.offset) for b in outs]
-    temp = (go.temporary.buffer.native, go.temporary.offset) if go.temporary is not None else None
-    be = dev.backend
-
-    def full():
-        prog.run(*native, temp)
-        be.finish()
-
-    def main_only():
-        with prog.without_exact():
-            prog.run(*native, temp)
-        be.finish()
-    with dev.executor.lock:        # the program run directly, as the executor runs it
-        t = measure({"full": full, "main": main_only}, max(3, repeat // 2))
-    prog.forget_bindings()
-    tf, tm = t["full"].median, t["main"].median
-    return max(0.0, 1.0 - tm / tf) if tf > 0 else None
-
-
 PAUSE_S = 0.15   # after each block when peers run: lets a peer's spinning worker threads go to sleep
 
 
@@ -383,7 +356,6 @@ def profile(dev, case_list: list[Case], repeat: int, peers: bool, log=print, dat
         spread = max(ours.spread, moving.spread)
         cop = ours_fn.cop
         open_outputs = cop.open_outputs(ours_fn.temporary) if case.family == "reduce" else None
-        share = exact_share(dev, ours_fn, repeat) if open_outputs else None
         row = {**case.to_json(), "data": data, "bytes": traffic, "input_bytes": n * case.dtype.numpy_dtype.itemsize,
                "time_s": t, "spread": ours.spread, "loops": ours.loops, "samples_s": ours.samples, "gbps": bw,
                "limit": LIMIT, "limit_gbps": limit, "limit_time_s": moving.median,
@@ -391,7 +363,7 @@ def profile(dev, case_list: list[Case], repeat: int, peers: bool, log=print, dat
                "read_gbps": read_limit, "read_time_s": read.median, "read_spread": read.spread,
                "limit_best_gbps": best, "fraction_of_read_bandwidth": bw / read_limit,
                "launches": cop.launches, "outputs": int(np.prod(case.output_shape())) if case.family == "reduce"
-               else None, "open_outputs": open_outputs, "exact_share": share,
+               else None, "open_outputs": open_outputs,
                "input_gbps": input_bw, "noisy": spread > NOISY_SPREAD, "measurement_fault": input_bw > best,
                "peers": {p: {"time_s": tp.median, "spread": tp.spread, "gbps": traffic / tp.median / 1e9,
                              "ours_faster": tp.median / t, "noisy": max(tp.spread, ours.spread) > NOISY_SPREAD}
@@ -419,8 +391,6 @@ def format_exact(row: dict) -> str:
     parts = [] if n is None else [f"{n} launch" + ("es" if n != 1 else "")]
     if row.get("open_outputs") is not None:
         parts.append(f"{row['open_outputs']}/{row['outputs']} open")
-    if row.get("exact_share") is not None:
-        parts.append(f"exact {row['exact_share']:.0%}")
     return " [" + ", ".join(parts) + "]" if parts else ""
 
 
