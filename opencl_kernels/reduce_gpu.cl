@@ -43,8 +43,14 @@
 #include "reduce_exact.h"
 #include "reduce_gpu_redo.h"
 #include "reduce_limbs.h"
+// whether a stored output was left open: kept only where it can be (a variable set and never read
+// is a compiler warning elsewhere)
+#define GM_OPEN_DECL(v) int v = 0;
+#define GM_OPENED(v, call) v = (call)
 #else
 #define GM_FIN_IN
+#define GM_OPEN_DECL(v)
+#define GM_OPENED(v, call) (call)
 #endif
 
 #if GM_WARP_SHUFFLE
@@ -156,12 +162,11 @@ __kernel void gm_reduce_row(__global const T* restrict in, ulong in_off, __globa
 #else
             s = gm_group_sum(s, scratch, lid, WG / 32);
 #endif
-            int was_open = 0;
+            GM_OPEN_DECL(was_open)
             if (lane == 0 && k < n_out) {
-                was_open = gm_emit(s, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k, chunk,
-                                   n_out GM_CHK_A);
+                GM_OPENED(was_open, gm_emit(s, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k, chunk,
+                                            n_out GM_CHK_A));
             }
-            (void)was_open;     // read only where outputs can be open (GM_EXACT)
 #if GM_EXACT
             // the open outputs of this block redone by the group (use_part: none is stored here)
             if (lane == 0) gm_open[lid / width] = (uchar)was_open;
@@ -177,17 +182,18 @@ __kernel void gm_reduce_row(__global const T* restrict in, ulong in_off, __globa
 // once, whose loads are independent (in flight together). Lane j loads elements j, j + SHORT_LPR, ...
 // of its row, so a warp reads 32 consecutive elements where the rows are dense and adjacent. A
 // row's lanes add by a halving tree over offsets SHORT_LPR / 2 .. 1 (a warp shuffle on CUDA, local
-// memory elsewhere: one order), beside the smallest nonzero magnitude (lo: a float's bits minus one,
-// a zero wrapping to the top).
-typedef struct { gm_acc a; uint lo; } gm_sacc;
+// memory elsewhere: one order), beside the largest magnitude's bits (hi) and the smallest nonzero
+// one's (lo: a float's bits minus one, a zero wrapping to the top).
+typedef struct { gm_acc a; uint lo, hi; } gm_sacc;
 
 GM_INLINE gm_sacc gm_lanes_sum(gm_sacc v, LOCAL_PTR gm_sacc* scratch, int lid) {
 #if GM_WARP_SHUFFLE
     for (int o = SHORT_LPR / 2; o > 0; o >>= 1) {
         gm_acc w = gm_shfl_down(v.a, o);
-        const uint wlo = GM_SHFL_DOWN(v.lo, o);
+        const uint wlo = GM_SHFL_DOWN(v.lo, o), whi = GM_SHFL_DOWN(v.hi, o);
         GM_ACC_MERGE(v.a, w);
         v.lo = min(v.lo, wlo);
+        v.hi = max(v.hi, whi);
     }
 #else
     scratch[lid] = v;
@@ -197,6 +203,7 @@ GM_INLINE gm_sacc gm_lanes_sum(gm_sacc v, LOCAL_PTR gm_sacc* scratch, int lid) {
             gm_sacc w = scratch[lid + o];
             GM_ACC_MERGE(v.a, w.a);
             v.lo = min(v.lo, w.lo);
+            v.hi = max(v.hi, w.hi);
             scratch[lid] = v;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -215,9 +222,9 @@ GM_INLINE gm_sacc gm_lanes_sum(gm_sacc v, LOCAL_PTR gm_sacc* scratch, int lid) {
 // quotient is IEEE's answer either way.
 GM_INLINE int gm_span_store(gm_sacc v, ulong n, __global OUT_T* out, long i, __global uchar* flag, long fi GM_CHK_P) {
 #if GM_SPAN
-    const int e_hi = (int)(gm_as_uint((float)v.a.m) >> 23);
+    const int e_hi = (int)(v.hi >> 23);
     const int e_lo = max((int)((v.lo + 1u) >> 23), 1);
-    if (v.a.m == 0.0 || e_hi - e_lo > GM_SPAN) return 0;
+    if (v.hi == 0u || e_hi - e_lo > GM_SPAN) return 0;
     GM_STORE_BITS(GM_AT(GM_A_OUT, OUT_T, out, i, 1), GM_BITS_OF(v.a.s / (double)n));
     GM_FLAG(fi) = (uchar)0;
     return 1;
@@ -242,32 +249,37 @@ __kernel void gm_reduce_short(__global const T* restrict in, ulong in_off, __glo
     for (long k0 = (long)get_group_id(0) * per_group; k0 < n_out; k0 += (long)get_num_groups(0) * per_group) {
         gm_sacc v[SHORT_U];
         long base[SHORT_U];
+#pragma unroll
         for (int u = 0; u < SHORT_U; ++u) {
             GM_ACC_ZERO(v[u].a);
             v[u].lo = 0xffffffffu;
+            v[u].hi = 0u;
             const long k = k0 + u * rows + slot;
             base[u] = k < n_out ? (long)in_off + gm_keep_offset(m, k, 1) : -1;
         }
         for (long i = lane; i < len; i += SHORT_LPR) {
+#pragma unroll
             for (int u = 0; u < SHORT_U; ++u) {   // SHORT_U independent loads
                 if (base[u] < 0) continue;
                 const ACC x = GM_IN1(base[u] + i);
                 GM_ACC_ADD(v[u].a, x);
 #if GM_SPAN
-                v[u].lo = min(v[u].lo, (gm_as_uint((float)x) & 0x7fffffffu) - 1u);
+                const uint mag = gm_as_uint((float)x) & 0x7fffffffu;
+                v[u].lo = min(v[u].lo, mag - 1u);
+                v[u].hi = max(v[u].hi, mag);
 #endif
             }
         }
+#pragma unroll
         for (int u = 0; u < SHORT_U; ++u) {
             const long k = k0 + u * rows + slot;
             gm_sacc t = gm_lanes_sum(v[u], scratch, lid);
-            int was_open = 0;
+            GM_OPEN_DECL(was_open)
             if (lane == 0 && k < n_out && !gm_span_store(t, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag,
                                                          (long)flag_off + k GM_CHK_A)) {
-                was_open = gm_emit(t.a, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k, 0,
-                                   n_out GM_CHK_A);
+                GM_OPENED(was_open, gm_emit(t.a, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k, 0,
+                                            n_out GM_CHK_A));
             }
-            (void)was_open;
 #if GM_EXACT
             if (lane == 0) gm_open[u * rows + slot] = (uchar)was_open;
 #endif
@@ -315,14 +327,13 @@ __kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __globa
                 }
                 tile[ly][lx] = s;
                 barrier(CLK_LOCAL_MEM_FENCE);
-                int was_open = 0;
+                GM_OPEN_DECL(was_open)
                 if (ly == 0 && col < inner) {
                     gm_acc t = tile[0][lx];
                     for (int y = 1; y < COL_Y; ++y) GM_ACC_MERGE(t, tile[y][lx]);
-                    was_open = gm_emit(t, n, out, out_off, part, part_off, flag, flag_off, use_part, m, o * inner + col,
-                                       chunk, n_out GM_CHK_A);
+                    GM_OPENED(was_open, gm_emit(t, n, out, out_off, part, part_off, flag, flag_off, use_part, m,
+                                                o * inner + col, chunk, n_out GM_CHK_A));
                 }
-                (void)was_open;
 #if GM_EXACT
                 // the block's open columns redone by the group, one after another (use_part: none)
                 if (ly == 0) gm_open[lx] = (uchar)was_open;
@@ -338,23 +349,35 @@ __kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __globa
 }
 
 // General class (broadcast or padded inputs, interleaved axes without a dense run): a work-item per
-// (output, chunk), walking the chunk of the reduced index space with a carried multi-index.
+// (output, chunk), walking the chunk of the reduced index space with a carried multi-index. A group
+// takes a block of adjacent outputs per pass (the same passes for all, so that the redo of the open
+// ones reaches every barrier); at most 256 work-items (gpu_geometry).
 __kernel void gm_reduce_general(__global const T* restrict in, ulong in_off, __global OUT_T* restrict out,
                                 ulong out_off, __global gm_acc* restrict part, ulong part_off,
                                 __global uchar* restrict flag, ulong flag_off, int use_part,
                                 GM_META_ARG(gm_rmeta, m), long n_out, long len, long clen, long n_chunks,
                                 ulong n GM_CHK_P) {
     GM_META_BIND(gm_rmeta, m)
+#if GM_EXACT
+    __local gm_xacc xs[EX_WG];
+    __local uchar gm_open[256];
+#endif
+    const int lid = (int)get_local_id(0), gsize = (int)get_local_size(0);
     const long step = (long)get_global_size(0);
     for (long chunk = (long)get_group_id(1); chunk < n_chunks; chunk += (long)get_num_groups(1)) {
-        for (long k = (long)get_global_id(0); k < n_out; k += step) {
-            const long j = chunk * clen;
-            gm_acc s = gm_general_sum(in, (long)in_off + gm_keep_offset(m, k, 1), m, j, min(len, j + clen) GM_CHK_A);
-            const int was_open = gm_emit(s, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k, chunk,
-                                         n_out GM_CHK_A);
-            (void)was_open;
+        for (long k0 = (long)get_group_id(0) * gsize; k0 < n_out; k0 += step) {
+            const long k = k0 + lid;
+            GM_OPEN_DECL(was_open)
+            if (k < n_out) {
+                const long j = chunk * clen;
+                gm_acc s = gm_general_sum(in, (long)in_off + gm_keep_offset(m, k, 1), m, j, min(len, j + clen) GM_CHK_A);
+                GM_OPENED(was_open, gm_emit(s, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k, chunk,
+                                            n_out GM_CHK_A));
+            }
 #if GM_EXACT
-            if (was_open) gm_redo_alone(in, in_off, out, out_off, m, k, n GM_CHK_A);
+            // the block's open outputs redone by the group, one after another (use_part: none)
+            gm_open[lid] = (uchar)was_open;
+            if (!use_part) gm_redo_marked(in, in_off, out, out_off, xs, gm_open, gsize, m, k0, n, lid, gsize GM_CHK_A);
 #endif
         }
     }
@@ -380,9 +403,11 @@ __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong par
             GM_ACC_MERGE(s, b);
         }
         s = gm_group_sum(s, scratch, lid, FIN_WG / 32);
-        int was_open = 0;
-        if (lid == 0) was_open = gm_store(s, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag, (long)flag_off + k, m GM_CHK_A);
-        (void)was_open;
+        GM_OPEN_DECL(was_open)
+        if (lid == 0) {
+            GM_OPENED(was_open, gm_store(s, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag, (long)flag_off + k,
+                                         m GM_CHK_A));
+        }
 #if GM_EXACT
         if (lid == 0) gm_open[0] = (uchar)was_open;
         gm_redo_marked(in, in_off, out, out_off, xs, gm_open, 1, m, k, n, lid, FIN_WG GM_CHK_A);

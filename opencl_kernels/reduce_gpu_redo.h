@@ -61,14 +61,3 @@ GM_INLINE void gm_redo_marked(__global const T* in, ulong in_off, __global OUT_T
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 }
-
-// Output k summed exactly and stored by one work-item alone (gm_reduce_general: a work-item per
-// output, no group to share it with).
-GM_INLINE void gm_redo_alone(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
-                             __constant const gm_rmeta* m, long k, ulong n GM_CHK_P) {
-    gm_xacc x;
-    GM_XINIT(&x);
-    gm_exact_range(&x, in, (long)in_off + gm_keep_offset(m, k, 1), m, 0, (long)n GM_CHK_A);
-    GM_XNORM(&x);
-    gm_exact_store(&x, n, out, (long)out_off + gm_keep_offset(m, k, 2) GM_CHK_A);
-}

@@ -111,8 +111,10 @@ def cop_name(device, dt, shape, axes) -> str:
 @pytest.mark.parametrize("tname", list(TYPES))
 def test_ordinary_data_leaves_nothing_open(device, cls, kind, tname):
     """Normal, uniform and ones data: every output settled by the main pass (the bound or the span).
-    R4 (columns of 512 rows) is left out: with the bound's n * max|x| about 1 normal column in 700 is
-    still open there (docs/design.md, "The GPU shape"; issue 40's next stage tightens the bound)."""
+    R4 (columns of 512 rows) is left out: about 1 normal column in 500 is an exact tie of the rounding
+    there (its FLOAT64 sum exact, its mean a float midpoint), which no bound settles; the columns'
+    span proof (the CPU shape's gm_col_exact) needs each chunk's largest and smallest magnitudes in
+    its partial: issue 40's next stage (docs/design.md, "The kernels' fast path and exact pass")."""
     gpu_shaped(device)
     npdt, dt = TYPES[tname]
     shape, axes = CLASSES[cls]
@@ -150,7 +152,7 @@ def test_centered_data_redone_in_place_give_the_oracles_bits(device, cls, tname)
 
 
 def test_short_rows_at_the_span_limit(device):
-    """Rows of eight FLOAT32 values (docs/design.md, "The GPU shape"; the CPU shape's columns take the
+    """Rows of eight FLOAT32 values (docs/design.md, "Short rows on the GPU"; the CPU shape's columns take the
     same rows, test_fast_paths_exact.py):
     - exact ties (the mean of seven ones and 1 + 2^-21 is 1 + 2^-24) round to even, an exact mean
       stays: the span proves them without a redo; the same negated;
