@@ -59,7 +59,8 @@ def pytest_configure(config):
             "opencl:N, cuda:N)")
 
 
-def _nvrtc_absent() -> str | None:
+def nvrtc_missing() -> str | None:
+    """Why NVRTC or the CUDA headers cannot be used here, or None."""
     from gpu_mean.backends import cuda_compile
     try:
         cuda_compile.nvrtc()
@@ -85,7 +86,7 @@ def _opencl_absent() -> str | None:
 # what a set-up can promise the suite (GPU_MEAN_REQUIRE, comma-separated): tools/test.sh names what
 # tools/setup.sh installed, so that a set-up that failed to install it stops the run instead of
 # leaving the tests that need it skipped
-REQUIREMENTS = {"nvrtc": _nvrtc_absent, "nvrtc12": _nvrtc12_absent, "opencl": _opencl_absent}
+REQUIREMENTS = {"nvrtc": nvrtc_missing, "nvrtc12": _nvrtc12_absent, "opencl": _opencl_absent}
 
 
 def _check_required() -> None:

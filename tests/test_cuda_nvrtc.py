@@ -15,6 +15,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from conftest import nvrtc_missing
 from test_cuda_static import f32_ftz_lines, program_variants
 
 from gpu_mean.backends import cuda_compile
@@ -23,16 +24,6 @@ CC = 90     # compute capability 9.0 (H100, H200): the target the compile checks
 NVRTC12 = os.environ.get("GPU_MEAN_NVRTC12") or str(
     Path(__file__).resolve().parents[1] / ".nvrtc12" / "nvidia" / "cuda_nvrtc" / "lib" / "libnvrtc.so.12")
 INSTALLS = {"nvrtc-env": None, "nvrtc12.0": NVRTC12}
-
-
-def nvrtc_missing() -> str | None:
-    """Why NVRTC or the CUDA headers cannot be used here, or None."""
-    try:
-        cuda_compile.nvrtc()
-        cuda_compile.include_dir()
-    except cuda_compile.NvrtcError as e:
-        return str(e)
-    return None
 
 
 pytestmark = pytest.mark.skipif(nvrtc_missing() is not None,
