@@ -41,7 +41,7 @@ typedef struct { ACC s; ACC m; } gm_acc;
 
 // The bound test of the fast path (docs/design.md, "Correct rounding (issue 22)"): 1 and the bits of
 // the correctly rounded mean in *bits when the FLOAT64 sum's error bound settles the rounding, else
-// 0 (then gm_reduce_exact decides from the values). Higham's bound for any summation tree in which
+// 0 (then the exact tier decides from the values). Higham's bound for any summation tree in which
 // no value passes through more than ``depth`` additions: |s - S| <= gamma(depth) sum|x| <=
 // depth u (1 + 2^-19) sum|x|, and sum|x| <= GM_ABS_SUM (n m, or the GPU shape's computed sum padded) (the CPU shape's FLOAT16 float pre-sum, HALF_BLOCKS, is off in these
 // variants: its bound left most zero-mean rows open). A FLOAT16 sum of at most 2^13 values is exact

@@ -20,7 +20,7 @@ typedef struct { float hi, lo, bound, pad; } gm_acc;
 // The bound test without fp64 (exact.h: gm_settle_ff_f32, gm_settle_ff_narrow): the float-float sum
 // hi + lo within its tracked bound (padded for the bound's own float additions, valid for n < 2^22)
 // of the exact total; the division is decided by exact remainders, never by trusting a float
-// division. Sums that overflowed, inf, NaN and zero means are left to gm_reduce_exact: finite data
+// division. Sums that overflowed, inf, NaN and zero means are left to the exact tier: finite data
 // never give inf or NaN.
 GM_INLINE int gm_settle(gm_acc a, ulong n, long depth, uint* bits) {
     *bits = 0u;

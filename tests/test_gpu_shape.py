@@ -31,10 +31,15 @@ CLASSES = {"R1": ((1 << 16,), (0,)), "R2": ((16, 4096), (1,)), "R3": ((1 << 13, 
            "R4": ((512, 1024), (0,)), "R5": ((1 << 13, 16), (0,)), "R6": ((4, 16, 32, 32), (0, 2, 3))}
 
 
-def gpu_shaped(device):
+def gpu_shaped(device, fp64: bool = False):
+    """Skip where the device runs the CPU-shaped kernels, or (``fp64``) has no fp64: its float-float
+    pair proves no exact tie (no span test: short rows of eight normal FLOAT32 values leave about one
+    in ten open there, redone exactly)."""
     be = device.backend
     if not getattr(be, "gpu_paths", False) and device.info.backend != "cuda":
         pytest.skip(f"{device.info.id} runs the CPU-shaped kernels")
+    if fp64 and not device.info.fp64:
+        pytest.skip(f"{device.info.id}: no fp64, no span proof")
 
 
 def data(kind: str, shape, axes, npdt, seed=7) -> np.ndarray:
@@ -82,8 +87,8 @@ def test_one_launch_or_two_and_no_exact_pass(device, cls, tname):
     shape, axes = CLASSES[cls]
     cop, _, _ = reduce_op(device, dt, shape, axes)
     v = cop.program.variant
-    assert v.exact is None
-    assert cop.launches == 1 + (v.finalize is not None) <= 2
+    launches = [v.main.kernel] + ([v.finalize.kernel] if v.finalize else [])
+    assert cop.launches == len(launches) <= 2 and "gm_reduce_exact" not in launches
 
 
 @pytest.mark.parametrize("kind", ["normal", "uniform", "ones", "centered"])
@@ -93,7 +98,7 @@ def test_short_rows_leave_nothing_open(device, kind, n, tname):
     """Rows of at most 32 values: the exponent span proves each row's FLOAT64 sum exact, ties
     included (before issue 40: about one row of eight normal FLOAT32 values in ten was an exact tie
     the bound could not settle, and went to the exact pass)."""
-    gpu_shaped(device)
+    gpu_shaped(device, fp64=True)
     npdt, dt = TYPES[tname]
     x = data(kind, (2048, n), (1,), npdt, seed=n)
     got, launches, open_ = run_counted(device, dt, x, (1,))
@@ -115,7 +120,7 @@ def test_ordinary_data_leaves_nothing_open(device, cls, kind, tname):
     there (its FLOAT64 sum exact, its mean a float midpoint), which no bound settles; the columns'
     span proof (the CPU shape's gm_col_exact) needs each chunk's largest and smallest magnitudes in
     its partial: issue 40's next stage (docs/design.md, "The kernels' fast path and exact pass")."""
-    gpu_shaped(device)
+    gpu_shaped(device, fp64=True)
     npdt, dt = TYPES[tname]
     shape, axes = CLASSES[cls]
     x = data(kind, shape, axes, npdt)
