@@ -36,7 +36,7 @@ XBLOCK = 64     # the CPU shape's GM_EXACT loops restart their accumulators ever
 
 def exact_mean(plan: planning.ReducePlan, fp64: bool) -> bool:
     """Whether the plan's kernels are the correctly rounded ones (GM_EXACT: the bound test, flags and
-    gm_reduce_exact): REDUCE AVERAGE of FLOAT32, FLOAT16, BFLOAT16 (without fp64: GM_FF, the
+    the exact redo of open outputs): REDUCE AVERAGE of FLOAT32, FLOAT16, BFLOAT16 (without fp64: GM_FF, the
     float-float sum and its bound)."""
     if plan.dtype == D.FLOAT16 and fp64 and plan.n_reduce <= F16_DIRECT:
         return False
