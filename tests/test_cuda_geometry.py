@@ -63,7 +63,8 @@ def test_reduce_geometry_never_one_block():
     g = geo.reduce_geometry(reduce_plan((8, 1 << 24), (1,)), sms=132)
     assert not g.warp_rows and g.n_chunks > 1                                          # few long rows split
     g = geo.reduce_geometry(reduce_plan((1 << 22, 16), (1,)), sms=132)
-    assert g.warp_rows and g.n_chunks == 1 and g.grid == ((1 << 22) // 8, 1)          # many short rows
+    # many short rows: gm_reduce_short, 16 lanes a row, 64 rows a block, about 16 blocks per SM
+    assert g.kernel == "short" and g.lanes == 16 and g.n_chunks == 1 and g.grid == (132 * 16, 1)
     g = geo.reduce_geometry(reduce_plan((1 << 20, 16), (0,)), sms=132)
     assert g.kernel == "col" and g.n_chunks > 1 and g.block == (32, 8)                # few outputs: split R
 

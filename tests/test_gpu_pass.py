@@ -50,9 +50,6 @@ def test_the_dry_run_passes_end_to_end(tmp_path):
             assert f"peer {peer}: not installed" in steps
     for name in ("profile.json", "centered.json", "sweep.json", "conformance.json", "conformance-quick.json"):
         assert (out / name).stat().st_size > 0, name
-    try:
-        import matplotlib  # noqa: F401
-        assert (out / "sweep.png").exists()
-    except ImportError:
-        assert "no plot: matplotlib is not installed" in steps
+    # the plot where the Python the script runs has matplotlib (not necessarily this one's), else a line
+    assert (out / "sweep.png").exists() != ("no plot: matplotlib is not installed" in steps)
     assert not (out / ".rows").exists()
