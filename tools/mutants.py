@@ -79,7 +79,7 @@ MUTANTS = (
            "        if (open[t]) gm_redo_output(", "        if (0 && open[t]) gm_redo_output(",
            ("tests/test_gpu_shape.py::test_centered_data_redone_in_place_give_the_oracles_bits",), "opencl:0-gpupaths",
            "the GPU shape stores the bound's guess for an open output instead of redoing it"),
-    Mutant("claim-with-a-no", "README.md", "# gpu_mean\n", "# gpu_mean\n\nVerified on the H100: no spills.\n",
+    Mutant("claim-with-a-no", "README.md", "# gpu_mean\n", "# gpu_mean\n\nVerified on the A100: no spills.\n",
            ("tests/test_claims.py",), "cpu",
            "a GPU claim with a negative word in it: the claims check has no word exemptions"),
     Mutant("nvrtc-not-installed", "README.md", "# gpu_mean\n", "# gpu_mean\n",
