@@ -426,17 +426,24 @@ def nt_stores(plan: planning.ElementwisePlan, m: dict, tuning: opencl_geometry.O
     FLOAT16 mean of 256 MB arrays), BFLOAT16's bits go as they are. Not in the checked build (an
     access outside the bounds goes to the status buffer's sink, whose alignment the streaming store
     must not assume)."""
-    if checked or plan.count * int(plan.dtype.element_size) < tuning.nt_store_min_bytes:
+    if checked or plan.count * int(plan.dtype.element_size) < tuning.nt_store_min_bytes or m["VW"] < 2:
         return None
     vw, store = m["VW"], m["STOREV(v, p)"]
-    nt = "__builtin_nontemporal_store({}, (__global gm_nt_t*)(p))"
+
+    def halves(vec_t: str, value: str) -> str:
+        # two stores of half a vector each (16 bytes): the operands are only 16-byte aligned (a row of
+        # 2072 BFLOAT16 is 4144 bytes, 16 modulo 32), and a 32-byte streaming store at such an address
+        # faults (PoCL, x86: vmovntdq ymm): a segmentation fault, tests/test_nt_stores.py
+        return (f"{{ {vec_t}{vw} gm_nt_v = ({value}); __builtin_nontemporal_store(gm_nt_v.lo, (__global gm_nt_t*)(p)); "
+                f"__builtin_nontemporal_store(gm_nt_v.hi, (__global gm_nt_t*)(p) + 1); }}")
+    half_t = lambda t: t if vw == 2 else f"{t}{vw // 2}"   # noqa: E731
     if got := re.fullmatch(rf"vstore{vw}\((.*), 0, p\)", store):
-        return {"STOREV_NT(v, p)": nt.format(got.group(1)), "GM_NT_T": f"{m['T']}{vw}"}
+        return {"STOREV_NT(v, p)": halves(m["T"], got.group(1)), "GM_NT_T": half_t(m["T"])}
     if got := re.fullmatch(rf"vstore_half{vw}_rte\((.*), 0, p\)", store):
         return {"STOREV_NT(v, p)": f"{{ ushort{vw} gm_nt_h; vstore_half{vw}_rte({got.group(1)}, 0, (half*)&gm_nt_h); "
-                                   + nt.format("gm_nt_h") + "; }", "GM_NT_T": f"ushort{vw}"}
+                                   + halves("ushort", "gm_nt_h") + " }", "GM_NT_T": half_t("ushort")}
     if got := re.fullmatch(rf"GM_VSTORE_BF16\({vw}, (.*), p\)", store):
-        return {"STOREV_NT(v, p)": nt.format(got.group(1)), "GM_NT_T": f"ushort{vw}"}
+        return {"STOREV_NT(v, p)": halves("ushort", got.group(1)), "GM_NT_T": half_t("ushort")}
     return None
 
 
