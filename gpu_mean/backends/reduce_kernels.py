@@ -83,7 +83,16 @@ def col_span(plan: planning.ReducePlan, g) -> int | None:
     for p significand bits (FLOAT32 28 - ceil(log2 n), BFLOAT16 44 - ceil(log2 n)); else None."""
     if not (g.kernel == "col" and g.n_chunks == 1 and plan.n_reduce <= COL_SPAN_ROWS and plan.inner % g.cols == 0):
         return None
+    return span_limit(plan)
+
+
+def span_limit(plan: planning.ReducePlan) -> int:
+    """52 - p - ceil(log2 n) for FLOAT32 (p = 24) and BFLOAT16 (p = 8): the widest exponent span of n
+    values whose FLOAT64 sum is exact and whose double quotient, rounded once more, is the correctly
+    rounded mean (GM_COL_SPAN of the CPU shape's columns, GM_SPAN of the GPU shape's short rows)."""
     return 52 - {D.FLOAT32: 24, D.BFLOAT16: 8}[plan.dtype] - (plan.n_reduce - 1).bit_length()
+
+
 H16_PASSES = 256        # GM_H16: passes of 32 halves per block (at most 4 * 256 values per double lane)
 H16_RUN = 1 << 22       # GM_H16: runs shorter than this (2^22 values of at most 2^40 units of 2^-24: a long)
 
@@ -373,7 +382,7 @@ def short_span(plan: planning.ReducePlan, fp64: bool) -> int:
     argument); 0 (off) for every other variant."""
     if not (exact_mean(plan, fp64) and fp64 and plan.dtype in (D.FLOAT32, D.BFLOAT16)):
         return 0
-    return 52 - {D.FLOAT32: 24, D.BFLOAT16: 8}[plan.dtype] - (plan.n_reduce - 1).bit_length()
+    return span_limit(plan)
 
 
 def ex_wg(plan: planning.ReducePlan) -> int:
