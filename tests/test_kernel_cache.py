@@ -256,7 +256,7 @@ def fresh_backend(spec: str):
     index = int(spec.split(":")[1].split("-")[0])
     if index >= len(found):
         pytest.skip(f"{spec} absent: {reason or 'no such index'}")
-    return opencl.make_backend(index, allow_fp64=not spec.endswith("-nofp64"), gpu_paths=spec.endswith("-gpupaths"))
+    return opencl.make_backend(index, allow_fp64="-nofp64" not in spec, gpu_paths="-gpupaths" in spec)
 
 
 @pytest.fixture(params=OPENCL_SPECS)
