@@ -26,6 +26,7 @@ static_assert(sizeof(long) == 8 && sizeof(ulong) == 8, "OpenCL's long is 64-bit:
 #define __local __shared__
 #define restrict __restrict__
 #define GM_INLINE __device__ __forceinline__
+#define GM_COLD __device__ __noinline__     // a rarely taken path compiled once, called (the exact redo)
 #define LOCAL_PTR                           // a pointer parameter into local (shared) memory
 #define GM_STATIC_ASSERT(cond, msg) static_assert(cond, #msg)
 

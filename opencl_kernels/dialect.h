@@ -14,6 +14,7 @@
 #endif
 
 #define GM_INLINE inline
+#define GM_COLD inline     // CUDA: __noinline__ (PoCL inlines every call into the work-group function anyway)
 #define LOCAL_PTR __local   // a pointer parameter into local memory
 #define GM_STATIC_ASSERT(cond, msg) typedef char gm_static_assert_##msg[(cond) ? 1 : -1]
 

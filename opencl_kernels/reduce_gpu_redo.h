@@ -7,6 +7,17 @@
 // needs: exact.h, reduce_exact.h (gm_xacc, gm_exact_range, gm_exact_store); EX_WG: the number of
 // superaccumulators a group merges (a power of two; 64, FLOAT64's 552-byte ones 16).
 
+// FLOAT64's redo (its 68-limb superaccumulator) is compiled once and called (GM_COLD: CUDA's
+// __noinline__): inlined into each kernel it took NVRTC 13-22 s per variant, called 7-9 s, and the
+// kernels' registers stay in the same occupancy step (164 -> 168-175, one 256-item group per SM
+// either way; docs/design.md, "Registers"). The narrow formats' redo stays inlined: called, it put
+// their row and column kernels past 64 registers (57 -> 64, 63 -> 69).
+#if GM_X_D
+#define GM_REDO_FN GM_COLD
+#else
+#define GM_REDO_FN GM_INLINE
+#endif
+
 // The input of the finalize pass (its open outputs are summed again from the values).
 #define GM_FIN_IN , __global const T* restrict in, ulong in_off
 
@@ -27,9 +38,9 @@ GM_INLINE void gm_xacc_tree(LOCAL_PTR gm_xacc* xs, const int lid, const int gsiz
 // Output k summed exactly by the whole work-group and stored: EX_WG contiguous shares of its n
 // values, share s taken by work-item s mod gsize, merged by the tree; work-item 0 divides, rounds and
 // stores. Every work-item of the group calls it (its barriers).
-GM_INLINE void gm_redo_output(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
-                              LOCAL_PTR gm_xacc* xs, __constant const gm_rmeta* m, long k, ulong n,
-                              const int lid, const int gsize GM_CHK_P) {
+GM_REDO_FN void gm_redo_output(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
+                               LOCAL_PTR gm_xacc* xs, __constant const gm_rmeta* m, long k, ulong n,
+                               const int lid, const int gsize GM_CHK_P) {
     const long share = ((long)n + EX_WG - 1) / EX_WG;
     const long base = (long)in_off + gm_keep_offset(m, k, 1);
     for (int s = lid; s < EX_WG; s += gsize) {

@@ -172,16 +172,39 @@ def cpu():
 # Parallel runs (pytest-xdist, ``-n 2 --dist loadgroup`` in tools/test.sh): the tests of one device run
 # in one worker, so each worker compiles only its devices' kernel variants (PoCL compiles cold in CI,
 # and two workers building the same variants would each pay for it); the near-limit arrays run in one
-# worker, one after another, so that two of them never hold host memory at once.
+# worker, one after another, so that two of them never hold host memory at once; the compile checks
+# of one NVRTC run in one worker, which compiles every variant once (test_cuda_nvrtc.compiled).
+#
+# The group is read from the test's node id by the scheduler below, not from xdist_group marks:
+# xdist 3.8's loadgroup passes a mark to the controller by appending "@group" to the worker's node id,
+# which pytest 9.2 no longer takes (its node ids are structured; pytest-xdist issue 1386), so that with
+# pytest 9.2 every test was dealt out alone and each worker compiled every device's kernels.
+_PARAM_DEVICE = re.compile(rf"(?:^|-)({DEVICE_ID.pattern})(?=-|$)")
+_NVRTC_IDS = ("nvrtc-env", "nvrtc12.0")     # test_cuda_nvrtc.INSTALLS
 
 
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.path.name == "test_large_arrays.py":
-            group = "large-arrays"
-        else:
-            spec = getattr(item, "callspec", None)
-            params = spec.params.values() if spec is not None else ()
-            group = next((p for p in params if isinstance(p, str) and DEVICE_ID.fullmatch(p)), None)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(name=group))
+def xdist_group_of(nodeid: str) -> str | None:
+    """The group a test runs in under ``--dist loadgroup`` (None: dealt out alone)."""
+    path, _, name = nodeid.partition("::")
+    if path.endswith("test_large_arrays.py"):
+        return "large-arrays"
+    params = name[name.index("[") + 1:-1] if name.endswith("]") and "[" in name else ""
+    if path.endswith("test_cuda_nvrtc.py"):
+        return next((i for i in _NVRTC_IDS if params == i or params.startswith(i + "-")), None)
+    m = _PARAM_DEVICE.search(params)
+    return m.group(1) if m else None
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class DeviceGroups(LoadScopeScheduling):
+        """xdist's scope scheduler, the scope being the group above (a test of no group is its own)."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            group = xdist_group_of(nodeid.split("@")[0])
+            return f"group:{group}" if group else nodeid
+
+    return DeviceGroups(config, log)

@@ -48,16 +48,23 @@ def rtc(request):
             cuda_compile.nvrtc.cache_clear()
 
 
+REPORT = ("--ptxas-options=-v",)   # ptxas's register and spill report in the log; the code is the same
+
+
 @cache
-def compiled(path: str):
-    """{variant id: (macros, kernels, CompiledKernel)}, compiled once per NVRTC (the one at ``path``,
-    which the rtc fixture makes cuda_compile.build's choice)."""
+def compiled(path: str, checked: bool = False):
+    """{variant id: (macros, kernels, CompiledKernel)}: every variant (``checked``: its bounds-checked
+    build) compiled once per NVRTC (the one at ``path``, which the rtc fixture makes cuda_compile's
+    choice), with the backend's own source and options (cuda_compile.build's) plus ptxas's report, so
+    that every check below reads one compile. The tests of one NVRTC run in one pytest-xdist worker
+    (tests/conftest.py), which compiles each variant once."""
     assert cuda_compile.nvrtc().path == path
-    variants = program_variants()
+    variants = program_variants(checked)
 
     def one(v):
         name, fname, macros, kernels = v
-        return name, (macros, kernels, cuda_compile.build(fname, macros, CC))
+        rtc, src, opts = cuda_compile._compile_inputs(fname, macros, CC, None)
+        return name, (macros, kernels, rtc.compile(src, opts + REPORT, fname))
 
     with ThreadPoolExecutor(2) as ex:
         return dict(ex.map(one, variants))
@@ -103,34 +110,45 @@ def test_vector_loads_are_16_bytes(rtc):
 
 def _from_log(log: str) -> dict:
     """{kernel: (registers, stack bytes, spill bytes)} from ptxas's -v report in NVRTC's program log
-    (empty when the log holds none: some NVRTC 13 builds leave it empty)."""
-    out = {}
-    for m in re.finditer(r"Function properties for (\w+)\s*\n.*?(\d+) bytes stack frame, (\d+) bytes spill stores, "
-                         r"(\d+) bytes spill loads\s*\n.*?Used (\d+) registers", log, re.S):
-        out[m.group(1)] = (int(m.group(5)), int(m.group(2)), int(m.group(3)) + int(m.group(4)))
+    (empty when the log holds none: some NVRTC 13 builds leave it empty). A device function compiled
+    apart (GM_COLD) has a properties line and no register line; a kernel's frame counts its callees'."""
+    out, fn, frame = {}, None, None
+    for line in log.splitlines():
+        if m := re.search(r"Function properties for (\w+)", line):
+            fn, frame = m.group(1), None
+        elif fn and (m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads",
+                                    line)):
+            frame = (int(m.group(1)), int(m.group(2)) + int(m.group(3)))
+        elif fn and frame and (m := re.search(r"Used (\d+) registers", line)):
+            out[fn] = (int(m.group(1)), *frame)
+            fn = None
     return out
+
+
+def _depot(body: str) -> int:
+    return sum(int(d) for d in re.findall(r"\.local\s.*__local_depot\d+\[(\d+)\]", body))
 
 
 def _from_cubin(out) -> dict:
     """The same from the cubin's own attributes (cuda_compile.cubin_resources: registers and stack
     frame). The cubin does not count spills apart: they are the frame beyond the local arrays the PTX
-    declares (its __local_depot), so that difference is given as the spill bytes, an upper bound."""
+    declares (the kernel's __local_depot, and the largest of the device functions' it may call), so
+    that difference is given as the spill bytes, an upper bound."""
     res = {}
+    funcs = [b for b in re.split(r"(?=\.func\s|\.entry\s)", out.ptx) if b.startswith(".func")]
+    callee = max((_depot(b) for b in funcs), default=0)
     for kernel, (regs, frame) in cuda_compile.cubin_resources(out.cubin).items():
         if f".entry {kernel}(" not in out.ptx:
             continue        # a device function's own section, not a kernel
-        depot = sum(int(d) for d in re.findall(r"\.local\s.*__local_depot\d+\[(\d+)\]", _entry(out.ptx, kernel)))
-        res[kernel] = (regs, frame, max(0, frame - depot))
+        res[kernel] = (regs, frame, max(0, frame - _depot(_entry(out.ptx, kernel)) - callee))
     return res
 
 
-def _resources(rtc, name: str, fname: str = "elementwise_gpu.cl") -> dict:
+def _resources(rtc, name: str) -> dict:
     """{kernel: (registers, stack bytes, spill bytes)} of one variant: ptxas's -v report where NVRTC's
     log holds it, else the cubin's attributes; where neither can be read (no cubin: this NVRTC does
     not know sm_90), the test is skipped saying so, never passed or failed on an empty log."""
-    macros = compiled(rtc.path)[name][0]
-    opts = cuda_compile.options(rtc.target(CC), cuda_compile.include_dir(rtc.path)) + ("--ptxas-options=-v",)
-    return _read_resources(rtc.compile(cuda_compile.variant_source(fname, macros), opts), name)
+    return _read_resources(compiled(rtc.path)[name][2], name)
 
 
 def _read_resources(out, name: str) -> dict:
@@ -150,12 +168,11 @@ def test_cubin_attributes_agree_with_ptxas_report(rtc):
     and stack frame of every kernel, spills 0 where ptxas reports none, on a variant with a stack (the
     FLOAT64 exact pass's limbs) and one without. An empty log takes the cubin's path; neither skips."""
     import dataclasses
-    variants = program_variants()
-    picked = [next(v for v in variants if v[0] == "ew_nary_FLOAT32_5_strided"),
-              next(v for v in variants if v[0].startswith("red_") and v[2].get("GM_X_D"))]
-    for name, fname, macros, _ in picked:
-        opts = cuda_compile.options(rtc.target(CC), cuda_compile.include_dir(rtc.path)) + ("--ptxas-options=-v",)
-        out = rtc.compile(cuda_compile.variant_source(fname, macros), opts)
+    variants = compiled(rtc.path)
+    picked = ["ew_nary_FLOAT32_5_strided",
+              next(k for k, v in variants.items() if k.startswith("red_") and v[0].get("GM_X_D"))]
+    for name in picked:
+        out = variants[name][2]
         logged = _from_log(out.log)
         if not logged:
             pytest.skip(f"NVRTC {rtc.version} leaves the ptxas report out of its log: nothing to compare with")
@@ -192,7 +209,7 @@ def test_correctly_rounded_reductions_do_not_spill(rtc):
     for name, (macros, _kernels, _) in compiled(rtc.path).items():
         if not name.startswith("red_") or not macros.get("GM_EXACT"):
             continue
-        res = _resources(rtc, name, "reduce_gpu.cl")
+        res = _resources(rtc, name)
         for kernel, (_regs, stack, spill) in res.items():
             if _float64_superaccumulator(macros, kernel):
                 continue    # stage 3: FLOAT64's 68 limbs live in local memory ("stack"), see below
@@ -222,7 +239,7 @@ def test_float64_superaccumulator_is_the_only_stack_user(rtc):
     for name, (macros, _kernels, _) in compiled(rtc.path).items():
         if not name.startswith("red_") or not macros.get("GM_X_D"):
             continue
-        res = _resources(rtc, name, "reduce_gpu.cl")
+        res = _resources(rtc, name)
         assert "gm_reduce_limbs" in res and any(k in res for k in ("gm_reduce_row", "gm_reduce_col")), name
         for kernel, (_regs, stack, spill) in res.items():
             limit = XACC_D_BYTES if _float64_superaccumulator(macros, kernel) else 0
@@ -234,8 +251,8 @@ def test_float64_superaccumulator_is_the_only_stack_user(rtc):
 
 def _entry(ptx: str, kernel: str) -> str:
     start = ptx.index(f".entry {kernel}(")
-    end = ptx.find(".entry ", start + 1)
-    return ptx[start:end if end > 0 else len(ptx)]
+    ends = [e for e in (ptx.find(".entry ", start + 1), ptx.find(".func ", start + 1)) if e > 0]
+    return ptx[start:min(ends, default=len(ptx))]
 
 
 @pytest.mark.parametrize("name", ["ew_mean_FLOAT32_2_strided", "ew_nary_FLOAT16_64_strided",
@@ -261,16 +278,8 @@ def test_reduce_kernels_have_no_local_memory(rtc):
 def test_every_checked_variant_compiles(rtc):
     """The bounds-checked build (GM_CHECKED; opencl:0-checked runs it on PoCL) of every variant compiles
     for CUDA too: the status buffer last, inputs as buffer starts and offsets, the shuffles off."""
-    variants = program_variants(checked=True)
-
-    def one(v):
-        name, fname, macros, kernels = v
-        out = cuda_compile.build(fname, macros, CC)
-        return name, kernels, out
-
-    with ThreadPoolExecutor(2) as ex:
-        for name, kernels, out in ex.map(one, variants):
-            for k in kernels:
-                assert f".entry {k}(" in out.ptx, f"{name}: {k} missing from the PTX"
-            assert "atom.global.cas" in out.ptx or "atom.cas" in out.ptx, f"{name}: no status word CAS"
-            assert "shfl" not in out.ptx, f"{name}: a checked build keeps the warp shuffle off"
+    for name, (_, kernels, out) in compiled(rtc.path, checked=True).items():
+        for k in kernels:
+            assert f".entry {k}(" in out.ptx, f"{name}: {k} missing from the PTX"
+        assert "atom.global.cas" in out.ptx or "atom.cas" in out.ptx, f"{name}: no status word CAS"
+        assert "shfl" not in out.ptx, f"{name}: a checked build keeps the warp shuffle off"
