@@ -25,6 +25,13 @@ ALL_DEVICE_IDS = ["cpu", "opencl:0", "opencl:0-nofp64", "opencl:0-gpupaths", "op
 # conformance pass, the planted out-of-bounds kernels) run on them; naming one in
 # GPU_MEAN_TEST_DEVICES runs the whole suite on it.
 CHECKED_DEVICE_IDS = ["opencl:0-checked", "opencl:0-gpupaths-checked"]
+# The modules whose checks the fp64 switch cannot change (host code: planning, binding, caching,
+# front ends, tools; the near-limit arrays' index arithmetic, which the fp64 variants share): by
+# default the -nofp64 devices leave them out (deselected, about 5 minutes of a CI run);
+# GPU_MEAN_TEST_DEVICES naming a -nofp64 device runs them on it too.
+FP64_BLIND_MODULES = {"test_large_arrays", "test_tools", "test_split", "test_frontends", "test_kernel_cache",
+                      "test_pool", "test_ext_frontends", "test_interop", "test_profile_figures", "test_dask",
+                      "test_runtime_regressions", "test_threads", "test_numpy_habits", "test_object_model"}
 
 
 DEVICE_ID = re.compile(r"cpu|opencl:\d+(-gpupaths)?(-nofp64)?(-checked)?|cuda:\d+(-checked)?")
@@ -193,6 +200,21 @@ def xdist_group_of(nodeid: str) -> str | None:
         return next((i for i in _NVRTC_IDS if params == i or params.startswith(i + "-")), None)
     m = _PARAM_DEVICE.search(params)
     return m.group(1) if m else None
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("GPU_MEAN_TEST_DEVICES"):
+        return
+    keep, drop = [], []
+    for item in items:
+        spec = getattr(item, "callspec", None)
+        dev = next((p for p in (spec.params.values() if spec else ()) if isinstance(p, str) and DEVICE_ID.fullmatch(p)),
+                   None)
+        blind = dev is not None and "-nofp64" in dev and item.path.stem in FP64_BLIND_MODULES
+        (drop if blind else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 def pytest_xdist_make_scheduler(config, log):

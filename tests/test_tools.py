@@ -67,6 +67,35 @@ def test_fast_oracle_matches_the_rational_one():
         assert np.array_equal(oracle.mean_rows(x, dt).astype(np.float64), np.array(want))
 
 
+def test_oracle_memo_returns_the_same_bits_and_never_its_own_array(monkeypatch):
+    """mean_rows remembers results by the input's content: a hit gives equal bits as a fresh array, a
+    changed input (one bit) or another output type is computed anew, an input above the limit is not kept."""
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((300, 9)) * np.exp2(rng.integers(-40, 40, (300, 9)))).astype(np.float32)
+    calls = []
+    real = oracle._mean_rows
+    monkeypatch.setattr(oracle, "_mean_rows", lambda rows, dt: calls.append(dt) or real(rows, dt))
+    monkeypatch.setattr(oracle, "_memo", type(oracle._memo)())
+    first = oracle.mean_rows(x, np.float32)
+    first[0] = np.nan                                   # the caller's array, not the memo's
+    again = oracle.mean_rows(x.copy(), np.float32)
+    assert len(calls) == 1 and not np.isnan(again[0])
+    assert oracle.equal_bits(again, real(x, np.dtype(np.float32)))
+    y = x.copy()
+    y.view(np.uint32)[5, 3] ^= 1
+    assert oracle.equal_bits(oracle.mean_rows(y, np.float32), real(y, np.dtype(np.float32))) and len(calls) == 2
+    oracle.mean_rows(x, np.float64)
+    assert len(calls) == 3
+    monkeypatch.setattr(oracle, "MEMO_INPUT_BYTES", x.nbytes - 1)
+    small = x[:, :5].copy()
+    oracle.mean_rows(small, np.float32)
+    oracle.mean_rows(small, np.float32)
+    assert len(calls) == 4              # below the limit: kept
+    oracle.mean_rows(x, np.float32)
+    oracle.mean_rows(x, np.float32)
+    assert len(calls) == 6              # above it: computed each time
+
+
 def test_conformance_quick(device_or_checked):
     rep = conformance.run_suite(device_or_checked, quick=True)
     assert rep["summary"]["ok"] and rep["summary"]["passed"] > 50 and rep["summary"]["negative_passed"] >= 20
