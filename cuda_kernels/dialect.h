@@ -66,9 +66,11 @@ GM_INLINE double as_double(ulong x) { return __longlong_as_double((long long)x);
 #define isless(a, b) ((a) < (b))
 #define isgreaterequal(a, b) ((a) >= (b))
 GM_INLINE uint mul_hi(uint a, uint b) { return __umulhi(a, b); }
-// 32-bit atomics on global memory (the checked build's status word, opencl_kernels/common.h)
+// 32-bit atomics on global memory (the checked build's status word, opencl_kernels/common.h), and
 GM_INLINE int atomic_cmpxchg(volatile int* p, int cmp, int val) { return atomicCAS((int*)p, cmp, val); }
 GM_INLINE int atomic_inc(volatile int* p) { return atomicAdd((int*)p, 1); }
+// on shared memory: the finalize pass's smallest exponent field (opencl_kernels/reduce_gpu_span.h)
+GM_INLINE uint atomic_min(volatile uint* p, uint v) { return atomicMin((uint*)p, v); }
 #ifndef INFINITY
 #define INFINITY __int_as_float(0x7f800000)
 #endif

@@ -43,6 +43,9 @@
 #include "reduce_exact.h"
 #include "reduce_gpu_redo.h"
 #include "reduce_limbs.h"
+#if GM_MSPAN_P
+#include "reduce_gpu_span.h"
+#endif
 // whether a stored output was left open: kept only where it can be (a variable set and never read
 // is a compiler warning elsewhere)
 #define GM_OPEN_DECL(v) int v = 0;
@@ -293,7 +296,14 @@ __kernel void gm_reduce_short(__global const T* restrict in, ulong in_off, __glo
 
 // Column class: [outer kept..., R (stride rs), inner kept I (stride 1 in input and output)].
 // A (32, COL_Y) work-group: x on 32 adjacent columns (coalesced), y splitting the chunk's rows;
-// local memory adds the COL_Y row sums of each column in order.
+// local memory adds the COL_Y row sums of each column in order. GM_MSPAN_P: beside the sums, the
+// smallest exponent field of each column's values, for the span proof (reduce_gpu_span.h), carried
+// in the partials of a split column to the finalize pass.
+#if GM_MSPAN_P
+#define GM_COL_ADD(a, x) { const ACC cx_ = (x); GM_ACC_ADD(a, cx_); GM_LO_ADD(lo, cx_); }
+#else
+#define GM_COL_ADD(a, x) GM_ACC_ADD(a, x)
+#endif
 __kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __global OUT_T* restrict out,
                             ulong out_off, __global gm_acc* restrict part, ulong part_off, __global uchar* restrict flag,
                             ulong flag_off, int use_part,
@@ -318,21 +328,46 @@ __kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __globa
                     const long end = min(len, chunk * clen + clen);
                     gm_acc s1;
                     GM_ACC_ZERO(s1);
+#if GM_MSPAN_P
+                    uint lo = 0xffffffffu;      // the smallest magnitude's bits - 1 (GM_COL_ADD)
+#endif
                     for (; r + COL_Y < end; r += 2 * COL_Y) {
-                        GM_ACC_ADD(s, GM_IN1(base + r * rs));
-                        GM_ACC_ADD(s1, GM_IN1(base + (r + COL_Y) * rs));
+                        GM_COL_ADD(s, GM_IN1(base + r * rs));
+                        GM_COL_ADD(s1, GM_IN1(base + (r + COL_Y) * rs));
                     }
-                    if (r < end) GM_ACC_ADD(s, GM_IN1(base + r * rs));
+                    if (r < end) GM_COL_ADD(s, GM_IN1(base + r * rs));
                     GM_ACC_MERGE(s, s1);
+#if GM_MSPAN_P
+                    s = gm_e_pack(s, gm_e_of(lo));
+#endif
                 }
                 tile[ly][lx] = s;
                 barrier(CLK_LOCAL_MEM_FENCE);
                 GM_OPEN_DECL(was_open)
                 if (ly == 0 && col < inner) {
                     gm_acc t = tile[0][lx];
+                    const long k = o * inner + col;
+                    int store = 1;
+#if GM_MSPAN_P
+                    uint e = gm_e_unpack(t);
+                    for (int y = 1; y < COL_Y; ++y) {
+                        const gm_acc b = tile[y][lx];
+                        e = min(e, gm_e_unpack(b));
+                        GM_ACC_MERGE(t, b);
+                    }
+                    if (use_part) {
+                        t = gm_e_pack(t, e);
+                    } else if (gm_mspan_store(t, e, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag,
+                                              (long)flag_off + k GM_CHK_A)) {
+                        store = 0;      // proven exact: stored, flag 0
+                    }
+#else
                     for (int y = 1; y < COL_Y; ++y) GM_ACC_MERGE(t, tile[y][lx]);
-                    GM_OPENED(was_open, gm_emit(t, n, out, out_off, part, part_off, flag, flag_off, use_part, m,
-                                                o * inner + col, chunk, n_out GM_CHK_A));
+#endif
+                    if (store) {
+                        GM_OPENED(was_open, gm_emit(t, n, out, out_off, part, part_off, flag, flag_off, use_part, m,
+                                                    k, chunk, n_out GM_CHK_A));
+                    }
                 }
 #if GM_EXACT
                 // the block's open columns redone by the group, one after another (use_part: none)
@@ -394,17 +429,38 @@ __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong par
     __local gm_xacc xs[EX_WG];
     __local uchar gm_open[1];
 #endif
+#if GM_MSPAN_P
+    __local uint e_min;     // the smallest exponent field the chunks' partials carry (reduce_gpu_span.h)
+#endif
     const int lid = (int)get_local_id(0);
     for (long k = (long)get_group_id(0); k < n_out; k += (long)get_num_groups(0)) {
         gm_acc s;
         GM_ACC_ZERO(s);
+#if GM_MSPAN_P
+        if (lid == 0) e_min = GM_E_NONE;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        uint e = GM_E_NONE;
+#endif
         for (long c = lid; c < n_chunks; c += FIN_WG) {
             gm_acc b = GM_PART((long)part_off + c * n_out + k);
+#if GM_MSPAN_P
+            e = min(e, gm_e_unpack(b));
+#endif
             GM_ACC_MERGE(s, b);
         }
+#if GM_MSPAN_P
+        atomic_min(&e_min, e);
+#endif
         s = gm_group_sum(s, scratch, lid, FIN_WG / 32);
         GM_OPEN_DECL(was_open)
-        if (lid == 0) {
+#if GM_MSPAN_P
+        barrier(CLK_LOCAL_MEM_FENCE);       // every work-item's atomic_min done (read below, reset next pass)
+        const int proven = lid == 0 && gm_mspan_store(s, e_min, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag,
+                                                      (long)flag_off + k GM_CHK_A);
+#else
+        const int proven = 0;
+#endif
+        if (lid == 0 && !proven) {
             GM_OPENED(was_open, gm_store(s, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag, (long)flag_off + k,
                                          m GM_CHK_A));
         }

@@ -29,6 +29,14 @@ CHECKED_DEVICE_IDS = ["opencl:0-checked", "opencl:0-gpupaths-checked"]
 # front ends, tools; the near-limit arrays' index arithmetic, which the fp64 variants share): by
 # default the -nofp64 devices leave them out (deselected, about 5 minutes of a CI run);
 # GPU_MEAN_TEST_DEVICES naming a -nofp64 device runs them on it too.
+# opencl:N-nofp64 is the CPU-shaped kernels without fp64, a configuration no shipping OpenCL CPU
+# driver has (PoCL's, Intel's and AMD's CPU devices all have fp64): by default it runs only the
+# modules that hold every kernel's rounding to the oracle (correct rounding, the fuzzer, accuracy).
+# The GPU-shaped -gpupaths-nofp64 (GPUs without fp64 exist) runs all but FP64_BLIND_MODULES.
+NOFP64_CPU_MODULES = {"test_correct_rounding", "test_fuzz", "test_accuracy"}
+# the conformance pass's quick run, by default on the reference, the GPU shape and its checked build
+# (the CPU shape's kernels and checked build meet the same cases in the fuzzer)
+CONFORMANCE_DEVICES = {"cpu", "opencl:0-gpupaths", "opencl:0-gpupaths-checked", "cuda:0", "cuda:0-checked"}
 FP64_BLIND_MODULES = {"test_large_arrays", "test_tools", "test_split", "test_frontends", "test_kernel_cache",
                       "test_pool", "test_ext_frontends", "test_interop", "test_profile_figures", "test_dask",
                       "test_runtime_regressions", "test_threads", "test_numpy_habits", "test_object_model"}
@@ -210,8 +218,12 @@ def pytest_collection_modifyitems(config, items):
         spec = getattr(item, "callspec", None)
         dev = next((p for p in (spec.params.values() if spec else ()) if isinstance(p, str) and DEVICE_ID.fullmatch(p)),
                    None)
-        blind = dev is not None and "-nofp64" in dev and item.path.stem in FP64_BLIND_MODULES
-        (drop if blind else keep).append(item)
+        mod = item.path.stem
+        left_out = dev is not None and (
+            ("-nofp64" in dev and mod in FP64_BLIND_MODULES)
+            or ("-nofp64" in dev and "-gpupaths" not in dev and mod not in NOFP64_CPU_MODULES)
+            or (item.originalname == "test_conformance_quick" and dev not in CONFORMANCE_DEVICES))
+        (drop if left_out else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

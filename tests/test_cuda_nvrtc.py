@@ -277,7 +277,11 @@ def test_reduce_kernels_have_no_local_memory(rtc):
 
 def test_every_checked_variant_compiles(rtc):
     """The bounds-checked build (GM_CHECKED; opencl:0-checked runs it on PoCL) of every variant compiles
-    for CUDA too: the status buffer last, inputs as buffer starts and offsets, the shuffles off."""
+    for CUDA too: the status buffer last, inputs as buffer starts and offsets, the shuffles off. With
+    the environment's NVRTC (13 in CI, as on the GPU machines); NVRTC 12.0 compiles the plain variants
+    above, and the checked build differs from them only in address arithmetic (a CI minute saved)."""
+    if rtc.path == INSTALLS["nvrtc12.0"]:
+        pytest.skip("the checked build is compiled by the environment's NVRTC only")
     for name, (_, kernels, out) in compiled(rtc.path, checked=True).items():
         for k in kernels:
             assert f".entry {k}(" in out.ptx, f"{name}: {k} missing from the PTX"

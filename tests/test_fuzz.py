@@ -19,7 +19,7 @@ Property: each generated case is either
   inside its range that its strides do not address: all must be untouched.
 No other exception, and the device is never removed.
 
-CI runs a fixed, derandomized set of 1500 examples per device (profile ``fuzz-ci``; about 40 s for
+CI runs a fixed, derandomized set of 1000 examples per device (profile ``fuzz-ci``; about 40 s for
 cpu and opencl:0 on PoCL with 2 cores, most of it OpenCL kernel builds), the bounds-checked builds of
 both kernel shapes included (opencl:0-checked, opencl:0-gpupaths-checked: any out-of-bounds access
 of a kernel raises KernelBoundsError, so the case fails). A longer run with fresh
@@ -50,7 +50,7 @@ from gpu_mean.descriptors import tables
 
 _HEALTH = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large,
            HealthCheck.filter_too_much]
-settings.register_profile("fuzz-ci", max_examples=1500, deadline=None, derandomize=True,
+settings.register_profile("fuzz-ci", max_examples=1000, deadline=None, derandomize=True,
                           suppress_health_check=_HEALTH, print_blob=True)
 settings.register_profile("fuzz-long", max_examples=int(os.environ.get("GPU_MEAN_FUZZ_EXAMPLES", "0") or 0) or 1,
                           deadline=None, derandomize=False, suppress_health_check=_HEALTH, print_blob=True)

@@ -7,7 +7,8 @@ pass leaves open, and that an open output is redone by the kernel that stored it
   (reduce_gpu_redo.h), so an execute with nothing open does no exact work at all.
 - Short rows (at most 32 values: gm_reduce_short) are proven exact by their exponent span where it
   allows (reduce_gpu.cl: gm_span_store), exact ties included: no output of normal, uniform, ones or
-  centered data is left open.
+  centered data is left open. Columns the same way, by their smallest exponent field and the sum of
+  their magnitudes, through the chunk partials of a split column (reduce_gpu_span.h).
 - Every class on centered data (values minus their mean over the reduced axes: every FLOAT32 output
   open) gives the oracle's bits: the redo path of each kernel (row, short, column, general, finalize).
 The span-limit rows run on every device; the rest on the GPU-shaped ones.
@@ -22,6 +23,7 @@ from helpers import check_reduce_mean, exact_values
 
 import gpu_mean as gm
 from gpu_mean import DataType as D
+from gpu_mean.backends import reduce_kernels
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 TYPES = {"float32": (np.dtype(np.float32), D.FLOAT32), "float16": (np.dtype(np.float16), D.FLOAT16),
@@ -111,15 +113,14 @@ def cop_name(device, dt, shape, axes) -> str:
     return reduce_op(device, dt, shape, axes)[0].program.variant.main.kernel
 
 
-@pytest.mark.parametrize("cls", ["R1", "R2", "R3", "R5", "R6"])
+@pytest.mark.parametrize("cls", list(CLASSES))
 @pytest.mark.parametrize("kind", ["normal", "uniform", "ones"])
 @pytest.mark.parametrize("tname", list(TYPES))
 def test_ordinary_data_leaves_nothing_open(device, cls, kind, tname):
     """Normal, uniform and ones data: every output settled by the main pass (the bound or the span).
-    R4 (columns of 512 rows) is left out: about 1 normal column in 500 is an exact tie of the rounding
-    there (its FLOAT64 sum exact, its mean a float midpoint), which no bound settles; the columns'
-    span proof (the CPU shape's gm_col_exact) needs each chunk's largest and smallest magnitudes in
-    its partial: issue 40's next stage (docs/design.md, "The kernels' fast path and exact pass")."""
+    R4 (columns of 512 rows, split in chunks on a 132-SM GPU) is settled by the columns' span proof
+    (reduce_gpu_span.h): about 1 normal column in 500 is an exact tie of the rounding, which no bound
+    settles (test_columns_exact_ties_need_the_span_proof)."""
     gpu_shaped(device, fp64=True)
     npdt, dt = TYPES[tname]
     shape, axes = CLASSES[cls]
@@ -182,3 +183,54 @@ def test_short_rows_at_the_span_limit(device):
     got = mean([[-0.0] * 8, [-0.0] * 7 + [0.0]])
     assert (got[0::2].view(np.uint32) == 0x80000000).all() and (got[1::2].view(np.uint32) == 0).all()
     mean([[2.0 ** -149] * 7 + [2.0 ** -148], [np.inf] * 8, [np.inf] * 4 + [-np.inf] * 4])
+
+
+def test_columns_exact_ties_need_the_span_proof(device, monkeypatch):
+    """Without the columns' span proof (gpu_col_span 0), R4's normal FLOAT32 data leaves columns open:
+    exact ties of the rounding, redone exactly; with it, none. The same bits either way."""
+    gpu_shaped(device, fp64=True)
+    shape, axes = CLASSES["R4"]
+    x = data("normal", shape, axes, np.float32)
+    with_proof, _, opened = run_counted(device, D.FLOAT32, x, axes)
+    assert opened == 0
+    monkeypatch.setattr(reduce_kernels, "gpu_col_span", lambda plan, fp64: 0)
+    without, _, opened = run_counted(device, D.FLOAT32, x, axes)
+    assert opened and opened > 0, "no exact tie in this data: the test shows nothing"
+    want = oracle.reduce_mean(x, axes, np.float32)
+    assert oracle.equal_bits(with_proof, want) and oracle.equal_bits(without, want)
+
+
+def _limit_columns(npdt, n: int) -> np.ndarray:
+    """Columns of n values at the columns' span proof's edges (FLOAT32 p = 24, BFLOAT16 p = 8; every
+    value a multiple of 2^q, q = e - 127 - p + 1 for the smallest exponent field e):
+    - exact ties: n - 1 ones and 1 + n 2^-p (a midpoint mean, 1 + 2^-p: rounds to even), negated too;
+    - magnitudes 2^(53 - p - ceil(log2 n)) with alternating signs and one 1.0 (q = 1 - p): the sum of
+      magnitudes just below 2^(q + 52) (proven), and the same with the magnitudes doubled (past it:
+      the bound decides);
+    - zeros, -0.0 alone, subnormals, an inf, inf with -inf, a NaN, 2^127s (n of them pass FLOAT32)."""
+    p = 24 if npdt == np.float32 else 8
+    tie = [1.0] * (n - 1) + [1.0 + n * 2.0 ** -p]
+    big = 2.0 ** (53 - p - (n - 1).bit_length())
+    alt = [big * (1 if i % 2 else -1) for i in range(n - 1)] + [1.0]
+    cols = [tie, [-v for v in tie], alt, [2 * v for v in alt[:-1]] + [1.0],
+            [0.0] * n, [-0.0] * n, [2.0 ** (-149 if p == 24 else -133)] * n,
+            [np.inf] + [1.0] * (n - 1), [np.inf, -np.inf] + [0.0] * (n - 2), [np.nan] + [1.0] * (n - 1),
+            [2.0 ** 127] * n]
+    return exact_values(np.array(cols, dtype=np.float64).T.copy(), npdt)
+
+
+@pytest.mark.parametrize("n, width", [(512, 64), (48, 64), (512, 2048)])
+@pytest.mark.parametrize("tname", ["float32", "bfloat16"])
+def test_columns_at_the_span_limit(device, n, width, tname):
+    """The columns of _limit_columns, repeated across ``width`` columns, in a column reduction split
+    in chunks (512 rows: partials carry the field) and unsplit (48 rows), on every device: the
+    oracle's bits. On the GPU-shaped devices with fp64, the ties and the proven columns are settled
+    by the main pass (nothing open but what the proof must leave to the bound or the redo)."""
+    npdt, dt = TYPES[tname]
+    cols = _limit_columns(npdt, n)
+    x = np.tile(cols, (1, -(-width // cols.shape[1])))[:, :width].copy()
+    got = check_reduce_mean(device, dt, x, (0,))
+    if getattr(device.backend, "gpu_paths", False) and device.info.fp64:
+        assert run_counted(device, dt, x, (0,))[2] == 0      # every column settled by the main pass
+    period = cols.shape[1]
+    assert (got[0::period].astype(np.float64) == 1.0).all() and (got[1::period].astype(np.float64) == -1.0).all()

@@ -341,6 +341,8 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
               "FIN_WG": fin_block[0] if g.n_chunks > 1 else 32, "SHORT_LPR": g.lanes})
     if g.kernel == "short":
         m.update({"SHORT_U": gpu_geometry.SHORT_U, "GM_SPAN": short_span(plan, fp64)})
+    if g.kernel == "col" and gpu_col_span(plan, fp64):
+        m["GM_MSPAN_P"] = gpu_col_span(plan, fp64)
     i64, n_out = np.int64, plan.n_out
     tail = (i64(n_out), i64(g.length), i64(g.chunk), i64(g.n_chunks), np.uint64(plan.n_reduce))
     if g.kernel in ("row", "short"):
@@ -383,6 +385,15 @@ def short_span(plan: planning.ReducePlan, fp64: bool) -> int:
     if not (exact_mean(plan, fp64) and fp64 and plan.dtype in (D.FLOAT32, D.BFLOAT16)):
         return 0
     return span_limit(plan)
+
+
+def gpu_col_span(plan: planning.ReducePlan, fp64: bool) -> int:
+    """GM_MSPAN_P of gm_reduce_col and its finalize pass (reduce_gpu_span.h): the format's precision p
+    (FLOAT32 24, BFLOAT16 8) where short_span's conditions hold and ceil(log2 n) <= 52 - p (the span
+    proof's rounding argument), else 0 (off)."""
+    if short_span(plan, fp64) <= 0:
+        return 0
+    return {D.FLOAT32: 24, D.BFLOAT16: 8}[plan.dtype]
 
 
 def ex_wg(plan: planning.ReducePlan) -> int:
