@@ -217,9 +217,9 @@ def test_every_class_of_program_is_covered():
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 def test_kernels_compile_with_nvcc_too(tmp_path):
-    # NVRTC is what runs (tests/test_cuda_nvrtc.py, which needs libnvrtc and compiles every variant and
-    # its bounds-checked build with two NVRTCs); nvcc, which CI always has, compiles every variant with
-    # the backend's own option list, and its PTX must not flush either
+    # NVRTC is what runs (tests/test_cuda_nvrtc.py, which needs libnvrtc and compiles every variant
+    # with two NVRTCs and the bounds-checked builds with one); nvcc compiles every reduction variant
+    # (the longest sources) with the backend's own option list, and its PTX must not flush either
 
     def one(v):
         name, fname, macros, _ = v
@@ -230,7 +230,7 @@ def test_kernels_compile_with_nvcc_too(tmp_path):
         return name, r.returncode, r.stderr, src.with_suffix(".ptx")
 
     with ThreadPoolExecutor(2) as ex:
-        for name, rc, err, ptx in ex.map(one, program_variants()):
+        for name, rc, err, ptx in ex.map(one, [v for v in program_variants() if v[1] == "reduce_gpu.cl"]):
             assert rc == 0, f"{name}:\n{err}"
             assert not f32_ftz_lines(ptx.read_text()), f"{name}: .ftz on float32 arithmetic"
 

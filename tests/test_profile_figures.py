@@ -331,8 +331,11 @@ def _profile_rows(device, case, kind, monkeypatch=None):
 
 
 def test_open_outputs_and_launches_on_a_gpu_shaped_device():
-    """FLOAT32 rows on opencl:0-gpupaths (the GPU shape: main kernel, exact pass): ones leave no output
-    open, centered data leave them all (each mean a rounding residue); launches are the plan's."""
+    """FLOAT32 on opencl:0-gpupaths (the GPU shape): ones leave no output open; centered data (each mean
+    a rounding residue) leave every row open, and few columns (none with the profiler's seed, 2 of 64
+    with another): the columns' span proof finds most of their FLOAT64 sums exact (reduce_gpu_span.h: the smallest of 4096 normal values is about 2^-13, so every
+    value is a multiple of 2^-36, and their sum of magnitudes, about 3300, is below 2^16). Launches
+    are the plan's."""
     from conftest import make_device
 
     from gpu_mean import backends
@@ -342,10 +345,13 @@ def test_open_outputs_and_launches_on_a_gpu_shaped_device():
     for case in (Case("reduce", F32, (64, 4096), (1,)), Case("reduce", F32, (4096, 64), (0,))):
         ones, centered = (_profile_rows(dev, case, k) for k in ("ones", "centered"))
         assert ones["open_outputs"] == 0
-        assert centered["open_outputs"] == centered["outputs"] == 64
+        rows = case.axes == (1,)
+        opened = centered["open_outputs"]
+        assert centered["outputs"] == 64 and (opened == 64 if rows else opened < 8), opened
         v = profiler.prepare_device(dev, case).cop.program.variant
         assert ones["launches"] == centered["launches"] == 1 + (v.finalize is not None) <= 2
-        assert "64/64 open" in profiler.format_row(case, centered) and "launch" in profiler.format_row(case, centered)
+        assert f"{opened}/64 open" in profiler.format_row(case, centered)
+        assert "launch" in profiler.format_row(case, centered)
 
 
 def test_launches_is_what_an_execute_launches():
