@@ -333,9 +333,9 @@ def _profile_rows(device, case, kind, monkeypatch=None):
 def test_open_outputs_and_launches_on_a_gpu_shaped_device():
     """FLOAT32 on opencl:0-gpupaths (the GPU shape): ones leave no output open; centered data (each mean
     a rounding residue) leave every row open, and few columns (none with the profiler's seed, 2 of 64
-    with another): the columns' span proof finds most of their FLOAT64 sums exact (reduce_gpu_span.h: the smallest of 4096 normal values is about 2^-13, so every
-    value is a multiple of 2^-36, and their sum of magnitudes, about 3300, is below 2^16). Launches
-    are the plan's."""
+    with another): the columns' span proof finds most of their FLOAT64 sums exact (reduce_gpu_span.h:
+    the smallest of 4096 normal values is about 2^-13, so every value is a multiple of 2^-36, and their
+    sum of magnitudes, about 3300, is below 2^16). Launches are the plan's."""
     from conftest import make_device
 
     from gpu_mean import backends
