@@ -207,7 +207,13 @@ def _limit_columns(npdt, n: int) -> np.ndarray:
     - magnitudes 2^(53 - p - ceil(log2 n)) with alternating signs and one 1.0 (q = 1 - p): the sum of
       magnitudes just below 2^(q + 52) (proven), and the same with the magnitudes doubled (past it:
       the bound decides);
-    - zeros, -0.0 alone, subnormals, an inf, inf with -inf, a NaN, 2^127s (n of them pass FLOAT32)."""
+    - zeros, -0.0 alone, subnormals, an inf, inf with -inf, a NaN, 2^127s (n of them pass FLOAT32);
+    - FLOAT32, n = 512, last: n - 2 ones, 2 + 2^-15 - 2^-21 and 2^-21 + 2^-44 (q = -44: the sum of
+      magnitudes, about 2^9, is past 2^(q + 52) = 2^8: no proof). The exact mean 1 + 2^-24 + 2^-53
+      rounds up, but the FLOAT64 sum cannot hold the 2^-44 (half an ulp at 512: it rounds to even)
+      and lands on the midpoint, which rounds down: a proof taken with a larger field (another
+      work-item's or chunk's) or a limit two binades looser gets it wrong. The bound cannot settle
+      it either: it is the one column left open, redone exactly."""
     p = 24 if npdt == np.float32 else 8
     tie = [1.0] * (n - 1) + [1.0 + n * 2.0 ** -p]
     big = 2.0 ** (53 - p - (n - 1).bit_length())
@@ -216,6 +222,8 @@ def _limit_columns(npdt, n: int) -> np.ndarray:
             [0.0] * n, [-0.0] * n, [2.0 ** (-149 if p == 24 else -133)] * n,
             [np.inf] + [1.0] * (n - 1), [np.inf, -np.inf] + [0.0] * (n - 2), [np.nan] + [1.0] * (n - 1),
             [2.0 ** 127] * n]
+    if p == 24 and n == 512:
+        cols.append([1.0] * (n - 2) + [2 + 2.0 ** -15 - 2.0 ** -21, 2.0 ** -21 + 2.0 ** -44])
     return exact_values(np.array(cols, dtype=np.float64).T.copy(), npdt)
 
 
@@ -230,7 +238,10 @@ def test_columns_at_the_span_limit(device, n, width, tname):
     cols = _limit_columns(npdt, n)
     x = np.tile(cols, (1, -(-width // cols.shape[1])))[:, :width].copy()
     got = check_reduce_mean(device, dt, x, (0,))
-    if getattr(device.backend, "gpu_paths", False) and device.info.fp64:
-        assert run_counted(device, dt, x, (0,))[2] == 0      # every column settled by the main pass
     period = cols.shape[1]
+    lost = period == 12         # the tie-breaker the FLOAT64 sum loses: its columns stay open, redone
+    if getattr(device.backend, "gpu_paths", False) and device.info.fp64:
+        assert run_counted(device, dt, x, (0,))[2] == (len(range(11, width, period)) if lost else 0)
+    if lost:
+        assert (got[11::period].astype(np.float64) == 1.0 + 2.0 ** -23).all()
     assert (got[0::period].astype(np.float64) == 1.0).all() and (got[1::period].astype(np.float64) == -1.0).all()

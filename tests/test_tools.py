@@ -81,6 +81,8 @@ def test_oracle_memo_returns_the_same_bits_and_never_its_own_array(monkeypatch):
     again = oracle.mean_rows(x.copy(), np.float32)
     assert len(calls) == 1 and not np.isnan(again[0])
     assert oracle.equal_bits(again, real(x, np.dtype(np.float32)))
+    again[1] = np.nan                                   # nor is a hit the memo's own array
+    assert not np.isnan(oracle.mean_rows(x, np.float32)[1]) and len(calls) == 1
     y = x.copy()
     y.view(np.uint32)[5, 3] ^= 1
     assert oracle.equal_bits(oracle.mean_rows(y, np.float32), real(y, np.dtype(np.float32))) and len(calls) == 2
