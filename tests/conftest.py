@@ -25,25 +25,24 @@ ALL_DEVICE_IDS = ["cpu", "opencl:0", "opencl:0-nofp64", "opencl:0-gpupaths", "op
 # conformance pass, the planted out-of-bounds kernels) run on them; naming one in
 # GPU_MEAN_TEST_DEVICES runs the whole suite on it.
 CHECKED_DEVICE_IDS = ["opencl:0-checked", "opencl:0-gpupaths-checked"]
-# The modules whose checks the fp64 switch cannot change (host code: planning, binding, caching,
-# front ends, tools; the near-limit arrays' index arithmetic, which the fp64 variants share): by
-# default the -nofp64 devices leave them out (deselected, about 5 minutes of a CI run);
-# GPU_MEAN_TEST_DEVICES naming a -nofp64 device runs them on it too.
-# opencl:N-nofp64 is the CPU-shaped kernels without fp64, a configuration no shipping OpenCL CPU
-# driver has (PoCL's, Intel's and AMD's CPU devices all have fp64): by default it runs only the
-# modules that hold every kernel's rounding to the oracle (correct rounding, the fuzzer, accuracy).
-# The GPU-shaped -gpupaths-nofp64 (GPUs without fp64 exist) runs all but FP64_BLIND_MODULES.
-NOFP64_CPU_MODULES = {"test_correct_rounding", "test_fuzz", "test_accuracy"}
-# the conformance pass's quick run, by default on the reference and the GPU shape (the CPU shape's
-# kernels and both checked builds meet the same operators in the fuzzer's 1000 descriptors; about 4
-# minutes of a CI run saved)
-CONFORMANCE_DEVICES = {"cpu", "opencl:0-gpupaths", "cuda:0"}
-# the near-limit arrays (tests/test_large_arrays.py) on the devices whose kernels index them (the cpu
-# device's are numpy's)
-LARGE_ARRAY_DEVICES_SKIP = {"cpu"}
+# What the default run leaves out (deselected in pytest_collection_modifyitems below, to keep CI under
+# 25 minutes; GPU_MEAN_TEST_DEVICES naming a device runs everything on it):
+# - FP64_BLIND_MODULES on the -nofp64 devices: the modules whose checks the fp64 switch cannot change
+#   (host code: planning, binding, caching, front ends, tools; the near-limit arrays' index
+#   arithmetic, which the fp64 variants share);
 FP64_BLIND_MODULES = {"test_large_arrays", "test_tools", "test_split", "test_frontends", "test_kernel_cache",
                       "test_pool", "test_ext_frontends", "test_interop", "test_profile_figures", "test_dask",
                       "test_runtime_regressions", "test_threads", "test_numpy_habits", "test_object_model"}
+# - on opencl:N-nofp64 (the CPU-shaped kernels without fp64, a configuration no shipping OpenCL CPU
+#   driver has: PoCL's, Intel's and AMD's CPU devices all have fp64), every module but those that hold
+#   every kernel's rounding to the oracle; the GPU-shaped -gpupaths-nofp64 (GPUs without fp64 exist)
+#   runs all but FP64_BLIND_MODULES;
+NOFP64_CPU_MODULES = {"test_correct_rounding", "test_fuzz", "test_accuracy"}
+# - the conformance pass's quick run but on the reference and the GPU shape (the CPU shape's kernels
+#   and both checked builds meet the same operators in the fuzzer's 1000 descriptors);
+CONFORMANCE_DEVICES = {"cpu", "opencl:0-gpupaths", "cuda:0"}
+# - the near-limit arrays (tests/test_large_arrays.py) on the cpu device, whose indexing is numpy's.
+LARGE_ARRAY_DEVICES_SKIP = {"cpu"}
 
 
 DEVICE_ID = re.compile(r"cpu|opencl:\d+(-gpupaths)?(-nofp64)?(-checked)?|cuda:\d+(-checked)?")
@@ -214,14 +213,18 @@ def xdist_group_of(nodeid: str) -> str | None:
     return m.group(1) if m else None
 
 
+# the parameters that name the device a test runs on (the fixtures above; tests that build their own
+# devices call theirs "spec"): a device-shaped value under another name is data, never left out
+DEVICE_PARAMS = ("device", "device_or_checked", "checked_device", "spec")
+
+
 def pytest_collection_modifyitems(config, items):
     if os.environ.get("GPU_MEAN_TEST_DEVICES"):
         return
     keep, drop = [], []
     for item in items:
-        spec = getattr(item, "callspec", None)
-        dev = next((p for p in (spec.params.values() if spec else ()) if isinstance(p, str) and DEVICE_ID.fullmatch(p)),
-                   None)
+        params = item.callspec.params if hasattr(item, "callspec") else {}
+        dev = next((params[n] for n in DEVICE_PARAMS if isinstance(params.get(n), str)), None)
         mod = item.path.stem
         left_out = dev is not None and (
             ("-nofp64" in dev and mod in FP64_BLIND_MODULES)
