@@ -68,5 +68,6 @@ def __getattr__(name):
     # the frontends import the device layer; load them on first use
     if name in _FUNCTIONAL:
         from .frontends import functional
-        return getattr(functional, name)
+        value = globals()[name] = getattr(functional, name)     # later lookups skip this function
+        return value
     raise AttributeError(f"module 'gpu_mean' has no attribute {name!r}")

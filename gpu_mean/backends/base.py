@@ -18,6 +18,12 @@ class Program:
         """Enqueue the work. ``inputs``/``outputs`` are (native buffer, byte offset) pairs."""
         raise NotImplementedError
 
+    def run_bound(self, inputs, outputs, temporary) -> None:
+        """``run`` over bindings that change from call to call (a caller's arrays bound in place),
+        keeping no reference to them after it: the functional calls' repeated launch."""
+        self.run(inputs, outputs, temporary)
+        self.forget_bindings()
+
     def forget_bindings(self) -> None:
         """Drop any reference kept to the buffers of the last run (a program that skips setting
         unchanged arguments keeps them), so that memory bound for one call (a caller's array bound

@@ -321,6 +321,7 @@ class ReduceProgram(Program):
         self.wide = reduce_kernels.wide_sum(plan)
         self.checked = _Checked(be, 5 if self.wide else 4) if be.checked else None
         self._last = None       # (bindings, main and finalize args, element offsets) of the last run
+        self._slots = None      # run_bound's templates: (temporary, main args, finalize args, slots)
 
     def run(self, inputs, outputs, temporary):
         v = self.variant
@@ -343,6 +344,43 @@ class ReduceProgram(Program):
             be.launch(self.fin, fin, v.finalize, 0)
             if chk is not None:
                 chk.status.check(v.finalize.kernel)
+
+    def run_bound(self, inputs, outputs, temporary):
+        """A launch over the caller's memory, which moves from call to call: the argument tuples are
+        built once (per temporary binding) and only the input's and output's buffer and offset are
+        substituted (ReduceVariant.MAIN_SLOTS, finalize_slots); nothing is kept of the caller's
+        buffers afterwards. The checked build (its bounds) and the wide sum (its second output) run
+        the full path."""
+        if self.checked is not None or self.wide:
+            super().run_bound(inputs, outputs, temporary)
+            return
+        v, be = self.variant, self.be
+        temp = temporary if v.temporary_size else None
+        slots = self._slots
+        if slots is None or slots[0] != temp:
+            self._last = None
+            main, fin, _ = self._arguments(inputs[0], outputs[0], temporary)
+            slots = self._slots = (temp, list(main), list(fin) if fin is not None else None, v.finalize_slots)
+        _, main, fin, fslots = slots
+        (ib, ioff), (ob, ooff) = inputs[0], outputs[0]
+        put = {"in": (be.buffer_arg(ib), np.uint64(ioff // self.itemsize)),
+               "out": (be.buffer_arg(ob), np.uint64(ooff // self.out_itemsize))}
+        for name, at in v.MAIN_SLOTS.items():
+            main[at], main[at + 1] = put[name]
+        be.launch(self.main, tuple(main), v.main, self.traffic)
+        if fin is not None:
+            for name, at in fslots.items():
+                fin[at], fin[at + 1] = put[name]
+            be.launch(self.fin, tuple(fin), v.finalize, 0)
+        # the templates keep no caller's buffer past the launch
+        for at in v.MAIN_SLOTS.values():
+            main[at] = None
+        if fin is not None:
+            for at in fslots.values():
+                fin[at] = None
+        for h in (self.main, self.fin):
+            if h is not None:
+                be.forget_args(h)
 
     def _arguments(self, binding_in, binding_out, temporary, binding_lo=None) -> tuple:
         v, be = self.variant, self.be

@@ -319,6 +319,14 @@ class ReduceVariant:
         return (inp, u64(in_off), out, u64(out_off), part, u64(part_off), flag, u64(flag_off),
                 np.int32(self.n_chunks > 1), meta) + self.tail + lo
 
+    # where main_args and finalize_args put the bound input's and output's (buffer, offset): the
+    # repeated launch substitutes them into the tuple built once (programs.ReduceProgram.run_bound)
+    MAIN_SLOTS = {"in": 0, "out": 2}
+
+    @property
+    def finalize_slots(self) -> dict:
+        return {"out": 4, "in": 10} if self.redo_open else {"out": 4}
+
     def finalize_args(self, part, part_off, out, out_off, flag, flag_off, meta, n_out: int, n: int,
                       lo: tuple = (), inp=None, in_off: int = 0) -> tuple:
         """``inp``, ``in_off``: the input (redo_open: the outputs the pass leaves open are summed again)."""

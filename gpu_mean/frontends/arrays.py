@@ -103,6 +103,14 @@ class Operand:
         self.span_elements = interop.span_elements(shape, strides)
         self.span_bytes = self.span_elements * dtype.itemsize
 
+    def like(self, array) -> Operand:
+        """This operand's description over another array of the same shape, dtype and strides (a
+        repeated call: frontends/repeat.py)."""
+        o = Operand.__new__(Operand)
+        o.kind, o.array, o.shape, o.dtype, o.strides = self.kind, array, self.shape, self.dtype, self.strides
+        o.span_elements, o.span_bytes = self.span_elements, self.span_bytes
+        return o
+
     def piece(self, index: tuple) -> Operand:
         """The operand over a box of its own dimensions (``index``: one slice per dimension), a view
         without a copy; element strides stay those of the whole (0 where a piece has size 1)."""
@@ -178,9 +186,17 @@ class Call:
       (2^32 - 1 elements): the call runs in pieces (frontends/split.py), each a Call of its own.
     """
 
-    def __init__(self, inputs, device, what: str):
+    def __init__(self, inputs, device, what: str, seen=None):
+        """``seen``: (device, kinds, views) of device arrays already classified and viewed
+        (frontends/repeat.py's lookup), so that no array is looked up twice."""
         self.what = what
-        if device is not None and all(type(x) is np.ndarray for x in inputs):
+        if seen is not None:
+            self.rule = _one_library(inputs, what)
+            self.dev = dev = seen[0]
+            self.bridge = dev.backend.arrays
+            self.ops = [self._operand(x, i, k, what, where, view)
+                        for i, (x, (k, where), view) in enumerate(zip(inputs, seen[1], seen[2]))]
+        elif device is not None and all(type(x) is np.ndarray for x in inputs):
             # the common case, without the general classification
             self.rule = NUMPY
             self.dev = dev = get_device(device)
@@ -224,15 +240,16 @@ class Call:
         c.signature = tuple((o.kind, o.dtype.str, o.shape, o.strides, c.alignment(o)) for o in ops)
         return c
 
-    def _operand(self, x, index: int, kind: str, what: str, where=None) -> Operand:
-        """The caller's memory, viewed without a copy unless a TensorDesc cannot describe its strides."""
+    def _operand(self, x, index: int, kind: str, what: str, where=None, view=None) -> Operand:
+        """The caller's memory, viewed without a copy unless a TensorDesc cannot describe its strides
+        (``view``: the bridge's view of ``x`` where it was taken already)."""
         bridge = self.bridge
         if kind == "host":
             arr = host_array(x)
         elif kind != bridge.kind:
             raise wrong_device(x, kind, where, self.dev.name, f"{what} input {index}")
         else:
-            arr = bridge.view(x, f"{what} input {index}", where)
+            arr = bridge.view(x, f"{what} input {index}", where) if view is None else view
         dtype = arr.dtype if kind == "host" else bridge.dtype_of(x, arr)
         data_type_of(dtype, what)
         shape = arr.shape if kind == "host" else tuple(int(n) for n in arr.shape)
@@ -285,9 +302,24 @@ class Call:
                 res = self._run(ln, dest, to_host)
             except pool.Released:
                 continue
+            self.launch = ln
             if ln.pool.held > ln.pool.limit:
                 ln.cache.trim()
             return res if dest is not None or to_host else hand_back(res, self.rule, self.ops[0].dtype)
+
+    def again(self, arrays, bind: bool = True) -> Call | None:
+        """This call over other arrays of the same signature (a repeated call: frontends/repeat.py):
+        the operands re-described without a look at their types; None where the new arrays cannot be
+        bound as these were (host memory a device cannot take in place at that address). ``bind``:
+        False for a template that holds no arrays."""
+        c = Call.__new__(Call)
+        c.__dict__.update(self.__dict__)
+        c.ops = ops = [o.like(a) for o, a in zip(self.ops, arrays)]
+        if bind and c.mode == "host in place":
+            c.natives = [self.bridge.host_in_place(o.span(), False) for o in ops]
+            if any(n is None for n in c.natives):
+                return None
+        return c
 
     def _run(self, ln, dest, to_host):
         mode = self.mode

@@ -480,24 +480,79 @@ def tree_sum(x: np.ndarray, axes: tuple):
     return s, depth
 
 
+def magnitude_span(x: np.ndarray, dtype):
+    """(largest magnitude as FLOAT64, exponent of the smallest nonzero magnitude's ulp) of a narrow
+    float array, from its bits (one masked copy, two integer reductions); None where an inf or NaN
+    is present; the exponent is None where every value is a zero."""
+    f = fmt(dtype)
+    mag = x.view(f.udtype) & f.udtype.type((1 << (f.bits - 1)) - 1)
+    hi = mag.max()
+    if int(hi) >> f.mbits == (1 << f.ebits) - 1:
+        return None
+    m = F64(hi.view(dtype))
+    lo = int(mag.min())
+    if lo == 0:
+        nonzero = mag[mag != 0]
+        if not nonzero.size:
+            return m, None
+        lo = int(nonzero.min())
+    return m, max(lo >> f.mbits, 1) - (f.emax + f.mbits)
+
+
+def exact_f64_sum(n: int, m, ulp_exp) -> bool:
+    """Whether the FLOAT64 sum of n values is exact in any order: every value, and so every partial
+    sum, is a multiple of 2^ulp_exp (the smallest nonzero magnitude's ulp; larger magnitudes have
+    larger ulps), and no partial sum exceeds n * m <= 2^(ulp_exp + 53) in magnitude, so each is an
+    integer below 2^53 times 2^ulp_exp: representable, so no addition rounds."""
+    return ulp_exp is None or math.ldexp(n * float(m), -ulp_exp) <= 2.0 ** 53
+
+
 def reduce_narrow(x: np.ndarray, axes: tuple, dtype) -> np.ndarray:
-    """REDUCE AVERAGE of FLOAT16 / FLOAT32 / BFLOAT16, correctly rounded, keeping the rank."""
+    """REDUCE AVERAGE of FLOAT16 / FLOAT32 / BFLOAT16, correctly rounded, keeping the rank.
+
+    The FLOAT64 sum decides most outputs with its error bound (``settle_narrow``). Where the
+    magnitudes' span proves the sum exact (``exact_f64_sum``: few values, or values of similar
+    size), the bound is zero, and what it leaves open (a quotient within FLOAT64's rounding of a
+    midpoint, an exact tie) is decided exactly from the sum itself (``settle_dd``), without the
+    values' digits. Over a power of two the exact sum gives the exact mean, rounded once."""
     axes = tuple(axes)
     n = math.prod(x.shape[a] for a in axes)
     with np.errstate(over="ignore", invalid="ignore"):
         s, depth = tree_sum(x, axes)
         q = s / F64(n)
-    if np.dtype(dtype) == np.float16:
-        m = F64(65504.0)
+    span = magnitude_span(x, dtype) if x.size else (F64(0), None)
+    exact = span is not None and exact_f64_sum(n, *span)
+    if exact:
+        m = span[0]
+        err = F64(0)
     else:
-        m = max_abs(x)
-        if not np.isfinite(m):       # an inf or NaN somewhere: each output's own bound
+        if np.dtype(dtype) == np.float16:
+            m = F64(65504.0)
+        elif span is not None:
+            m = span[0]
+        else:       # an inf or NaN somewhere: each output's own bound
             m = max_abs(x, axis=axes, keepdims=True)
-    out, ok = settle_narrow(q, narrow_error(n, m, dtype, depth) / F64(n), dtype)
+        err = narrow_error(n, m, dtype, depth)
+    if exact and n & (n - 1) == 0:
+        # an exact sum over a power of two: q is the exact mean, and one rounding of it is the
+        # answer, ties to even included (only a zero's sign needs the values: below)
+        out = cast(q, dtype)
+        if q.all():
+            return out
+        ok = q != 0
+    else:
+        out, ok = settle_narrow(q, err / F64(n), dtype)
     nonfinite = ~np.isfinite(q)
     if np.any(nonfinite):     # an inf or NaN input: the FLOAT64 sum of narrow values cannot overflow
         out = np.where(nonfinite, cast(q, dtype), out)
     open_ = np.flatnonzero(~ok & ~nonfinite)
+    if open_.size and exact:
+        # the sum is exact: the quotient's rounding (and an exact tie) decided from it alone
+        s_open = s.reshape(-1)[open_]
+        r, settled = settle_dd(s_open, np.zeros_like(s_open), F64(0), n, dtype)
+        out = out.copy()
+        out.reshape(-1)[open_[settled]] = r[settled]
+        open_ = open_[~settled]
     if open_.size:
         out_flat = out.reshape(-1)
         zero = open_[q.reshape(-1)[open_] == 0]
@@ -505,7 +560,7 @@ def reduce_narrow(x: np.ndarray, axes: tuple, dtype) -> np.ndarray:
             # a zero sum (padding rows, all-zero outputs): zeros alone give +0.0 (-0.0 from -0.0s
             # alone), decided from the bits (one integer pass over those outputs' values); an exact
             # sum (err 0) that is zero too
-            exact_sum = np.all(narrow_error(n, m, dtype, depth) == 0)
+            exact_sum = bool(np.all(err == 0))
             vals, settled = _zero_means(x, axes, zero, dtype, exact_sum)
             out_flat[zero[settled]] = vals[settled]
             open_ = np.setdiff1d(open_, zero[settled], assume_unique=True)

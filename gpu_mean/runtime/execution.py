@@ -125,6 +125,16 @@ class Executor:
             self.guard(f"executing {cop.desc.name}", cop.program.run, *args)
             self.guard("synchronize", self.backend.finish)
 
+    def run_bound(self, cop: CompiledOperator, inputs, outputs, temporary) -> None:
+        """Enqueue ``cop`` over (native buffer, byte offset) pairs that an earlier execution of the
+        same operator checked in kind: the functional calls' repeated launch (frontends/pool.py),
+        which rebinds only where the caller's arrays lie. Nothing is validated or recorded; the
+        program substitutes the pointers into the argument tuple it built once
+        (``Program.run_bound``)."""
+        self.check_alive()
+        with self.lock:
+            self.guard(f"executing {cop.desc.name}", cop.program.run_bound, inputs, outputs, temporary)
+
     def _initialize_for_execute(self, cop: CompiledOperator, inputs: list, persistent) -> None:
         p_size = cop.binding_properties.persistent_resource_size
         if p_size and persistent is None:

@@ -1,0 +1,129 @@
+"""The repeated functional call: what ``gm.mean`` / ``gm.reduce_mean`` do when a call has the
+signature of an earlier one.
+
+A call's signature is the operator and its parameters (axes, keepdims, the ONNX opset's rules), the
+device, and per input the array's type, data type, shape, strides and alignment. Everything the
+first call with a signature works out -- axes and shapes normalized, the operator descriptor built
+and validated, the operator compiled and initialized, the launch's bindings checked, its argument
+tuples built -- holds for every later call with that signature. So the first call keeps a ``Plan``
+(in the device's DeviceCache, beside its launch), and a repeated call does only:
+
+1. compute the signature from the arrays (``lookup``: attribute reads; a device array is viewed
+   once, as the first call viewed it: CuPy arrays as they are, DLPack producers through CuPy);
+2. re-describe the operands over the new arrays (``Call.again``: no type classification);
+3. allocate the result in the caller's library, order the streams, and launch: the launch hands
+   the new addresses to the program, which substitutes them into its argument tuples
+   (``Launch.run_device``, ``Executor.run_bound``), or, for host arrays copied through the launch's
+   own buffers, writes them and replays the recorded command list;
+4. hand the result back as the caller's type.
+
+Anything else -- the first call, a call split into pieces, an empty result, an array no plan takes
+(a Python list, a CPU DLPack producer, a numpy subclass) -- runs the full path in
+``functional.py``. A plan whose launch was given back (the pool's limit, ``gm.free_memory``) or
+whose device was removed is dropped there and then, and the call takes the full path, which makes
+a new one. Errors are the full path's: a signature that fails never gets a plan.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..backends.arrays import classify, hand_back
+from . import pool
+from .arrays import Call, _device_for, get_device
+
+MAX_PLANS = 4 * pool.MAX_LAUNCHES      # per device; the least recently used goes first
+MISS = object()                        # lookup / Plan.run: take the full path
+
+
+class Plan:
+    """One call signature's call (``Call``, its operands to be replaced) and its cached launch."""
+
+    __slots__ = ("call", "launch")
+
+    def __init__(self, call: Call):
+        # the first call's arrays are not kept: the plan must not hold the caller's memory
+        template = call.again([None] * len(call.ops), bind=False)
+        template.__dict__.pop("natives", None)
+        self.call, self.launch = template, call.launch
+
+    def run(self, arrays):
+        ln = self.launch
+        if ln.released:
+            return MISS
+        c = self.call.again(arrays)
+        if c is None:
+            return MISS
+        try:
+            res = c._run(ln, None, False)
+        except pool.Released:
+            return MISS
+        if ln.pool.held > ln.pool.limit:
+            ln.cache.trim()
+        return hand_back(res, c.rule, c.ops[0].dtype)
+
+
+def lookup(op_key, inputs, device, what: str):
+    """(plan or None, the call's full key or None where no plan can take it, or (device, kinds,
+    views) of device arrays for the full path: an array is looked up once per call)."""
+    seen = None
+    if all(type(x) is np.ndarray for x in inputs):
+        dev = get_device(device)
+        key = (op_key, tuple((x.dtype, x.shape, x.strides) for x in inputs))
+        arrays = inputs
+    else:
+        kinds = [classify(x, i, what) for i, x in enumerate(inputs)]
+        if any(k not in ("cuda", "opencl") for k, _ in kinds):
+            return None, None
+        dev = _device_for(kinds, inputs, device)
+        bridge = dev.backend.arrays
+        if any(k != bridge.kind for k, _ in kinds):
+            return None, None           # the full path says which array is on which device
+        arrays = [bridge.view(x, f"{what} input {i}", where) for i, (x, (_, where)) in enumerate(zip(inputs, kinds))]
+        key = (op_key, tuple((type(x), bridge.dtype_of(x, a), tuple(a.shape), tuple(a.strides), bridge.alignment(a))
+                             for x, a in zip(inputs, arrays)))
+        seen = (dev, kinds, arrays)
+    if dev.executor.removed is not None:
+        return None, None
+    cache = pool.device_cache(dev)
+    plan = cache.plans.get(key)
+    if plan is None:
+        return None, (cache, key, seen)
+    return (plan, arrays), (cache, key, seen)
+
+
+def run(op_key, inputs, device, what: str):
+    """The result of a repeated call, or (MISS, key): the caller takes the full path and hands
+    ``key`` and its Call to ``keep``."""
+    try:
+        hash(op_key)
+    except TypeError:
+        return MISS, None
+    found, key = lookup(op_key, inputs, device, what)
+    if found is not None:
+        plan, arrays = found
+        res = plan.run(arrays)
+        if res is not MISS:
+            return res, key
+        cache, k, _ = key
+        with cache.lock:
+            cache.plans.pop(k, None)
+    return MISS, key
+
+
+def seen(key):
+    """What ``run`` learnt of device arrays, for the full path's Call (None: nothing)."""
+    return None if key is None else key[2]
+
+
+def keep(key, call: Call) -> None:
+    """Keep the plan of a call that ran whole (not split, not empty) on the full path."""
+    if key is None or getattr(call, "launch", None) is None or call.mode == "split":
+        return
+    cache, k, _ = key
+    if getattr(call, "dest_bytes", None) is not None:
+        return
+    with cache.lock:
+        cache.plans[k] = Plan(call)
+        cache.plans.move_to_end(k)
+        while len(cache.plans) > MAX_PLANS:
+            cache.plans.popitem(last=False)

@@ -1,0 +1,159 @@
+"""The repeated functional call (frontends/repeat.py): a call with an earlier call's signature does
+only what its arrays need -- no classification of the arrays, no descriptor, no validation of
+bindings, no argument tuple rebuilt, no launch beyond the plan's kernels -- and still gives each
+call's own answer, on every device and on the stand-in CUDA device (tests/fake_cupy.py)."""
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+from fake_cupy import DevPtr, FakeCupyArray, fake_cuda_backend
+from oracle import reduce_mean as oracle_reduce_mean
+
+import gpu_mean as gm
+from gpu_mean.backends import programs
+from gpu_mean.frontends import arrays, functional
+from gpu_mean.runtime import bindings, execution
+
+
+def reduce_mean_ref(x, axes):
+    """The exact oracle's correctly rounded mean over ``axes``, reduced axes kept."""
+    return oracle_reduce_mean(x, axes, x.dtype)
+
+# the per-call work a repeated call must not do
+FULL_PATH = {
+    "classify the arrays (Call)": (arrays.Call, "__init__"),
+    "normalize the axes": (functional, "normalize_axes"),
+    "build a descriptor": (functional, "reduce_desc"),
+    "bind through the table (validation)": (bindings.BindingTable, "bind_inputs"),
+    "check the bindings at execution": (bindings, "check_complete"),
+    "dispatch a recorded list": (execution.Executor, "_dispatch"),
+    "rebuild a reduction's arguments": (programs.ReduceProgram, "_arguments"),
+}
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    counts = dict.fromkeys(FULL_PATH, 0)
+    for name, (owner, attr) in FULL_PATH.items():
+        fn = getattr(owner, attr)
+
+        def wrapper(*a, _fn=fn, _name=name, **k):
+            counts[_name] += 1
+            return _fn(*a, **k)
+        monkeypatch.setattr(owner, attr, wrapper)
+    return counts
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    log = []
+    be, state = fake_cuda_backend(monkeypatch, log)
+    return gm.Device(be), log
+
+
+def _fake_array(log, shape, seed=0):
+    a = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    return FakeCupyArray(DevPtr(bytearray(a.tobytes()), 0, log), shape, np.float32)
+
+
+@pytest.mark.parametrize("call", ["reduce_mean(x, [1])", "reduce_mean(x, [0])", "mean(x, y)"])
+def test_a_repeated_call_on_device_arrays_only_binds_and_launches(fake, counted, call):
+    """CuPy arrays on the (stand-in) GPU: the second and later calls with new arrays of the same
+    signature launch exactly the plan's kernels and do none of the full path's work."""
+    dev, log = fake
+    run = {"reduce_mean(x, [1])": lambda x, y: gm.reduce_mean(x, [1], device=dev),
+           "reduce_mean(x, [0])": lambda x, y: gm.reduce_mean(x, [0], device=dev),
+           "mean(x, y)": lambda x, y: gm.mean(x, y, device=dev)}[call]
+    run(_fake_array(log, (64, 300)), _fake_array(log, (64, 300), 1))
+    ln = next(iter(gm.memory_pool(dev).cache.launches.values()))
+    kernels = ln.cop.program.launches if hasattr(ln.cop.program, "fin") else 1
+    for k in range(3):
+        x, y = _fake_array(log, (64, 300), 2 + k), _fake_array(log, (64, 300), 7 + k)
+        for name in counted:
+            counted[name] = 0
+        log.clear()
+        res = run(x, y)
+        assert isinstance(res, FakeCupyArray)
+        assert {n: c for n, c in counted.items() if c} == {}, "a repeated call did the full path's work"
+        launched = [e for e in log if e[0] in ("launch", "graph")]
+        assert len(launched) == kernels
+        # the kernels read the new arrays' addresses (the launch log names no address, so the
+        # stand-in's bound input is checked on the program: it keeps none after the launch)
+        assert ln.cop.program.__dict__.get("_last") is None
+
+
+def test_a_repeated_call_on_host_arrays_skips_the_full_path(device, counted):
+    """numpy arrays on every device, small (copied through the launch's buffers) and large (bound in
+    place where the device works in host memory): repeated calls with other arrays of the same
+    signature give each array's own mean and do none of the full path's work."""
+    rng = np.random.default_rng(3)
+    for shape in ((16, 16), (256, 256)):
+        xs = [rng.standard_normal(shape).astype(np.float32) for _ in range(3)]
+        gm.reduce_mean(xs[0], [1], device=device)
+        for x in xs[1:]:
+            for name in counted:
+                counted[name] = 0
+            res = gm.reduce_mean(x, [1], device=device)
+            np.testing.assert_array_equal(res, reduce_mean_ref(x, (1,)))
+            assert {n: c for n, c in counted.items() if c} == {}, f"{shape}: a repeated call did the full path's work"
+
+
+def test_a_signature_that_differs_takes_the_full_path(device):
+    """Another shape, stride, data type, axis or keepdims is another signature: each gets its own
+    answer (a plan reused across signatures would give a wrong shape or wrong values)."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((8, 12)).astype(np.float32)
+    calls = [(x, [1], True), (x, [0], True), (x, [1], False), (x.T, [1], True), (x[:, ::2], [1], True),
+             (x[:4], [1], True), (x.astype(np.float16), [1], True), (x, [-1], True)]
+    for _ in range(2):
+        for a, axes, keep in calls:
+            res = gm.reduce_mean(a, axes, keepdims=keep, device=device)
+            want = reduce_mean_ref(a, tuple(d % a.ndim for d in axes))
+            np.testing.assert_array_equal(res, want if keep else want.reshape(res.shape))
+            assert res.dtype == a.dtype
+
+
+def test_a_plan_keeps_no_caller_array(device):
+    """The plan is kept per signature, the arrays are not: a caller's array is freed when the caller
+    lets go of it."""
+    x = np.random.default_rng(5).standard_normal((256, 256)).astype(np.float32)
+    gm.reduce_mean(x, [1], device=device)
+    gm.reduce_mean(x.copy(), [1], device=device)
+    ref = weakref.ref(x)
+    del x
+    gc.collect()
+    assert ref() is None
+
+
+def test_a_released_launch_is_not_replayed(device):
+    """gm.free_memory gives back the launches a plan refers to: the next call takes the full path
+    and makes a new launch and plan (never a launch whose buffers went back to the pool)."""
+    x = np.random.default_rng(6).standard_normal((16, 16)).astype(np.float32)
+    gm.reduce_mean(x, [1], device=device)
+    gm.free_memory(device)
+    np.testing.assert_array_equal(gm.reduce_mean(x, [1], device=device), reduce_mean_ref(x, (1,)))
+    cache = gm.memory_pool(device).cache
+    assert all(not p.launch.released for p in cache.plans.values())
+
+
+def test_reduce_variant_slots_match_the_arguments():
+    """ReduceVariant.MAIN_SLOTS and finalize_slots name where main_args and finalize_args put the
+    bound input's and output's buffer and offset (the repeated launch substitutes them there)."""
+    from gpu_mean.backends import reduce_kernels
+    inp, out, part, flag, meta = (object() for _ in range(5))
+    for exact in (False, True):
+        v = reduce_kernels.ReduceVariant(macros={}, main=None, tail=(), finalize=None, n_chunks=2,
+                                         temporary_size=0, redo_open=exact)
+        main = v.main_args(inp, 11, out, 13, part, 17, flag, 19, meta)
+        assert main[v.MAIN_SLOTS["in"]] is inp and int(main[v.MAIN_SLOTS["in"] + 1]) == 11
+        assert main[v.MAIN_SLOTS["out"]] is out and int(main[v.MAIN_SLOTS["out"] + 1]) == 13
+        fin = v.finalize_args(part, 17, out, 13, flag, 19, meta, 5, 7, (), inp, 11)
+        slots = v.finalize_slots
+        assert fin[slots["out"]] is out and int(fin[slots["out"] + 1]) == 13
+        if exact:
+            assert fin[slots["in"]] is inp and int(fin[slots["in"] + 1]) == 11
+        else:
+            assert "in" not in slots and inp not in fin
