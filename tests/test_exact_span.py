@@ -1,0 +1,87 @@
+"""The CPU device's span proof (runtime/exact.py: magnitude_span, exact_f64_sum): a FLOAT64 sum of
+narrow floats is exact when n times the largest magnitude fits in 53 bits above the smallest
+nonzero magnitude's ulp; then the bound is zero, an exact mean over a power of two is rounded once
+(ties to even), and what the quotient's rounding leaves open is decided from the sum alone."""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gpu_mean as gm
+from gpu_mean.runtime import exact
+
+BF16 = ml_dtypes.bfloat16
+F32_TIES = {
+    # mean 1 + 2^-24, halfway between 1 and 1 + 2^-23: ties to even give 1
+    "two values, a tie": ([1.0, 1.0 + 2.0 ** -23], 1.0),
+    # sum 3 + 3 * 2^-24 over three: the same tie, through a quotient FLOAT64 rounds
+    "three values, a tie": ([1.0 + 2.0 ** -23, 1.0 + 2.0 ** -23, 1.0 - 2.0 ** -24], 1.0),
+    # mean 1 + 3 * 2^-24, halfway between 1 + 2^-23 and 1 + 2^-22: to even, up
+    "two values, a tie rounding up": ([1.0 + 2.0 ** -23, 1.0 + 2.0 ** -22], 1.0 + 2.0 ** -22),
+    # a tie among subnormal results: (2^-149 + 2^-148) / 2 = 1.5 * 2^-149, to even: 2^-148
+    "subnormal tie": ([2.0 ** -149, 2.0 ** -148], 2.0 ** -148),
+}
+
+
+@pytest.mark.parametrize("name", list(F32_TIES))
+def test_exact_ties_round_to_even_on_every_device(device, name):
+    values, want = F32_TIES[name]
+    x = np.array([values], np.float32)
+    got = gm.reduce_mean(x, [1], device=device)
+    assert got.reshape(()).view(np.uint32) == np.float32(want).view(np.uint32), (got, want)
+
+
+def test_ties_are_settled_without_the_digits(monkeypatch):
+    """The proof decides exact ties from the FLOAT64 sum: the values' digits (the superaccumulator)
+    and the double-double pass are never reached for them."""
+    def refuse(*a, **k):
+        raise AssertionError("an output the span proof settles went to the exact digits")
+    monkeypatch.setattr(exact, "open_means", refuse)
+    for values, want in F32_TIES.values():
+        x = np.array([values], np.float32)
+        assert exact.reduce_narrow(x, (1,), np.float32).reshape(()) == np.float32(want)
+    rng = np.random.default_rng(0)
+    for n in (3, 16, 256):        # normal data: every sum exact, every output settled
+        x = rng.standard_normal((64, n)).astype(np.float32)
+        exact.reduce_narrow(x, (1,), np.float32)
+
+
+def test_the_span_limit():
+    """Exact up to n * m == 2^(e + 53), not one step past it; all zeros are exact; an inf or NaN
+    gives no span."""
+    assert exact.exact_f64_sum(2, 2.0 ** 52, 0)
+    assert not exact.exact_f64_sum(2, math.nextafter(2.0 ** 52, math.inf), 0)
+    assert exact.exact_f64_sum(4, 1.0, -51) and not exact.exact_f64_sum(4, 1.0, -52)
+    assert exact.exact_f64_sum(10 ** 9, 1e30, None)
+    assert exact.magnitude_span(np.zeros(3, np.float32), np.float32) == (0.0, None)
+    assert exact.magnitude_span(np.array([1, np.nan], np.float32), np.float32) is None
+    assert exact.magnitude_span(np.array([1, -np.inf], BF16), BF16) is None
+    for dt, ulp in ((np.float32, -23), (np.float16, -10), (BF16, -7)):
+        m, e = exact.magnitude_span(np.array([0.0, -1.0, 0.5], dt), dt)
+        assert (m, e) == (1.0, ulp - 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-160, 90), st.lists(st.tuples(st.integers(0, 36), st.integers(0, (1 << 23) - 1), st.booleans()),
+                                       min_size=1, max_size=40))
+def test_a_sum_the_proof_calls_exact_is_exact(base, parts):
+    """Soundness: wherever exact_f64_sum holds, numpy's FLOAT64 sum (any order it takes) equals the
+    exact sum; float32 values of any significands, their exponents within 36 binades of each other
+    (around the limit) from the subnormals up."""
+    vals = []
+    for off, frac, neg in parts:
+        e = base + off
+        v = math.ldexp(1 + frac / 2 ** 23, e) if e > -127 else math.ldexp(frac, -149)
+        v = float(np.float32(v)) if np.isfinite(np.float32(v)) else 0.0
+        vals.append(-v if neg else v)
+    x = np.array(vals, np.float32)
+    span = exact.magnitude_span(x, np.float32)
+    assert span is not None
+    if exact.exact_f64_sum(x.size, *span):
+        assert Fraction(float(np.sum(x, dtype=np.float64))) == sum(Fraction(float(v)) for v in x)
