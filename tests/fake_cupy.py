@@ -4,6 +4,7 @@ compute; copies move real bytes between host memory and bytearrays standing for 
 from __future__ import annotations
 
 import ctypes
+import math
 import sys
 import threading
 import types
@@ -178,12 +179,20 @@ class FakeCupyArray:
     """``cupy.ndarray``: device memory (a DevPtr) with a shape, dtype and byte strides."""
 
     def __init__(self, data, shape, dtype, strides=None, device=1):
+        # plain Python arithmetic: CuPy's own bookkeeping is C, and the front door's benchmark times
+        # gpu_mean's Python through this stand-in (tools/bench_front_door.py)
         self.data, self.shape, self.dtype = data, tuple(shape), np.dtype(dtype)
-        self.strides = strides or tuple(int(s) for s in np.empty(self.shape, self.dtype).strides)
+        if strides is None:
+            step, strides = self.dtype.itemsize, []
+            for n in reversed(self.shape):
+                strides.append(step)
+                step *= n
+            strides = tuple(reversed(strides))
+        self.strides = strides
         self.ndim = len(self.shape)
         self.device = types.SimpleNamespace(id=device)
-        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-        self.size = int(np.prod(self.shape, dtype=np.int64))
+        self.size = math.prod(self.shape)
+        self.nbytes = self.size * self.dtype.itemsize
 
     def __dlpack_device__(self):
         return (2, self.device.id)
@@ -278,7 +287,7 @@ def fake_cupy(log, index=1):
     def empty(shape, d):
         d = dtype(d)
         shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
-        return FakeCupyArray(alloc(int(np.prod(shape, dtype=np.int64)) * d.itemsize), shape, d, device=index)
+        return FakeCupyArray(alloc(math.prod(shape) * d.itemsize), shape, d, device=index)
 
     cuda_ns = types.SimpleNamespace(
         alloc=alloc, alloc_pinned_memory=alloc_pinned_memory, Event=lambda **kw: FakeEvent(log, **kw),

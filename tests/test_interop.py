@@ -10,6 +10,7 @@ import pytest
 
 import gpu_mean as gm
 from gpu_mean.frontends import functional, pool
+from gpu_mean.runtime import execution
 
 X = np.arange(48, dtype=np.float32).reshape(6, 8)
 # the CPU device binds host memory in place from CPU_IN_PLACE_MIN_BYTES on, and copies below
@@ -201,7 +202,7 @@ def test_strided_views_are_bound_in_place(device, monkeypatch, view, source, siz
     gm.reduce_mean(v, [0], keepdims=False, device=device)     # compile and cache the launch
     gm.mean(v, v, device=device)
     allocs = Spy(monkeypatch, device, "create_buffer")
-    runs = Spy(monkeypatch, pool.Launch, "run_device")
+    runs = Spy(monkeypatch, execution.Executor, "run_bound")     # every launch over bound memory
     uploads = Spy(monkeypatch, pool.Launch, "run_host")
     r = gm.reduce_mean(v, [0], keepdims=False, device=device)
     m = gm.mean(v, v, device=device)
@@ -215,9 +216,9 @@ def test_strided_views_are_bound_in_place(device, monkeypatch, view, source, siz
             assert all(np.shares_memory(s, src) for s in spans)
         return
     assert runs.calls
-    for (_, ins, _), _ in runs.calls:
-        for b in ins:
-            assert _same_memory(device, b, src)
+    for (_, _, ins, _, _), _ in runs.calls:
+        for handle, _ in ins:
+            assert _same_memory(device, handle, src)
 
 
 def must_bind_in_place(dev, source: str, v) -> bool:
@@ -233,8 +234,8 @@ def must_bind_in_place(dev, source: str, v) -> bool:
     return host_memory and span >= 128 << 10
 
 
-def _same_memory(dev, binding, src):
-    nat = binding.buffer.native
+def _same_memory(dev, nat, src):
+    """Whether the native handle a launch was given is ``src``'s memory."""
     if dev.info.backend == "cpu":
         return np.shares_memory(nat, src)
     if dev.info.backend == "opencl":
@@ -249,11 +250,11 @@ def test_negative_strides_are_copied(device, monkeypatch):
     if not isinstance(src, np.ndarray) and device.info.backend == "opencl":
         pytest.skip("pyopencl arrays take no negative steps")
     v = src[::-1]
-    runs = Spy(monkeypatch, pool.Launch, "run_device")
+    runs = Spy(monkeypatch, execution.Executor, "run_bound")
     r = gm.reduce_mean(v, [1], keepdims=False, device=device)
     np.testing.assert_array_equal(host(r), X[::-1].mean(1))
-    for (_, ins, _), _ in runs.calls:
-        assert not _same_memory(device, ins[0], src)
+    for (_, _, ins, _, _), _ in runs.calls:
+        assert not _same_memory(device, ins[0][0], src)
 
 
 def test_host_loop_allocates_nothing_after_the_first_call(device, monkeypatch):

@@ -68,9 +68,10 @@ class CudaArrays(ArrayBridge):
             return cp.asarray(x)
 
     def dtype_of(self, x, arr) -> np.dtype:
-        if is_bfloat16_array(x) and np.dtype(arr.dtype) == np.int16:
+        dt = arr.dtype
+        if dt == np.int16 and is_bfloat16_array(x):
             return bfloat16_dtype()      # the int16 bits ``view`` read a bfloat16 tensor as
-        return np.dtype(arr.dtype)
+        return dt
 
     @functools.cached_property
     def native_bfloat16(self) -> bool:

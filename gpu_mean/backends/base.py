@@ -57,6 +57,12 @@ class Backend:
         changed or freed; the copy itself may still be in flight, ordered before every later command."""
         raise NotImplementedError
 
+    def write_held(self, native, offset: int, data: np.ndarray) -> None:
+        """``write``, where the caller keeps ``data`` unchanged until its next ``read`` or ``finish``
+        (which wait for every earlier command): the copy need not be waited for (the functional
+        calls' uploads, read back in the same call)."""
+        self.write(native, offset, data)
+
     def read(self, native, offset: int, nbytes: int) -> np.ndarray:
         """``nbytes`` from ``native`` at ``offset`` after every earlier command, as a new uint8 array
         the caller owns."""

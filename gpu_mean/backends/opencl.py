@@ -276,6 +276,12 @@ class OpenCLBackend(KernelBackend):
         self.cl.enqueue_copy(self.queue, native, data, dst_offset=offset, is_blocking=True)
         self._drained()     # a blocking command in an in-order queue: every earlier one is complete
 
+    def write_held(self, native, offset, data):
+        # not blocking: the in-order queue runs it before the kernels, and pyopencl holds ``data``
+        # until the copy is done
+        ev = self.cl.enqueue_copy(self.queue, native, data, dst_offset=offset, is_blocking=False)
+        self._enqueued(ev, data.nbytes)
+
     def read(self, native, offset, nbytes):
         out = np.empty(nbytes, np.uint8)
         if nbytes:
@@ -288,12 +294,10 @@ class OpenCLBackend(KernelBackend):
         return ClArrays(self)
 
     def host_sync(self, native, nbytes: int) -> None:
-        # blocking map: waits for every earlier command of the in-order queue, and makes the
-        # device's writes to a buffer over host memory visible in the host array; unmapped at once
-        arr, _ = self.cl.enqueue_map_buffer(self.queue, native, self.cl.map_flags.READ, 0, (max(nbytes, 1),),
-                                            np.uint8, is_blocking=True)
-        arr.base.release(self.queue)
-        self._drained()
+        # ``native`` is a buffer the bridge made over host memory only where this device's kernels
+        # were seen to write into the host array itself (arrays_opencl.probe_host_ptr_alignment): the
+        # writes are there once the in-order queue is done, and no map is needed
+        self.finish()
 
     def copy(self, src, src_offset, dst, dst_offset, nbytes):
         ev = self.cl.enqueue_copy(self.queue, dst, src, byte_count=nbytes, src_offset=src_offset,

@@ -20,6 +20,7 @@ from .base import Backend, Program
 from .reduce_kernels import Launch
 
 VEC_ALIGN = 16      # the vector kernels' loads and stores: every operand's address a multiple of this
+_U0 = np.uint64(0)
 
 
 class KernelBackend(Backend):
@@ -270,6 +271,17 @@ class ElementwiseProgram(Program):
         be.launch(self.handles[launch.kernel], args, launch, self.traffic)
         chk.status.check(launch.kernel)
 
+    def run_bound(self, inputs, outputs, temporary):
+        """A launch over the caller's memory (it moves from call to call): the arguments built from
+        the fixed part made once and the bound buffers; nothing kept of them afterwards."""
+        if self.checked is not None:
+            super().run_bound(inputs, outputs, temporary)
+            return
+        launch, args = self._arguments(inputs, outputs[0])
+        handle = self.handles[launch.kernel]
+        self.be.launch(handle, args, launch, self.traffic)
+        self.be.forget_args(handle)
+
     def _arguments(self, inputs, output) -> tuple:
         v, be, isz = self.variant, self.be, self.itemsize
         out, ooff = output
@@ -363,24 +375,25 @@ class ReduceProgram(Program):
             slots = self._slots = (temp, list(main), list(fin) if fin is not None else None, v.finalize_slots)
         _, main, fin, fslots = slots
         (ib, ioff), (ob, ooff) = inputs[0], outputs[0]
-        put = {"in": (be.buffer_arg(ib), np.uint64(ioff // self.itemsize)),
-               "out": (be.buffer_arg(ob), np.uint64(ooff // self.out_itemsize))}
-        for name, at in v.MAIN_SLOTS.items():
-            main[at], main[at + 1] = put[name]
+        ia, oa = be.buffer_arg(ib), be.buffer_arg(ob)
+        io = np.uint64(ioff // self.itemsize) if ioff else _U0
+        oo = np.uint64(ooff // self.out_itemsize) if ooff else _U0
+        at_in, at_out = v.MAIN_SLOTS["in"], v.MAIN_SLOTS["out"]
+        main[at_in], main[at_in + 1], main[at_out], main[at_out + 1] = ia, io, oa, oo
         be.launch(self.main, tuple(main), v.main, self.traffic)
+        main[at_in] = main[at_out] = None       # the template keeps no caller's buffer
         if fin is not None:
-            for name, at in fslots.items():
-                fin[at], fin[at + 1] = put[name]
+            at_out = fslots["out"]
+            fin[at_out], fin[at_out + 1] = oa, oo
+            at_in = fslots.get("in")
+            if at_in is not None:
+                fin[at_in], fin[at_in + 1] = ia, io
             be.launch(self.fin, tuple(fin), v.finalize, 0)
-        # the templates keep no caller's buffer past the launch
-        for at in v.MAIN_SLOTS.values():
-            main[at] = None
-        if fin is not None:
-            for at in fslots.values():
-                fin[at] = None
-        for h in (self.main, self.fin):
-            if h is not None:
-                be.forget_args(h)
+            fin[at_out] = None
+            if at_in is not None:
+                fin[at_in] = None
+            be.forget_args(self.fin)
+        be.forget_args(self.main)
 
     def _arguments(self, binding_in, binding_out, temporary, binding_lo=None) -> tuple:
         v, be = self.variant, self.be

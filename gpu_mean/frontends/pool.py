@@ -28,6 +28,7 @@ asked, what the device reports and what the pool holds.
 from __future__ import annotations
 
 import bisect
+import functools
 import threading
 import weakref
 from collections import OrderedDict
@@ -238,9 +239,11 @@ class Launch:
         with self.lock:
             if self.released:
                 raise Released
+            executor = self.dev.executor
             for buf, span in zip(self.inputs, spans):
                 if span.size:
-                    buf.write(span)
+                    # the spans are the caller's arrays, unchanged until the read below returns
+                    executor.write_held(buf.native, 0, span)
             self.dev.execute_command_lists([self.cl])
             return self.output.read(self.out_tensor.numpy_dtype, self.out_count)
 
@@ -257,6 +260,22 @@ class Launch:
                 self._check_bindings(inputs, output)
             self.dev.executor.run_bound(self.cop, [(b.buffer.native, b.offset) for b in inputs],
                                         [(output.buffer.native, output.offset)], self.temp_arg)
+
+    def run_pairs(self, inputs, output) -> None:
+        """``run_device`` after the first call, the memory given as (native handle, byte offset)."""
+        with self.lock:
+            if self.released:
+                raise Released
+            self.dev.executor.run_bound(self.cop, inputs, [output], self.temp_arg)
+
+    @functools.cached_property
+    def result_layout(self) -> tuple:
+        """(shape, numpy dtype, elements) of the array a device-array call allocates for the result:
+        the result's shape, or flat where TotalTensorSizeInBytes (a multiple of 4) asks for more."""
+        t = self.out_tensor
+        dtype = t.numpy_dtype
+        n = -(-t.total_size_in_bytes // dtype.itemsize)
+        return (self.out_shape if n == self.out_count else (n,)), dtype, n
 
     def _check_bindings(self, inputs, output) -> None:
         """The first call's bindings through the binding table and its checks (sizes, devices,

@@ -78,6 +78,13 @@ class Executor:
         with self.lock:
             self.guard("a write", self.backend.write, native, offset, raw)
 
+    def write_held(self, native, offset: int, raw) -> None:
+        """``write`` without waiting for the copy: ``raw`` stays unchanged until the caller's next
+        read or synchronize (Backend.write_held)."""
+        self.check_alive()
+        with self.lock:
+            self.guard("a write", self.backend.write_held, native, offset, raw)
+
     def read(self, native, offset: int, nbytes: int):
         self.check_alive()
         with self.lock:
