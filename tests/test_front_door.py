@@ -157,3 +157,25 @@ def test_reduce_variant_slots_match_the_arguments():
             assert fin[slots["in"]] is inp and int(fin[slots["in"] + 1]) == 11
         else:
             assert "in" not in slots and inp not in fin
+
+
+def test_a_repeated_launch_holds_the_device_lock(device):
+    """The repeated launch enqueues under the device's lock (Executor.run_bound), as every other
+    launch: the queue or stream and the backend's bookkeeping are shared by every thread."""
+    from test_interop import native
+    x = native(device, np.random.default_rng(7).standard_normal((256, 256)).astype(np.float32))
+    gm.reduce_mean(x, [1], device=device)
+    gm.reduce_mean(x, [1], device=device)
+    held = []
+    for ln in gm.memory_pool(device).cache.launches.values():
+        program, real = ln.cop.program, ln.cop.program.run_bound
+
+        def run_bound(*a, _real=real, **k):
+            held.append(device.executor.lock.locked())
+            return _real(*a, **k)
+        program.run_bound = run_bound
+        try:
+            gm.reduce_mean(x + 1, [1], device=device)
+        finally:
+            del program.run_bound
+    assert held and all(held)

@@ -119,3 +119,27 @@ def test_shared_operator_from_threads_is_exact(device, fast_switching, widened_l
     run_threads(worker)
     assert not wrong, f"{len(wrong)} wrong results of {THREADS * ROUNDS}; first (thread, round): {wrong[:5]}"
     assert device.get_device_removed_reason() is None
+
+
+@pytest.mark.parametrize("rows", [64, 1], ids=["bound in place", "copied"])
+def test_functional_calls_from_threads_are_exact(device, fast_switching, widened_launches, rows):
+    """gm.reduce_mean and gm.mean from several threads at once, each thread its own signature (one
+    more row than the last) over kernels the launches share: the repeated call (frontends/repeat.py)
+    substitutes each call's addresses into argument tuples and sets them on the shared kernel, and
+    each thread must get its own values' mean. 64 rows of 1024 values (256 KiB) are bound in place
+    on a device that computes in host memory; a row or two are copied."""
+    def shape(k):
+        return (rows + k, 1024)
+
+    def worker(k):
+        x = np.full(shape(k), k + 1, np.float32)
+        for _ in range(ROUNDS // 4):
+            got = gm.reduce_mean(x, [1], device=device)
+            np.testing.assert_array_equal(np.asarray(got), np.full((rows + k, 1), k + 1, np.float32))
+            m = gm.mean(x, x + 2, device=device)
+            np.testing.assert_array_equal(np.asarray(m), np.full(shape(k), k + 2, np.float32))
+    for k in range(THREADS):        # compile and cache each thread's launches first
+        worker_x = np.ones(shape(k), np.float32)
+        gm.reduce_mean(worker_x, [1], device=device)
+        gm.mean(worker_x, worker_x, device=device)
+    run_threads(worker)

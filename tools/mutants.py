@@ -55,6 +55,12 @@ MUTANTS = (
            "        if True:\n            self.guard(f\"executing {cop.desc.name}\", cop.program.run, *args)",
            ("tests/test_threads.py",), "opencl:0",
            "execute launches without the device's lock: threads sharing an operator overwrite its arguments"),
+    Mutant("bound-launch-unlocked", "gpu_mean/runtime/execution.py",
+           "        with self.lock:\n            self.guard(f\"executing {cop.desc.name}\", cop.program.run_bound,",
+           "        if True:\n            self.guard(f\"executing {cop.desc.name}\", cop.program.run_bound,",
+           ("tests/test_front_door.py",), "opencl:0",
+           "the functional calls' repeated launches run without the device's lock: threads overwrite the "
+           "argument tuples the program keeps"),
     Mutant("opencl-copies-host-arrays", "gpu_mean/backends/arrays_opencl.py",
            "        if not self.host_memory or span.ctypes.data % self.host_ptr_alignment:",
            "        if True:",
