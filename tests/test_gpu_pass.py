@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-STEPS = ["tests", "conf-quick", "conf-full", "sanitizer", "profile", "centered", "sweep", "ncu"]
+STEPS = ["tests", "conf-quick", "conf-full", "sanitizer", "profile", "centered", "sweep", "ncu", "front-door"]
 
 
 @pytest.mark.skipif(shutil.which("timeout") is None, reason="coreutils' timeout is not installed")
@@ -33,7 +33,7 @@ def test_the_dry_run_passes_end_to_end(tmp_path):
     rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| ([a-z-]+) \| (.*) \|$", summary, re.M)
             if m.group(1) != "step"}
     assert list(rows) == STEPS, summary
-    for name in ("tests", "conf-quick", "conf-full", "profile", "centered", "sweep"):
+    for name in ("tests", "conf-quick", "conf-full", "profile", "centered", "sweep", "front-door"):
         assert re.search(r"\| 0 \| \d+$", rows[name]), (name, rows[name])
         assert (out / f"{name}.log").exists()
     assert rows["sanitizer"].startswith("skipped: device cpu") and rows["ncu"].startswith("skipped: device cpu")
@@ -48,7 +48,8 @@ def test_the_dry_run_passes_end_to_end(tmp_path):
             __import__(peer)
         except Exception:
             assert f"peer {peer}: not installed" in steps
-    for name in ("profile.json", "centered.json", "sweep.json", "conformance.json", "conformance-quick.json"):
+    for name in ("profile.json", "centered.json", "sweep.json", "conformance.json", "conformance-quick.json",
+                 "front-door.json"):
         assert (out / name).stat().st_size > 0, name
     # the plot where the Python the script runs has matplotlib (not necessarily this one's), else a line
     assert (out / "sweep.png").exists() != ("no plot: matplotlib is not installed" in steps)

@@ -15,7 +15,11 @@ timed against its yardstick in interleaved repeats, so each ratio comes from one
 * ``cpu``: numpy arrays of 16x16 and 256x256 float32, against numpy's mean of the same arrays
   (``np.mean(x, axis=1, keepdims=True)``, ``np.mean((a, b), axis=0)``; target: at most 2x + 10 us);
 * ``opencl``: the same numpy arrays on PoCL, against a bare pyopencl round trip of the same bytes
-  (write the inputs, one kernel, read the result; target: at most 1.2x).
+  (write the inputs, one kernel, read the result; target: at most 1.2x);
+* ``cuda`` (a GPU only; not in the default list): CuPy and PyTorch CUDA arrays of 256x256, against
+  ``cupy.mean`` / ``torch.mean`` of the same arrays (target: at most their host time);
+* ``large``: a 256 MiB float32 reduction on PoCL, the functional call on a numpy array against the
+  descriptor path's recorded list over device buffers (target: at least 0.95 of its speed).
 
 Best (minimum) microseconds per call over the rounds; the table prints each tree's figure and ratio.
 """
@@ -159,8 +163,75 @@ def probe_opencl(calls: int) -> dict:
     return out
 
 
-PROBES = {"fake": probe_fake, "cpu": probe_cpu, "opencl": probe_opencl}
-YARDSTICK = {"fake": "descriptor execute", "cpu": "numpy", "opencl": "bare pyopencl"}
+def probe_large(calls: int) -> dict:
+    """A 256 MiB float32 reduction over rows of 1024 on OpenCL: the functional call on a numpy array
+    (bound in place on PoCL) against the descriptor path's recorded list over device buffers holding
+    the same values (execute + synchronize)."""
+    import gpu_mean as gm
+    dev = gm.create_device("opencl")
+    x = np.random.default_rng(0).standard_normal((1 << 16, 1 << 10)).astype(np.float32)
+    f32 = gm.DataType.FLOAT32
+    xd, yd = gm.TensorDesc(f32, x.shape), gm.TensorDesc(f32, (x.shape[0], 1))
+    cop = dev.compile_operator(dev.create_operator(gm.ReduceDesc(gm.ReduceFunction.AVERAGE, xd, yd, (1,))))
+    init = dev.create_operator_initializer([cop])
+    rec = dev.create_command_recorder()
+    cl0 = dev.create_command_list()
+    rec.record_dispatch(cl0, init, dev.create_binding_table(init))
+    dev.execute_command_lists([cl0])
+    a, y = dev.create_buffer(xd.total_size_in_bytes), dev.create_buffer(yd.total_size_in_bytes)
+    a.write(x)
+    table = dev.create_binding_table(cop)
+    table.bind_inputs([gm.BufferBinding(a)])
+    table.bind_outputs([gm.BufferBinding(y)])
+    if cop.binding_properties.temporary_resource_size:
+        table.bind_temporary_resource(gm.BufferBinding(dev.create_buffer(cop.binding_properties.temporary_resource_size)))
+    cl = dev.create_command_list()
+    rec.record_dispatch(cl, cop, table)
+    cl.close()
+
+    def listed():
+        dev.execute_command_lists([cl])
+        dev.synchronize()
+    t = per_call_us({"gm": lambda: gm.reduce_mean(x, [1], device=dev), "list": listed}, max(1, calls // 50),
+                    repeats=5)
+    return {"opencl reduce_mean 256 MiB": (t["gm"], t["list"])}
+
+
+def probe_cuda(calls: int) -> dict:
+    """On a GPU: the repeated call on CuPy and PyTorch CUDA arrays against cupy.mean and torch.mean
+    of the same arrays (host time per call: the calls are queued, one synchronize per timed loop)."""
+    import cupy as cp
+
+    import gpu_mean as gm
+    dev = gm.create_device("cuda")
+    x = cp.random.standard_normal((256, 256), dtype=cp.float32)
+    a, b = x, x + 1
+    sync = cp.cuda.runtime.deviceSynchronize
+    fns = {("gm", "reduce cupy"): lambda: gm.reduce_mean(x, [1], device=dev),
+           ("peer", "reduce cupy"): lambda: cp.mean(x, axis=1, keepdims=True),
+           ("gm", "mean cupy"): lambda: gm.mean(a, b, device=dev),
+           ("peer", "mean cupy"): lambda: cp.mean(cp.stack((a, b)), axis=0)}
+    try:
+        import torch
+        tx = torch.as_tensor(x, device="cuda")
+        fns[("gm", "reduce torch")] = lambda: gm.reduce_mean(tx, [1], device=dev)
+        fns[("peer", "reduce torch")] = lambda: torch.mean(tx, 1, keepdim=True)
+    except ImportError:
+        pass
+    t = per_call_us(fns, calls)
+    sync()
+    out = {}
+    for what in ("reduce cupy", "mean cupy", "reduce torch"):
+        if ("gm", what) in t:
+            name = {"reduce cupy": "reduce_mean cupy 256x256", "mean cupy": "mean(a, b) cupy 256x256",
+                    "reduce torch": "reduce_mean torch 256x256"}[what]
+            out[f"cuda {name}"] = (t[("gm", what)], t[("peer", what)])
+    return out
+
+
+PROBES = {"fake": probe_fake, "cpu": probe_cpu, "opencl": probe_opencl, "large": probe_large, "cuda": probe_cuda}
+YARDSTICK = {"fake": "descriptor execute", "cpu": "numpy", "opencl": "bare pyopencl",
+             "large": "descriptor list", "cuda": "cupy / torch mean"}
 
 
 def target(device: str, call_us: float, ref_us: float) -> bool:
@@ -168,6 +239,10 @@ def target(device: str, call_us: float, ref_us: float) -> bool:
         return call_us <= 2 * ref_us
     if device == "cpu":
         return call_us <= 2 * ref_us + 10
+    if device == "large":
+        return ref_us / call_us >= 0.95
+    if device == "cuda":
+        return call_us <= ref_us
     return call_us <= 1.2 * ref_us
 
 
@@ -193,7 +268,7 @@ def measure(tree: Path, device: str, calls: int) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--before", default="76f0454", help="the commit to compare with (a git worktree of it)")
-    ap.add_argument("--devices", default="fake,cpu,opencl")
+    ap.add_argument("--devices", default="fake,cpu,opencl,large")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--json", type=Path, help="write the figures here too")
@@ -202,7 +277,8 @@ def main() -> int:
     if a.probe:
         print(json.dumps(PROBES[a.probe](a.calls)))
         return 0
-    trees = {"before": worktree(a.before), "after": ROOT}
+    # --before none: this tree alone (a machine without the git history, such as the GPU pass's)
+    trees = {"after": ROOT} if a.before == "none" else {"before": worktree(a.before), "after": ROOT}
     best: dict = {}
     for _ in range(a.rounds):
         for device in a.devices.split(","):
@@ -215,7 +291,7 @@ def main() -> int:
     print(f"{'case':<30} {'yardstick':<19} {'before':>8} {'ratio':>6} {'after':>8} {'ratio':>6} {'ref':>7}  target")
     rows = []
     for case in [k[1] for k in best if k[0] == "after"]:
-        device = case.split()[0]
+        device = "large" if "MiB" in case else case.split()[0]
         b, br = best.get(("before", case), (float("nan"), float("nan")))
         us, ref = best[("after", case)]
         ok = target(device, us, ref)

@@ -12,11 +12,13 @@
 #     centered     the reductions on centered data (the exact pass's worst case)
 #     sweep        sizes to 4x the L2 with its plot (the plot skipped, saying so, without matplotlib)
 #     ncu          Nsight Compute on the slow reductions (when ncu is on the PATH)
+#     front-door   host time per small functional call on CuPy and PyTorch arrays against cupy.mean and
+#                  torch.mean (tools/bench_front_door.py; the dry run times the stand-in for CuPy)
 # Usage: bash tools/gpu_pass.sh [OUTDIR]
 #   OUTDIR default: $OUT when set, else docs/results/<UTC date>-<GPU name> (ready to commit); the dry
 #   run (GPU_PASS_DEVICE=cpu) writes to out/gpu-pass-<date>-cpu instead.
 # Writes <step>.log for every step, conformance.json, profile.json, centered.json, sweep.json,
-# sweep.png, and SUMMARY.md: date, commit, machine, libraries, and each step's command, exit status
+# sweep.png, front-door.json, and SUMMARY.md: date, commit, machine, libraries, and each step's command, exit status
 # and seconds. A failing step does not stop the others; the exit status is 1 if any step failed.
 # GPU_PASS_DEVICE=cpu runs the same steps on the CPU device: the dry run of the script itself, with
 # smaller defaults (three test files, conformance of mean and reduce, 16 MiB profiles).
@@ -152,6 +154,10 @@ if [ "$DEV" = cuda ] && command -v ncu >/dev/null 2>&1; then
 else
   skip 8 ncu "$([ "$DEV" = cuda ] && echo 'ncu is not on the PATH' || echo "device $DEV: Nsight Compute is CUDA's")"
 fi
+
+FRONT=$([ "$DEV" = cuda ] && echo cuda || echo fake)
+step 9 front-door 20 $PY tools/bench_front_door.py --devices "$FRONT" --before none --rounds 1 --calls 200 \
+  --json "$OUTDIR/front-door.json"
 
 RUN=$(cat "$OUTDIR"/.rows/*.rc | wc -l)
 BAD=$(grep -vcx 0 "$OUTDIR"/.rows/*.rc /dev/null | awk -F: '{s += $2} END {print s + 0}')
