@@ -72,10 +72,13 @@ def fmt(dtype) -> Format:
 def cast(q: np.ndarray, dtype) -> np.ndarray:
     """FLOAT64 values rounded once to nearest even in ``dtype``."""
     dt = np.dtype(dtype)
-    if dt == bfloat16_dtype():
+    if dt == _BF16_DTYPE:
         return wide.f64_to_bf16(q)
     with np.errstate(over="ignore", invalid="ignore"):
         return np.asarray(q, F64).astype(dt)
+
+
+_BF16_DTYPE = bfloat16_dtype()
 
 
 def bits(a: np.ndarray) -> np.ndarray:
@@ -480,22 +483,35 @@ def tree_sum(x: np.ndarray, axes: tuple):
     return s, depth
 
 
+SPAN_BLOCK = 1 << 20       # values per block of magnitude_span's masked copy
+
+
 def magnitude_span(x: np.ndarray, dtype):
     """(largest magnitude as FLOAT64, exponent of the smallest nonzero magnitude's ulp) of a narrow
     float array, from its bits (one masked copy, two integer reductions); None where an inf or NaN
     is present; the exponent is None where every value is a zero."""
     f = fmt(dtype)
-    mag = x.view(f.udtype) & f.udtype.type((1 << (f.bits - 1)) - 1)
-    hi = mag.max()
-    if int(hi) >> f.mbits == (1 << f.ebits) - 1:
+    mask = f.udtype.type((1 << (f.bits - 1)) - 1)
+    u = x.view(f.udtype)
+    if x.size <= SPAN_BLOCK or x.ndim == 0:
+        blocks = (u,)
+    else:      # a block at a time: no masked copy of all of x
+        step = max(1, SPAN_BLOCK // (x.size // x.shape[0]))
+        blocks = (u[i:i + step] for i in range(0, x.shape[0], step))
+    hi, lo = 0, 1 << f.bits          # the largest magnitude's bits; the smallest nonzero one's
+    for b in blocks:
+        mag = b & mask
+        hi = max(hi, int(mag.max()))
+        low = int(mag.min())
+        if low == 0:
+            nonzero = mag[mag != 0]
+            low = int(nonzero.min()) if nonzero.size else 1 << f.bits
+        lo = min(lo, low)
+    if hi >> f.mbits == (1 << f.ebits) - 1:
         return None
-    m = F64(hi.view(dtype))
-    lo = int(mag.min())
-    if lo == 0:
-        nonzero = mag[mag != 0]
-        if not nonzero.size:
-            return m, None
-        lo = int(nonzero.min())
+    m = F64(f.udtype.type(hi).view(dtype))
+    if lo >> f.bits:
+        return m, None
     return m, max(lo >> f.mbits, 1) - (f.emax + f.mbits)
 
 
@@ -517,11 +533,21 @@ def reduce_narrow(x: np.ndarray, axes: tuple, dtype) -> np.ndarray:
     values' digits. Over a power of two the exact sum gives the exact mean, rounded once."""
     axes = tuple(axes)
     n = math.prod(x.shape[a] for a in axes)
-    with np.errstate(over="ignore", invalid="ignore"):
-        s, depth = tree_sum(x, axes)
-        q = s / F64(n)
     span = magnitude_span(x, dtype) if x.size else (F64(0), None)
     exact = span is not None and exact_f64_sum(n, *span)
+    if exact and n & (n - 1) == 0:
+        # an exact sum (any order) over a power of two: q is the exact mean, and one rounding of it
+        # is the answer, ties to even included (only a zero's sign needs the values: below)
+        s = np.sum(x, axis=axes, dtype=F64, keepdims=True)
+        q = s * (1.0 / n)
+        out = cast(q, dtype) if np.dtype(dtype) == _BF16_DTYPE else q.astype(dtype)   # |q| <= max|x|
+        if q.all():
+            return out
+        depth = n - 1
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            s, depth = tree_sum(x, axes)
+            q = s / F64(n)
     if exact:
         m = span[0]
         err = F64(0)
@@ -534,11 +560,6 @@ def reduce_narrow(x: np.ndarray, axes: tuple, dtype) -> np.ndarray:
             m = max_abs(x, axis=axes, keepdims=True)
         err = narrow_error(n, m, dtype, depth)
     if exact and n & (n - 1) == 0:
-        # an exact sum over a power of two: q is the exact mean, and one rounding of it is the
-        # answer, ties to even included (only a zero's sign needs the values: below)
-        out = cast(q, dtype)
-        if q.all():
-            return out
         ok = q != 0
     else:
         out, ok = settle_narrow(q, err / F64(n), dtype)
