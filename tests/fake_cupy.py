@@ -124,9 +124,18 @@ class FakeEvent:
 class FakeKernel:
     def __init__(self, name, log):
         self.name, self.log = name, log
+        self.last_args = None
 
     def __call__(self, grid, block, args, stream=None):
+        self.last_args = args
         self.log.append(("launch", self.name, stream))
+
+
+class CPointer:
+    """``cupy.cuda.function.CPointer``: a kernel argument given as the address of its bytes."""
+
+    def __init__(self, p=0):
+        self.ptr = p
 
 
 def fake_backend(log, index=1):
@@ -292,7 +301,7 @@ def fake_cupy(log, index=1):
     cuda_ns = types.SimpleNamespace(
         alloc=alloc, alloc_pinned_memory=alloc_pinned_memory, Event=lambda **kw: FakeEvent(log, **kw),
         Device=Device, get_current_stream=lambda: current[-1] if current else user,
-        function=types.SimpleNamespace(Module=Module),
+        function=types.SimpleNamespace(Module=Module, CPointer=CPointer),
         memory=types.SimpleNamespace(OutOfMemoryError=PoolOutOfMemory),
         runtime=types.SimpleNamespace(pointerGetAttributes=pointer_attributes))
     mod = types.SimpleNamespace(cuda=cuda_ns, ndarray=FakeCupyArray, asarray=asarray, from_dlpack=from_dlpack,

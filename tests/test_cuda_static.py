@@ -9,10 +9,12 @@ import contextlib
 import re
 import shutil
 import subprocess
+import types
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from fake_cupy import CPointer
 
 import gpu_mean as gm
 from gpu_mean.backends import elementwise_kernels as ewk
@@ -147,6 +149,7 @@ class FakeBackend(CudaBackend):
 
     def __init__(self, checked: bool = False):
         self.calls, self.requests = [], []
+        self.cp = types.SimpleNamespace(cuda=types.SimpleNamespace(function=types.SimpleNamespace(CPointer=CPointer)))
         self.dev = contextlib.nullcontext()
         self.stream = object()
         self.checked = checked
@@ -312,6 +315,10 @@ def check_args(kernel: str, args, checked: bool = False, wide: bool = False, exa
         if ctype.endswith("*"):
             assert isinstance(arg, np.uint64), f"{kernel} arg {i} ({ctype}): {type(arg).__name__}"
         elif ctype in _STRUCTS:
+            # CuPy's pointer argument over the struct's bytes, holding them (CudaBackend.struct_arg)
+            packed = getattr(arg, "packed", None)
+            assert packed is not None and arg.ptr == packed.ctypes.data, f"{kernel} arg {i}: {type(arg).__name__}"
+            arg = packed
             fields = ("p", "off") if checked and ctype == "gm_inputs" else _STRUCTS[ctype]
             if wide and ctype == "gm_rmeta":
                 fields += ("keep_lo",)
@@ -366,7 +373,7 @@ def test_checked_programs_pass_the_status_buffer_and_read_it_after_every_launch(
         check_args(kname, args, checked=True, wide=is_wide_sum(plan), exact=bool(prog.variant.macros.get("GM_EXACT")))
         assert int(args[-1]) == 1 << 40     # the status buffer, last
     if isinstance(plan, planning.ElementwisePlan):    # buffer starts and element offsets apart
-        ins = be.calls[0][3][-2]
+        ins = be.calls[0][3][-2].packed
         assert ins.dtype.names == ("p", "off") and list(ins["p"][0]) == [4096] * n_in
         assert list(ins["off"][0]) == [16 // int(plan.dtype.element_size)] * n_in
 

@@ -179,3 +179,31 @@ def test_a_repeated_launch_holds_the_device_lock(device):
         finally:
             del program.run_bound
     assert held and all(held)
+
+
+@pytest.mark.parametrize("call", ["reduce_mean(x, [1])", "mean(x, y)"])
+def test_cuda_struct_arguments_cross_as_pointers_to_their_bytes(fake, call):
+    """On CUDA a kernel's by-value structs (the reduction's metadata, the element-wise inputs) go to
+    CuPy as a pointer over bytes the argument holds (CuPy copies the struct's size from it), never
+    as a numpy array whose array interface CuPy would ask for on every launch; the reduction's
+    metadata is built once for every call of a signature."""
+    dev, log = fake
+    x, y = _fake_array(log, (64, 300)), _fake_array(log, (64, 300), 1)
+    run = (lambda: gm.reduce_mean(x, [1], device=dev)) if call.startswith("reduce") else \
+        (lambda: gm.mean(x, y, device=dev))
+    run()
+    ln = next(iter(gm.memory_pool(dev).cache.launches.values()))
+    program = ln.cop.program
+    kernels = [program.main] if hasattr(program, "main") else list(program.handles.values())
+    seen = []
+    for _ in range(2):
+        for k in kernels:
+            k.last_args = None
+        run()
+        args = next(k.last_args for k in kernels if k.last_args is not None)
+        assert not [a for a in args if isinstance(a, np.ndarray)], "a numpy array was passed to the launch"
+        structs = [a for a in args if hasattr(a, "packed")]
+        assert structs and all(a.ptr == a.packed.ctypes.data for a in structs)
+        seen.append(structs)
+    if call.startswith("reduce"):
+        assert seen[0][0] is seen[1][0] is program.meta      # the metadata built once

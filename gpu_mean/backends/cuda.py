@@ -4,6 +4,7 @@ CUDA headers or a GPU, ``discover`` says which one is missing."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import shutil
 import subprocess
@@ -384,11 +385,31 @@ class CudaBackend(KernelBackend):
     def buffer_arg(self, native):
         return np.uint64(0 if native is None else int(native.ptr))
 
-    def struct_arg(self, packed: np.ndarray) -> np.ndarray:
-        return packed       # by value
+    def struct_arg(self, packed: np.ndarray):
+        """A struct passed by value: its bytes, through a CuPy pointer argument over them (the launch
+        copies the struct's size from that address, as it does for a one-element numpy array), so that
+        a launch does not ask numpy for the array interface of a structured dtype: that took about
+        20 us of a small call's host time on the H200 (numpy's _array_descr, once per field)."""
+        return self.struct_type(packed)
+
+    @functools.cached_property
+    def struct_type(self):
+        """``StructArg(packed)``: CuPy's CPointer over a numpy array's bytes, holding the array; the
+        array itself where this CuPy has no CPointer."""
+        base = getattr(getattr(self.cp.cuda, "function", None), "CPointer", None)
+        if base is None:
+            return lambda packed: packed
+
+        class StructArg(base):
+            __slots__ = ("packed",)
+
+            def __init__(self, packed):
+                super().__init__(int(packed.ctypes.data))
+                self.packed = packed
+        return StructArg
 
     def input_seam(self, variant, n_inputs: int) -> CudaInputSeam:
-        return CudaInputSeam(self.checked)
+        return CudaInputSeam(self.checked, self.struct_type)
 
     def address(self, native) -> int:
         return int(native.ptr)
@@ -399,11 +420,12 @@ class CudaInputSeam:
     inputs are 512 bytes of parameters); a checked build keeps the buffers' starts and the element
     offsets apart, so that the checks see the offsets."""
 
-    def __init__(self, checked: bool):
+    def __init__(self, checked: bool, struct=lambda packed: packed):
         self.checked = checked
+        self.struct = struct        # CudaBackend.struct_type
 
     def args(self, inputs, itemsize: int) -> tuple:
         if not self.checked:
-            return (elementwise_kernels.pack_inputs([int(b.ptr) + int(off) for b, off in inputs]),)
-        return (elementwise_kernels.pack_inputs([int(b.ptr) for b, _ in inputs],
-                                                [int(off) // itemsize for _, off in inputs]),)
+            return (self.struct(elementwise_kernels.pack_inputs([int(b.ptr) + int(off) for b, off in inputs])),)
+        return (self.struct(elementwise_kernels.pack_inputs([int(b.ptr) for b, _ in inputs],
+                                                            [int(off) // itemsize for _, off in inputs])),)
