@@ -221,7 +221,8 @@ def test_every_class_of_program_is_covered():
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 def test_kernels_compile_with_nvcc_too(tmp_path):
     # NVRTC is what runs (tests/test_cuda_nvrtc.py, which needs libnvrtc and compiles every variant
-    # with two NVRTCs and the bounds-checked builds with one); nvcc compiles every reduction variant
+    # with the environment's NVRTC, the reduction variants with NVRTC 12.0 too, and the bounds-checked
+    # builds with one); nvcc compiles every reduction variant
     # (the longest sources) with the backend's own option list, and its PTX must not flush either
 
     def one(v):
