@@ -41,8 +41,13 @@ NOFP64_CPU_MODULES = {"test_correct_rounding", "test_fuzz", "test_accuracy"}
 # - the conformance pass's quick run but on the reference and the GPU shape (the CPU shape's kernels
 #   and both checked builds meet the same operators in the fuzzer's 1000 descriptors);
 CONFORMANCE_DEVICES = {"cpu", "opencl:0-gpupaths", "cuda:0"}
-# - the near-limit arrays (tests/test_large_arrays.py) on the cpu device, whose indexing is numpy's.
+# - the near-limit arrays (tests/test_large_arrays.py) on the cpu device, whose indexing is numpy's;
 LARGE_ARRAY_DEVICES_SKIP = {"cpu"}
+# - the access model's traced reduction classes (tests/test_access_model.py) but on FLOAT16, and the
+#   strict xfails (R5, R6: the finalize pass's partials) on every type: the main-pass loads are the
+#   same source lines and index arithmetic for every type, and FLOAT16's 2-byte elements and 8-byte
+#   partials are the narrowest, the type a lost sector shows most on (R5: 0.25 against 0.5).
+ACCESS_MODEL_TYPES = {"f16"}
 
 
 DEVICE_ID = re.compile(r"cpu|opencl:\d+(-gpupaths)?(-nofp64)?(-checked)?|cuda:\d+(-checked)?")
@@ -231,6 +236,9 @@ def pytest_collection_modifyitems(config, items):
             or ("-nofp64" in dev and "-gpupaths" not in dev and mod not in NOFP64_CPU_MODULES)
             or (item.originalname == "test_conformance_quick" and dev not in CONFORMANCE_DEVICES)
             or (mod == "test_large_arrays" and dev in LARGE_ARRAY_DEVICES_SKIP))
+        left_out = left_out or (
+            item.originalname == "test_every_main_pass_load_is_coalesced" and mod == "test_access_model"
+            and params.get("dtype") not in ACCESS_MODEL_TYPES and item.get_closest_marker("xfail") is None)
         (drop if left_out else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)

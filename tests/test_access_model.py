@@ -1,7 +1,9 @@
 """The access model of the GPU-shaped kernels (issue 40, point 5; docs/design.md, "The access model";
 gpu_mean/tools/access_model.py): the model itself on hand-made records and a hand-made kernel with
 known figures, then every main-pass load of the profiler's reduction classes R1-R6, in small shapes of
-the same class, at >= 0.9 sector efficiency on opencl:0-gpupaths built checked in the trace mode."""
+the same class, at >= 0.9 sector efficiency on opencl:0-gpupaths built checked in the trace mode.
+The default run traces the classes on FLOAT16 only, and the strict xfails on every type
+(tests/conftest.py, ACCESS_MODEL_TYPES); naming devices in GPU_MEAN_TEST_DEVICES runs all three."""
 from __future__ import annotations
 
 import os
