@@ -82,7 +82,8 @@ def check_close(got, want):
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32, np.uint32])
 def test_every_axis_combination_matches_one_device(client, device, dtype):
     """All 16 axis sets of a 4-D array (the empty set: every axis), random chunkings, keepdims both
-    ways, negative axes, fan-in 2 (several combine levels) and Dask's default, in one compute."""
+    ways, negative axes, fan-in 2 (several combine levels) and Dask's default, in one compute. The
+    default run takes one float and one integer type per device (tests/conftest.py, DASK_AXES_KEPT)."""
     rng = np.random.default_rng(zlib.crc32(f"{device} {np.dtype(dtype).name}".encode()))   # same every run
     x = positive(rng, SHAPE, dtype)
     lazies, wants = [], []
