@@ -19,7 +19,7 @@ PY=${PYTHON:-python3}
 # of one package: the two extras cannot be installed together)
 .venv/bin/python -m pip install -q -e ".[opencl,test,plot,${CUDA_EXTRA:-cuda-compile}]"
 # NVRTC 12.0 and its headers in .nvrtc12 (outside the venv, not importable): tests/test_cuda_nvrtc.py
-# compiles every kernel variant with it as well, the oldest NVRTC the cuda12 extra allows
+# compiles every reduction variant with it as well, the oldest NVRTC the cuda12 extra allows
 if [ ! -f .nvrtc12/nvidia/cuda_nvrtc/lib/libnvrtc.so.12 ]; then
   .venv/bin/python -m pip install -q --no-deps --target .nvrtc12 "nvidia-cuda-nvrtc-cu12==12.0.*" \
     "nvidia-cuda-runtime-cu12==12.0.*"
