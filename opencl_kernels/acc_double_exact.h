@@ -39,7 +39,7 @@ typedef struct { ACC s; ACC m; } gm_acc;
 #define GM_STORE_BITS(p, b) (*(p) = gm_as_float(b))
 #endif
 
-// The bound test of the fast path (docs/design.md, "Correct rounding (issue 22)"): 1 and the bits of
+// The bound test of the fast path (docs/design.md, "Correct rounding"): 1 and the bits of
 // the correctly rounded mean in *bits when the FLOAT64 sum's error bound settles the rounding, else
 // 0 (then the exact tier decides from the values). Higham's bound for any summation tree in which
 // no value passes through more than ``depth`` additions: |s - S| <= gamma(depth) sum|x| <=

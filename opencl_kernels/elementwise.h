@@ -72,7 +72,7 @@
 #define NARY_CR 0
 #endif
 
-// The float n-ary mean, correctly rounded (issue 22; docs/design.md, "Correct rounding (issue 22)"):
+// The float n-ary mean, correctly rounded (issue 22; docs/design.md, "Correct rounding"):
 //   FLOAT16 with fp64 (NARY_CR 0): the FLOAT64 sum of 64 halves is exact, its quotient is correctly
 //     rounded, and rounding that once more to half is innocuous (a half midpoint and the quotient's
 //     grid of 2^-25 / n are too far apart for a double rounding to land on one): nothing to add.

@@ -1,4 +1,4 @@
-// Correctly rounded means on the device (issue 22; docs/design.md, "Correct rounding (issue 22)"):
+// Correctly rounded means on the device (issue 22; docs/design.md, "Correct rounding"):
 // an exact fixed-point superaccumulator in integer limbs, the correctly rounded division of its total
 // by n with no floating point at all, and the test that accepts a fast wide sum when its error bound
 // settles the rounding. Portable OpenCL C through the dialect (opencl_kernels/dialect.h or

@@ -215,7 +215,7 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
     GM_ACC_MERGE(a, a1); GM_ACC_MERGE(a2, a3); GM_ACC_MERGE(a, a2);
 #elif GM_B16
     // BFLOAT16 REDUCE AVERAGE with fp64, CPU shape (reduce_kernels.b16_rows; docs/design.md, "BFLOAT16
-    // rows on the CPU shape"): passes of 64 values from four 16-wide loads; a load's even elements
+    // on the CPU shape with fp64"): passes of 64 values from four 16-wide loads; a load's even elements
     // widen to float by a shift, its odd ones by a mask (a bfloat16 is the top half of a float's
     // bits), each float to double exactly, added into eight vectors of double lanes, one addition per
     // lane per pass, through FMAs by an opaque 1.0 (GM_H16's: the same sums, on the other vector

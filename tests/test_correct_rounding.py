@@ -1,6 +1,6 @@
 """Issue 22: every float mean is the exact mean rounded once (to nearest, ties to even), for every
 input, against the exact rational oracle, with identical bits under permutations, other layouts and
-axis groupings (docs/design.md, "Correct rounding (issue 22)"). Stage 1: the CPU device, REDUCE
+axis groupings (docs/design.md, "Correct rounding"). Stage 1: the CPU device, REDUCE
 AVERAGE and the n-ary mean of FLOAT16, FLOAT32, BFLOAT16 and FLOAT64. Stage 2: REDUCE AVERAGE and
 the n-ary mean of FLOAT16, FLOAT32 and BFLOAT16 on the OpenCL devices, with and without fp64, in both
 kernel shapes (opencl:0, opencl:0-nofp64, opencl:0-gpupaths, opencl:0-gpupaths-nofp64), every kernel

@@ -3,7 +3,7 @@ division, executed on PoCL (opencl:0) through a small test kernel against the ex
 and compiled by NVRTC (no spills, no local memory, no .ftz; registers reported). The kernel text is
 what the backends hand their compilers: the API's dialect header, common.h, exact.h, then the kernel
 (written in the portable dialect). Nothing in the library launches these functions yet: stage 2
-puts them into the reduction kernels (docs/design.md, "Correct rounding (issue 22)")."""
+puts them into the reduction kernels (docs/design.md, "Correct rounding")."""
 from __future__ import annotations
 
 import re

@@ -1,6 +1,6 @@
 """Host time per small ``gm.reduce_mean`` / ``gm.mean`` call against what the call should cost, this
-tree and an earlier commit side by side (the front door's targets: docs/design.md, "The functional
-call's path").
+tree and an earlier commit side by side (the front door's targets: docs/design.md, "The life of one
+functional call").
 
     python tools/bench_front_door.py [--before 76f0454] [--devices fake,cpu,opencl] [--rounds 3]
 

@@ -4,7 +4,7 @@
     python tools/bench_nary_data.py --before /tmp/before --device opencl --mb 32 --rounds 5
 
 The correctly rounded n-ary mean (issue 22) decides most elements from a FLOAT64 sum and sends the
-others through the exact path (docs/design.md, "Correct rounding (issue 22)"), so its time depends on
+others through the exact path (docs/design.md, "Correct rounding"), so its time depends on
 the values: ``ones`` (what tools/bench_kernels.py times), ``normal`` (standard normal values: about
 5 % of FLOAT32 means of three lie exactly on a midpoint), ``ties`` (every mean exactly a midpoint),
 ``adversarial`` (every element +-largest beside a tiny value: every element takes the exact path,

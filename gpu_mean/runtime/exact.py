@@ -1,4 +1,4 @@
-"""Correctly rounded float means for every input (docs/design.md, "Correct rounding (issue 22)"): the
+"""Correctly rounded float means for every input (docs/design.md, "Correct rounding"): the
 CPU device's fast path with an error bound, the exact fallback, and the exact partial sums that cross
 chunk and Dask boundaries. numpy only; no floating point decides a result the bound does not settle.
 
