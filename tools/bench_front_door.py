@@ -30,28 +30,14 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+from bench_arrays import descriptor_path  # (the sibling scripts' descriptor path and timing loop)
+from bench_functional import per_call_us
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPES = ((16, 16), (256, 256))
-
-
-def per_call_us(fns: dict, calls: int, repeats: int = 7) -> dict:
-    """Best microseconds per call of each function, the functions taking turns."""
-    best = dict.fromkeys(fns, float("inf"))
-    for fn in fns.values():
-        fn()
-        fn()
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            t = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            best[name] = min(best[name], (time.perf_counter() - t) / calls * 1e6)
-    return best
 
 
 # -- the probes: run inside the tree being measured ----------------------------------------------
@@ -170,28 +156,7 @@ def probe_large(calls: int) -> dict:
     import gpu_mean as gm
     dev = gm.create_device("opencl")
     x = np.random.default_rng(0).standard_normal((1 << 16, 1 << 10)).astype(np.float32)
-    f32 = gm.DataType.FLOAT32
-    xd, yd = gm.TensorDesc(f32, x.shape), gm.TensorDesc(f32, (x.shape[0], 1))
-    cop = dev.compile_operator(dev.create_operator(gm.ReduceDesc(gm.ReduceFunction.AVERAGE, xd, yd, (1,))))
-    init = dev.create_operator_initializer([cop])
-    rec = dev.create_command_recorder()
-    cl0 = dev.create_command_list()
-    rec.record_dispatch(cl0, init, dev.create_binding_table(init))
-    dev.execute_command_lists([cl0])
-    a, y = dev.create_buffer(xd.total_size_in_bytes), dev.create_buffer(yd.total_size_in_bytes)
-    a.write(x)
-    table = dev.create_binding_table(cop)
-    table.bind_inputs([gm.BufferBinding(a)])
-    table.bind_outputs([gm.BufferBinding(y)])
-    if cop.binding_properties.temporary_resource_size:
-        table.bind_temporary_resource(gm.BufferBinding(dev.create_buffer(cop.binding_properties.temporary_resource_size)))
-    cl = dev.create_command_list()
-    rec.record_dispatch(cl, cop, table)
-    cl.close()
-
-    def listed():
-        dev.execute_command_lists([cl])
-        dev.synchronize()
+    listed = descriptor_path(gm, dev, x)
     t = per_call_us({"gm": lambda: gm.reduce_mean(x, [1], device=dev), "list": listed}, max(1, calls // 50),
                     repeats=5)
     return {"opencl reduce_mean 256 MiB": (t["gm"], t["list"])}
@@ -287,7 +252,7 @@ def main() -> int:
                     old = best.get((label, case))
                     if old is None or us < old[0]:
                         best[(label, case)] = (us, ref)
-    print(f"us per call, best of {a.rounds} rounds x 7 repeats of {a.calls} calls; before = {a.before}")
+    print(f"us per call, best of {a.rounds} rounds x 9 repeats of {a.calls} calls; before = {a.before}")
     print(f"{'case':<30} {'yardstick':<19} {'before':>8} {'ratio':>6} {'after':>8} {'ratio':>6} {'ref':>7}  target")
     rows = []
     for case in [k[1] for k in best if k[0] == "after"]:
