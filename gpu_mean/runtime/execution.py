@@ -85,6 +85,19 @@ class Executor:
         with self.lock:
             self.guard("a write", self.backend.write_held, native, offset, raw)
 
+    def round_trip(self, writes, cl: CommandList, native, nbytes: int):
+        """Under one hold of the lock: ``writes`` ((native, bytes) uploads the caller keeps unchanged
+        until this returns, Backend.write_held), one recorded command list of this device, and the
+        read of ``nbytes`` from ``native``'s start (a new uint8 array): a functional call's host
+        path (frontends/pool.py: Launch.run_host)."""
+        self.check_alive()
+        be = self.backend
+        with self.lock:
+            for dst, raw in writes:
+                self.guard("a write", be.write_held, dst, 0, raw)
+            self._execute_list(cl)
+            return self.guard("a read", be.read, native, 0, nbytes)
+
     def read(self, native, offset: int, nbytes: int):
         self.check_alive()
         with self.lock:
