@@ -48,6 +48,14 @@ LARGE_ARRAY_DEVICES_SKIP = {"cpu"}
 #   same source lines and index arithmetic for every type, and FLOAT16's 2-byte elements and 8-byte
 #   partials are the narrowest, the type a lost sector shows most on (R5: 0.25 against 0.5);
 ACCESS_MODEL_TYPES = {"f16"}
+# - on the two checked builds, the exact device partials' per-type tests (tests/test_exact_partials.py)
+#   but on FLOAT16: the superaccumulator's loads and stores go through the same GM_AT accessors for
+#   every narrow type, FLOAT16's 2-byte elements put the most elements in a piece's bounds, and
+#   FLOAT64's 68-limb accumulator keeps its own checked test (test_float64_blocks_are_exact); the
+#   unchecked devices run every type;
+EXACT_PARTIALS_CHECKED_TYPES = {"float16"}
+EXACT_PARTIALS_PER_TYPE = {"test_device_partials_are_the_exact_digits",
+                           "test_split_chunkings_on_the_device_give_one_launch_bits"}
 # - the Dask axis-combination test (tests/test_dask.py) but on one float and one integer type per
 #   device, each of its four types once: each (device, float or integer) pair takes its own chunk
 #   totals (the CPU device's exact limbs, the OpenCL device's superaccumulator, each device's integer
@@ -248,6 +256,10 @@ def pytest_collection_modifyitems(config, items):
             or (mod == "test_large_arrays" and dev in LARGE_ARRAY_DEVICES_SKIP)
             or (item.originalname == "test_every_axis_combination_matches_one_device" and mod == "test_dask"
                 and (dev, _dtype_name(params.get("dtype"))) not in DASK_AXES_KEPT))
+        left_out = left_out or (
+            dev is not None and dev.endswith("-checked") and mod == "test_exact_partials"
+            and item.originalname in EXACT_PARTIALS_PER_TYPE
+            and _dtype_name(params.get("dt")) not in EXACT_PARTIALS_CHECKED_TYPES)
         left_out = left_out or (
             item.originalname == "test_every_main_pass_load_is_coalesced" and mod == "test_access_model"
             and params.get("dtype") not in ACCESS_MODEL_TYPES and item.get_closest_marker("xfail") is None)
