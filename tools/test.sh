@@ -19,6 +19,6 @@ export GPU_MEAN_REQUIRE=${GPU_MEAN_REQUIRE-opencl,nvrtc,nvrtc12}
 .venv/bin/python -m pytest -q -rfE -n "$workers" --dist loadgroup --junitxml=.pytest-results.xml "$@" || status=$?
 .venv/bin/python tools/test_summary.py .pytest-results.xml
 # the suite once more in a minimal install (`pip install .`, pytest, hypothesis, pytest-xdist): what
-# needs an extra skips, the rest passes (tools/test_minimal.sh; about 4 minutes on the CPU device)
+# needs an extra skips, the rest passes (tools/test_minimal.sh; about 2 minutes on the CPU device)
 bash tools/test_minimal.sh || status=$?
 exit "$status"
