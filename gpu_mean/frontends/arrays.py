@@ -383,7 +383,8 @@ class Call:
         return res, BufferBinding(Buffer(self.dev, native, nbytes), 0, nbytes), nbytes
 
     def _new_result(self, ln):
-        """(array allocated, result): the array ``_new_output`` would allocate, without a binding."""
+        """(array allocated, result): the result allocated by the caller's array library, shaped as
+        the result, padded only where TotalTensorSizeInBytes (a multiple of 4) asks for more."""
         shape, dtype, n = ln.result_layout
         like = self.ops[0].array
         arr = np.empty(shape, dtype) if self.kind == "host" else self.bridge.empty(like, shape, dtype)
@@ -398,13 +399,9 @@ class Call:
         if dest is not None:
             real = interop.span_elements(dest.shape, _element_strides(dest)) * dtype.itemsize
             return native_binding(self.dev, self.bridge, dest, max(real, 1), t.total_size_in_bytes), dest
-        n = -(-t.total_size_in_bytes // dtype.itemsize)
-        shape = ln.out_shape if n == ln.out_count else (n,)
-        like = self.ops[0].array
-        arr = np.empty(shape, dtype) if self.kind == "host" else self.bridge.empty(like, shape, dtype)
-        b = native_binding(self.dev, self.bridge, arr, n * dtype.itemsize, t.total_size_in_bytes)
-        res = arr if n == ln.out_count else arr[:ln.out_count].reshape(ln.out_shape)
-        return b, res
+        arr, res = self._new_result(ln)
+        return native_binding(self.dev, self.bridge, arr, ln.result_layout[2] * dtype.itemsize,
+                              t.total_size_in_bytes), res
 
     def host_copy(self, op: Operand) -> np.ndarray:
         """A device operand's values as a host array (for partial sums a device without fp64 cannot

@@ -120,8 +120,6 @@ def keep(key, call: Call) -> None:
     if key is None or getattr(call, "launch", None) is None or call.mode == "split":
         return
     cache, k, _ = key
-    if getattr(call, "dest_bytes", None) is not None:
-        return
     with cache.lock:
         cache.plans[k] = Plan(call)
         cache.plans.move_to_end(k)
