@@ -11,9 +11,10 @@ on the second execution and, on CUDA, replays them as a graph) and reads the out
 same-shaped host arrays allocates no device memory after its first call.
 
 A device-array launch (also used for host arrays bound in place on a device that works in host
-memory) binds the caller's memory, whose address changes from call to call: its
-operator is compiled with DESCRIPTORS_VOLATILE, so the list recorded once reads the binding table
-at execution and each call only rebinds the table (no recording, no host synchronize).
+memory) binds the caller's memory, whose address changes from call to call: its first call checks
+the bindings through the binding table, and every call hands the addresses to the program, which puts
+them into the argument tuples it built once (``Launch.run_device`` / ``run_pairs``; no recording, no
+host synchronize).
 
 The pool (``BufferPool``) rounds a request up to a page (4 KiB), or, below 32 KiB, to a power of two
 of at most an eighth of it (16 bytes at least), and reuses a free buffer for a request it exceeds by

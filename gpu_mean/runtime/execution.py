@@ -78,13 +78,6 @@ class Executor:
         with self.lock:
             self.guard("a write", self.backend.write, native, offset, raw)
 
-    def write_held(self, native, offset: int, raw) -> None:
-        """``write`` without waiting for the copy: ``raw`` stays unchanged until the caller's next
-        read or synchronize (Backend.write_held)."""
-        self.check_alive()
-        with self.lock:
-            self.guard("a write", self.backend.write_held, native, offset, raw)
-
     def round_trip(self, writes, cl: CommandList, native, nbytes: int):
         """Under one hold of the lock: ``writes`` ((native, bytes) uploads the caller keeps unchanged
         until this returns, Backend.write_held), one recorded command list of this device, and the
