@@ -24,7 +24,11 @@
 # smaller defaults (three test files, conformance of mean and reduce, 16 MiB profiles).
 # Knobs for a shorter run (the dry run's test uses them): GPU_PASS_TESTS (pytest's arguments, default
 # tests), GPU_PASS_WORKERS (default 8), GPU_PASS_CONF_ARGS (added to both conformance runs, e.g.
-# "--op mean"), GPU_PASS_MB, GPU_PASS_SWEEP_MB, GPU_PASS_REPEAT, GPU_PASS_PEERS (default cupy,torch).
+# "--op mean"), GPU_PASS_MB, GPU_PASS_SWEEP_MB, GPU_PASS_REPEAT, GPU_PASS_PEERS (default cupy,torch),
+# GPU_PASS_DTYPES (the profiles' types, default f32,f16,bf16), GPU_PASS_STEPS (a comma-separated list
+# of the steps to run, e.g. "profile,centered,ncu"; default every step; the others are listed as skipped),
+# GPU_PASS_PROFILE_ARGS (added to the profile and centered steps, e.g. "--op reduce"),
+# GPU_PASS_PROFILE_LIMIT (their time limit, default 90 and 55 s).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 DEV=${GPU_PASS_DEVICE:-cuda}
@@ -83,6 +87,7 @@ row() {   # row N NAME RC TEXT: a summary row and the step's exit status, kept i
 
 step() {   # step N NAME LIMIT_S COMMAND...: run with a time limit, output to NAME.log, a summary row
   local n=$1 name=$2 limit=$3; shift 3
+  want "$name" || { skip "$n" "$name" "not in GPU_PASS_STEPS"; return 0; }
   local t0=$SECONDS
   echo "== $name (limit ${limit} s): $*" >> "$OUTDIR/steps.log"
   timeout -k 10 "$limit" "$@" > "$OUTDIR/$name.log" 2>&1
@@ -90,6 +95,10 @@ step() {   # step N NAME LIMIT_S COMMAND...: run with a time limit, output to NA
   row "$n" "$name" "$rc" "\`$*\` | $rc$([ $rc -eq 124 ] && echo " (time limit ${limit} s)") | $((SECONDS - t0))"
   echo "== $name: exit $rc in $((SECONDS - t0)) s" >> "$OUTDIR/steps.log"
   return $rc
+}
+
+want() {   # want NAME: whether GPU_PASS_STEPS (default: every step) names the step
+  [ -z "${GPU_PASS_STEPS:-}" ] || [[ ",$GPU_PASS_STEPS," == *",$1,"* ]]
 }
 
 skip() {   # skip N NAME WHY
@@ -137,11 +146,17 @@ PEER_ARGS=()
 if [ ${#PEERS[@]} -gt 0 ]; then PEER_ARGS=(--peers "$(IFS=,; echo "${PEERS[*]}")"); fi
 PEER_NOTE=$([ ${#PEERS[@]} -gt 0 ] && echo "peers ${PEERS[*]}" || echo "no peer installed of ${WANT:-none}")
 MB=${GPU_PASS_MB:-128}
+DTYPES=()
+IFS=, read -r -a _dts <<< "${GPU_PASS_DTYPES:-f32,f16,bf16}"
+for t in "${_dts[@]}"; do DTYPES+=(--dtype "$t"); done
+read -r -a PROF_ARGS <<< "${GPU_PASS_PROFILE_ARGS:-}"
 REPEAT=${GPU_PASS_REPEAT:-10}
-step 5 profile 90 $GM profile --device "$DEV" --data normal --size-mb "$MB" --repeat "$REPEAT" "${PEER_ARGS[@]}" \
+step 5 profile "${GPU_PASS_PROFILE_LIMIT:-90}" $GM profile --device "$DEV" --data normal --size-mb "$MB" \
+  --repeat "$REPEAT" "${DTYPES[@]}" "${PROF_ARGS[@]}" "${PEER_ARGS[@]}" \
   --json "$OUTDIR/profile.json"
 echo "profile: $PEER_NOTE" >> "$OUTDIR/profile.log"
-step 6 centered 55 $GM profile --device "$DEV" --data centered --op reduce --size-mb "$MB" --repeat "$REPEAT" \
+step 6 centered "${GPU_PASS_PROFILE_LIMIT:-55}" $GM profile --device "$DEV" --data centered --op reduce \
+  --size-mb "$MB" --repeat "$REPEAT" "${DTYPES[@]}" "${PROF_ARGS[@]}" \
   --json "$OUTDIR/centered.json"
 PLOT=()
 if $PY -c 'import matplotlib' 2>/dev/null; then PLOT=(--plot "$OUTDIR/sweep.png"); fi
@@ -149,7 +164,7 @@ step 7 sweep 55 $GM profile --device "$DEV" --sweep --data normal --size-mb "${G
   --op mean --op reduce --repeat "$(( REPEAT < 3 ? REPEAT : 3 ))" "${PEER_ARGS[@]}" --json "$OUTDIR/sweep.json" "${PLOT[@]}"
 [ ${#PLOT[@]} -gt 0 ] || echo "sweep: no plot: matplotlib is not installed" | tee -a "$OUTDIR/sweep.log" >> "$OUTDIR/steps.log"
 if [ "$DEV" = cuda ] && command -v ncu >/dev/null 2>&1; then
-  step 8 ncu 45 ncu --target-processes all --profile-from-start off -k regex:gm_reduce \
+  step 8 ncu 120 ncu --target-processes all --profile-from-start off --nvtx -k regex:gm_reduce \
     --section SpeedOfLight --section LaunchStats --section Occupancy $PY tools/ncu_reductions.py
 else
   skip 8 ncu "$([ "$DEV" = cuda ] && echo 'ncu is not on the PATH' || echo "device $DEV: Nsight Compute is CUDA's")"
