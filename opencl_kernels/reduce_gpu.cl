@@ -10,6 +10,8 @@
 // test device runs them on PoCL with CUDA's geometry.
 //   gm_reduce_row, gm_reduce_col, gm_reduce_general  one pass per class of the plan
 //   gm_reduce_short (SHORT_LPR)                       rows of at most 32 values, a few lanes each
+//   gm_reduce_tile (SHORT_TILE)                       dense rows of 2..32 values (a power of two),
+//                                                     a work-item each, staged in local memory
 //   gm_reduce_finalize                                the chunk partials of a split reduction
 //   (GM_EXACT) an output the bound test leaves open is summed again exactly by the group that
 //   stored it (reduce_gpu_redo.h), in the same kernel: no exact pass of its own
@@ -32,8 +34,13 @@
 //   KN, RN, KNA, RNA ranks of the coalesced kept and reduced groups (KNA, RNA: at least 1)
 //   META_BYTES       sizeof(gm_rmeta) on the host (checked in reduce_meta.h, in both languages)
 //   WG (row kernel's work-group size), WARP_ROWS (a 32-wide slice per output), ROW_MULTI (interleaved
-//   axes with a dense innermost run), COL_Y (col kernel's local size in y; x is 32), FIN_WG (finalize
+//   axes with a dense innermost run), COL_Y (col kernel's local size in y; x is 32), FIN_LANES (the
+//   finalize pass takes an output per work-item), FIN_WG (finalize
 //   work-group size); all multiples of 32
+//   V16              the row kernel's 16-byte loads (gm_run_sum): elements per load (0: off)
+//   EL_T, EL_ACC(x)  FLOAT32, FLOAT16, BFLOAT16 (the 16-byte loads, gm_reduce_tile): an element's
+//                    storage (the halves' bits in a ushort) and its value as ACC, as LOAD1 converts it
+//   SHORT_TILE       gm_reduce_tile's row length (a power of two, at most 32; 0: no tile kernel)
 #include "common.h"
 #include "exact.h"
 #include "reduce_meta.h"
@@ -104,12 +111,38 @@ GM_INLINE gm_acc gm_group_sum(gm_acc v, LOCAL_PTR gm_acc* scratch, int lid, int 
     return gm_slice_sum(t, scratch, lid);
 }
 
-// This work-item's share of the dense run in[base + i0, base + i1): elements lane, lane + width, ...
-// with four accumulators, so that four loads are in flight.
+#if V16
+// One 16-byte load of V16 elements (FLOAT32 4, FLOAT16 and BFLOAT16 8), held as EL_T (the halves' bits
+// in ushorts) and converted one by one by EL_ACC.
+typedef struct __attribute__((aligned(16))) { EL_T v[V16]; } gm_v16;
+#define GM_IN16(i) (*(__global const gm_v16*)GM_AT(GM_A_IN, const T, in, i, V16))
+#define GM_ADD16(a, x) { for (int j_ = 0; j_ < V16; ++j_) GM_ACC_ADD(a, EL_ACC((x).v[j_])); }
+#endif
+
+// This work-item's share of the dense run in[base + i0, base + i1), with four accumulators so that
+// four loads are in flight. V16, where the run's first element is 16-byte aligned (the same test for
+// every work-item of the run): 16-byte vectors lane, lane + width, ... over the whole vectors, then
+// the rest element by element. Otherwise elements lane, lane + width, ...
 GM_INLINE gm_acc gm_run_sum(__global const T* in, long base, long i0, long i1, int lane, int width GM_CHK_P) {
     gm_acc s0, s1, s2, s3;
     GM_ACC_ZERO(s0); GM_ACC_ZERO(s1); GM_ACC_ZERO(s2); GM_ACC_ZERO(s3);
     long i = i0 + lane;
+#if V16
+    if ((((ulong)(in + base + i0)) & 15) == 0) {
+        const long b = base + i0, nv = (i1 - i0) / V16;
+        long v = lane;
+        for (; v + 3 * width < nv; v += 4 * width) {
+            const gm_v16 x0 = GM_IN16(b + v * V16), x1 = GM_IN16(b + (v + width) * V16);
+            const gm_v16 x2 = GM_IN16(b + (v + 2 * width) * V16), x3 = GM_IN16(b + (v + 3 * width) * V16);
+            GM_ADD16(s0, x0); GM_ADD16(s1, x1); GM_ADD16(s2, x2); GM_ADD16(s3, x3);
+        }
+        for (; v < nv; v += width) {
+            const gm_v16 x0 = GM_IN16(b + v * V16);
+            GM_ADD16(s0, x0);
+        }
+        i = i0 + nv * V16 + lane;
+    }
+#endif
     for (; i + 3 * width < i1; i += 4 * width) {
         GM_ACC_ADD(s0, GM_IN1(base + i));
         GM_ACC_ADD(s1, GM_IN1(base + i + width));
@@ -135,9 +168,12 @@ __kernel void gm_reduce_row(__global const T* restrict in, ulong in_off, __globa
     __local gm_acc scratch[WG];
 #if GM_EXACT
     __local gm_xacc xs[EX_WG];
-    __local uchar gm_open[WG / 32];
+    GM_OPEN_LIST(WG / 32)
 #endif
     const int lid = (int)get_local_id(0);
+#if GM_EXACT
+    GM_OPEN_START(lid)
+#endif
 #if WARP_ROWS
     const int lane = lid & 31, width = 32, per_group = WG / 32;
 #else
@@ -172,23 +208,65 @@ __kernel void gm_reduce_row(__global const T* restrict in, ulong in_off, __globa
             }
 #if GM_EXACT
             // the open outputs of this block redone by the group (use_part: none is stored here)
-            if (lane == 0) gm_open[lid / width] = (uchar)was_open;
-            if (!use_part) gm_redo_marked(in, in_off, out, out_off, xs, gm_open, per_group, m, k0, n, lid, WG GM_CHK_A);
+            GM_MARK(was_open, lid / width)
+            if (!use_part) gm_redo_marked(in, in_off, out, out_off, xs, gm_olist, &gm_nopen, m, k0, n, lid, WG GM_CHK_A);
 #endif
         }
     }
 }
 
-#if SHORT_LPR
-// Short rows (the row class with runs of at most 32 values, never split): SHORT_LPR lanes per row (a
-// power of two), WG / SHORT_LPR rows per pass of the group, and SHORT_U passes' rows per work-item at
-// once, whose loads are independent (in flight together). Lane j loads elements j, j + SHORT_LPR, ...
-// of its row, so a warp reads 32 consecutive elements where the rows are dense and adjacent. A
-// row's lanes add by a halving tree over offsets SHORT_LPR / 2 .. 1 (a warp shuffle on CUDA, local
-// memory elsewhere: one order), beside the largest magnitude's bits (hi) and the smallest nonzero
-// one's (lo: a float's bits minus one, a zero wrapping to the top).
+#if SHORT_LPR || SHORT_TILE
+// Short rows (the row class with runs of at most 32 values, never split), in two kernels:
+// gm_reduce_tile where the rows are dense and adjacent and of a power-of-two length (FLOAT32, FLOAT16,
+// BFLOAT16), gm_reduce_short for the rest. Beside a row's sum, the largest magnitude's bits (hi) and
+// the smallest nonzero one's (lo: a float's bits minus one, a zero wrapping to the top), for the span
+// proof (gm_span_store).
 typedef struct { gm_acc a; uint lo, hi; } gm_sacc;
 
+GM_INLINE void gm_sacc_zero(gm_sacc* v) {
+    GM_ACC_ZERO(v->a);
+    v->lo = 0xffffffffu;
+    v->hi = 0u;
+}
+
+GM_INLINE void gm_sacc_add(gm_sacc* v, const ACC x) {
+    GM_ACC_ADD(v->a, x);
+#if GM_SPAN
+    const uint mag = gm_as_uint((float)x) & 0x7fffffffu;
+    v->lo = min(v->lo, mag - 1u);
+    v->hi = max(v->hi, mag);
+#endif
+}
+
+// GM_SPAN (FLOAT32, BFLOAT16 with fp64: reduce_kernels.short_span): a row whose largest and smallest
+// nonzero magnitudes have exponent fields at most GM_SPAN = 52 - p - ceil(log2 n) apart has an exact
+// FLOAT64 sum (every value a multiple of 2^(e_lo - bias - p + 1), every partial sum below
+// 2^(e_hi - bias + 1) n: 53 bits), and its quotient rounded once more is the correctly rounded mean,
+// exact ties included (no mean off a midpoint lies within the double quotient's rounding of one; the
+// CPU shape's column kernel makes the same argument, reduce_cpu.cl: gm_col_exact). Then the output
+// is stored with flag 0 and 1 is returned; else 0 (the bound test decides). Non-finite sums: the
+// quotient is IEEE's answer either way.
+GM_INLINE int gm_span_store(gm_sacc v, ulong n, __global OUT_T* out, long i, __global uchar* flag, long fi GM_CHK_P) {
+#if GM_SPAN
+    const int e_hi = (int)(v.hi >> 23);
+    const int e_lo = max((int)((v.lo + 1u) >> 23), 1);
+    if (v.hi == 0u || e_hi - e_lo > GM_SPAN) return 0;
+    GM_STORE_BITS(GM_AT(GM_A_OUT, OUT_T, out, i, 1), GM_BITS_OF(v.a.s / (double)n));
+    GM_FLAG(fi) = (uchar)0;
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+#endif
+
+#if SHORT_LPR
+// gm_reduce_short: SHORT_LPR lanes per row (a power of two), WG / SHORT_LPR rows per pass of the group,
+// and SHORT_U passes' rows per work-item at once, whose loads are independent (in flight together).
+// Lane j loads elements j, j + SHORT_LPR, ... of its row, so a warp reads 32 consecutive elements
+// where the rows are dense and adjacent. A row's lanes add by a halving tree over offsets
+// SHORT_LPR / 2 .. 1 (a warp shuffle on CUDA, local memory elsewhere: one order).
 GM_INLINE gm_sacc gm_lanes_sum(gm_sacc v, LOCAL_PTR gm_sacc* scratch, int lid) {
 #if GM_WARP_SHUFFLE
     for (int o = SHORT_LPR / 2; o > 0; o >>= 1) {
@@ -215,27 +293,6 @@ GM_INLINE gm_sacc gm_lanes_sum(gm_sacc v, LOCAL_PTR gm_sacc* scratch, int lid) {
     return v;
 }
 
-// GM_SPAN (FLOAT32, BFLOAT16 with fp64: reduce_kernels.short_span): a row whose largest and smallest
-// nonzero magnitudes have exponent fields at most GM_SPAN = 52 - p - ceil(log2 n) apart has an exact
-// FLOAT64 sum (every value a multiple of 2^(e_lo - bias - p + 1), every partial sum below
-// 2^(e_hi - bias + 1) n: 53 bits), and its quotient rounded once more is the correctly rounded mean,
-// exact ties included (no mean off a midpoint lies within the double quotient's rounding of one; the
-// CPU shape's column kernel makes the same argument, reduce_cpu.cl: gm_col_exact). Then the output
-// is stored with flag 0 and 1 is returned; else 0 (the bound test decides). Non-finite sums: the
-// quotient is IEEE's answer either way.
-GM_INLINE int gm_span_store(gm_sacc v, ulong n, __global OUT_T* out, long i, __global uchar* flag, long fi GM_CHK_P) {
-#if GM_SPAN
-    const int e_hi = (int)(v.hi >> 23);
-    const int e_lo = max((int)((v.lo + 1u) >> 23), 1);
-    if (v.hi == 0u || e_hi - e_lo > GM_SPAN) return 0;
-    GM_STORE_BITS(GM_AT(GM_A_OUT, OUT_T, out, i, 1), GM_BITS_OF(v.a.s / (double)n));
-    GM_FLAG(fi) = (uchar)0;
-    return 1;
-#else
-    return 0;
-#endif
-}
-
 __kernel void gm_reduce_short(__global const T* restrict in, ulong in_off, __global OUT_T* restrict out,
                               ulong out_off, __global gm_acc* restrict part, ulong part_off,
                               __global uchar* restrict flag, ulong flag_off, int use_part,
@@ -245,18 +302,19 @@ __kernel void gm_reduce_short(__global const T* restrict in, ulong in_off, __glo
     __local gm_sacc scratch[WG];
 #if GM_EXACT
     __local gm_xacc xs[EX_WG];
-    __local uchar gm_open[WG / SHORT_LPR * SHORT_U];
+    GM_OPEN_LIST(WG / SHORT_LPR * SHORT_U)
 #endif
     const int lid = (int)get_local_id(0), lane = lid & (SHORT_LPR - 1), slot = lid / SHORT_LPR;
+#if GM_EXACT
+    GM_OPEN_START(lid)
+#endif
     const long rows = WG / SHORT_LPR, per_group = rows * SHORT_U;
     for (long k0 = (long)get_group_id(0) * per_group; k0 < n_out; k0 += (long)get_num_groups(0) * per_group) {
         gm_sacc v[SHORT_U];
         long base[SHORT_U];
 #pragma unroll
         for (int u = 0; u < SHORT_U; ++u) {
-            GM_ACC_ZERO(v[u].a);
-            v[u].lo = 0xffffffffu;
-            v[u].hi = 0u;
+            gm_sacc_zero(&v[u]);
             const long k = k0 + u * rows + slot;
             base[u] = k < n_out ? (long)in_off + gm_keep_offset(m, k, 1) : -1;
         }
@@ -264,13 +322,7 @@ __kernel void gm_reduce_short(__global const T* restrict in, ulong in_off, __glo
 #pragma unroll
             for (int u = 0; u < SHORT_U; ++u) {   // SHORT_U independent loads
                 if (base[u] < 0) continue;
-                const ACC x = GM_IN1(base[u] + i);
-                GM_ACC_ADD(v[u].a, x);
-#if GM_SPAN
-                const uint mag = gm_as_uint((float)x) & 0x7fffffffu;
-                v[u].lo = min(v[u].lo, mag - 1u);
-                v[u].hi = max(v[u].hi, mag);
-#endif
+                gm_sacc_add(&v[u], GM_IN1(base[u] + i));
             }
         }
 #pragma unroll
@@ -284,11 +336,67 @@ __kernel void gm_reduce_short(__global const T* restrict in, ulong in_off, __glo
                                             n_out GM_CHK_A));
             }
 #if GM_EXACT
-            if (lane == 0) gm_open[u * rows + slot] = (uchar)was_open;
+            GM_MARK(was_open, u * rows + slot)
 #endif
         }
 #if GM_EXACT
-        gm_redo_marked(in, in_off, out, out_off, xs, gm_open, (int)per_group, m, k0, n, lid, WG GM_CHK_A);
+        gm_redo_marked(in, in_off, out, out_off, xs, gm_olist, &gm_nopen, m, k0, n, lid, WG GM_CHK_A);
+#endif
+    }
+}
+#endif
+
+#if SHORT_TILE
+// gm_reduce_tile: rows of SHORT_TILE values (a power of two, at most 32), row k at k * SHORT_TILE, a
+// work-item per row. A pass of the group takes WG rows: their WG * SHORT_TILE consecutive values are
+// loaded by consecutive work-items (SHORT_TILE loads each, all in flight, a warp's 32 adjacent: every
+// sector whole) into local memory, row r's value j at tile[r * (SHORT_TILE + 1) + j] (the odd pitch
+// keeps a warp's reads of its 32 rows on 32 banks); then each work-item adds its row there, with no
+// lane tree. The span proof, the bound and the redo as gm_reduce_short.
+__kernel void gm_reduce_tile(__global const T* restrict in, ulong in_off, __global OUT_T* restrict out,
+                             ulong out_off, __global gm_acc* restrict part, ulong part_off,
+                             __global uchar* restrict flag, ulong flag_off, int use_part,
+                             GM_META_ARG(gm_rmeta, m), long n_out, long len, long clen, long n_chunks, ulong n,
+                             long runs GM_CHK_P) {
+    GM_META_BIND(gm_rmeta, m)
+    __local EL_T tile[WG * (SHORT_TILE + 1)];
+#if GM_EXACT
+    __local gm_xacc xs[EX_WG];
+    GM_OPEN_LIST(WG)
+#endif
+    const int lid = (int)get_local_id(0);
+#if GM_EXACT
+    GM_OPEN_START(lid)
+#endif
+    for (long k0 = (long)get_group_id(0) * WG; k0 < n_out; k0 += (long)get_num_groups(0) * WG) {
+        const long base = (long)in_off + k0 * SHORT_TILE;
+        const int count = (int)min((long)WG, n_out - k0) * SHORT_TILE;
+#pragma unroll
+        for (int j = 0; j < SHORT_TILE; ++j) {
+            const int e = j * WG + lid;
+            if (e < count) {
+                tile[(e / SHORT_TILE) * (SHORT_TILE + 1) + (e & (SHORT_TILE - 1))] =
+                    *(__global const EL_T*)GM_AT(GM_A_IN, const T, in, base + e, 1);
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const long k = k0 + lid;
+        GM_OPEN_DECL(was_open)
+        if (k < n_out) {
+            gm_sacc v;
+            gm_sacc_zero(&v);
+#pragma unroll
+            for (int j = 0; j < SHORT_TILE; ++j) gm_sacc_add(&v, EL_ACC(tile[lid * (SHORT_TILE + 1) + j]));
+            if (!gm_span_store(v, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag, (long)flag_off + k GM_CHK_A)) {
+                GM_OPENED(was_open, gm_emit(v.a, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k, 0,
+                                            n_out GM_CHK_A));
+            }
+        }
+#if GM_EXACT
+        GM_MARK(was_open, lid)
+        gm_redo_marked(in, in_off, out, out_off, xs, gm_olist, &gm_nopen, m, k0, n, lid, WG GM_CHK_A);
+#else
+        barrier(CLK_LOCAL_MEM_FENCE);   // every row read before the next pass rewrites the tile
 #endif
     }
 }
@@ -313,9 +421,12 @@ __kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __globa
     __local gm_acc tile[COL_Y][33];
 #if GM_EXACT
     __local gm_xacc xs[EX_WG];
-    __local uchar gm_open[32];
+    GM_OPEN_LIST(32)
 #endif
     const int lx = (int)get_local_id(0), ly = (int)get_local_id(1);
+#if GM_EXACT
+    GM_OPEN_START(ly * 32 + lx)
+#endif
     for (long chunk = (long)get_group_id(2); chunk < n_chunks; chunk += (long)get_num_groups(2)) {
         for (long o = (long)get_group_id(1); o < n_outer; o += (long)get_num_groups(1)) {
             for (long cb = (long)get_group_id(0); cb * 32 < inner; cb += (long)get_num_groups(0)) {
@@ -326,17 +437,19 @@ __kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __globa
                     const long base = (long)in_off + gm_keep_offset(m, o * inner + col, 1);
                     long r = chunk * clen + ly;
                     const long end = min(len, chunk * clen + clen);
-                    gm_acc s1;
-                    GM_ACC_ZERO(s1);
+                    gm_acc s1, s2, s3;      // four rows' loads in flight
+                    GM_ACC_ZERO(s1); GM_ACC_ZERO(s2); GM_ACC_ZERO(s3);
 #if GM_MSPAN_P
                     uint lo = 0xffffffffu;      // the smallest magnitude's bits - 1 (GM_COL_ADD)
 #endif
-                    for (; r + COL_Y < end; r += 2 * COL_Y) {
+                    for (; r + 3 * COL_Y < end; r += 4 * COL_Y) {
                         GM_COL_ADD(s, GM_IN1(base + r * rs));
                         GM_COL_ADD(s1, GM_IN1(base + (r + COL_Y) * rs));
+                        GM_COL_ADD(s2, GM_IN1(base + (r + 2 * COL_Y) * rs));
+                        GM_COL_ADD(s3, GM_IN1(base + (r + 3 * COL_Y) * rs));
                     }
-                    if (r < end) GM_COL_ADD(s, GM_IN1(base + r * rs));
-                    GM_ACC_MERGE(s, s1);
+                    for (; r < end; r += COL_Y) GM_COL_ADD(s, GM_IN1(base + r * rs));
+                    GM_ACC_MERGE(s, s1); GM_ACC_MERGE(s2, s3); GM_ACC_MERGE(s, s2);
 #if GM_MSPAN_P
                     s = gm_e_pack(s, gm_e_of(lo));
 #endif
@@ -371,10 +484,10 @@ __kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __globa
                 }
 #if GM_EXACT
                 // the block's open columns redone by the group, one after another (use_part: none)
-                if (ly == 0) gm_open[lx] = (uchar)was_open;
+                GM_MARK(was_open, lx)
                 if (!use_part) {
-                    gm_redo_marked(in, in_off, out, out_off, xs, gm_open, (int)min((long)32, inner - cb * 32), m,
-                                   o * inner + cb * 32, n, ly * 32 + lx, 32 * COL_Y GM_CHK_A);
+                    gm_redo_marked(in, in_off, out, out_off, xs, gm_olist, &gm_nopen, m, o * inner + cb * 32, n,
+                                   ly * 32 + lx, 32 * COL_Y GM_CHK_A);
                 }
 #endif
                 barrier(CLK_LOCAL_MEM_FENCE);   // the tile is rewritten by the next column block
@@ -395,9 +508,12 @@ __kernel void gm_reduce_general(__global const T* restrict in, ulong in_off, __g
     GM_META_BIND(gm_rmeta, m)
 #if GM_EXACT
     __local gm_xacc xs[EX_WG];
-    __local uchar gm_open[256];
+    GM_OPEN_LIST(256)
 #endif
     const int lid = (int)get_local_id(0), gsize = (int)get_local_size(0);
+#if GM_EXACT
+    GM_OPEN_START(lid)
+#endif
     const long step = (long)get_global_size(0);
     for (long chunk = (long)get_group_id(1); chunk < n_chunks; chunk += (long)get_num_groups(1)) {
         for (long k0 = (long)get_group_id(0) * gsize; k0 < n_out; k0 += step) {
@@ -411,28 +527,76 @@ __kernel void gm_reduce_general(__global const T* restrict in, ulong in_off, __g
             }
 #if GM_EXACT
             // the block's open outputs redone by the group, one after another (use_part: none)
-            gm_open[lid] = (uchar)was_open;
-            if (!use_part) gm_redo_marked(in, in_off, out, out_off, xs, gm_open, gsize, m, k0, n, lid, gsize GM_CHK_A);
+            GM_MARK(was_open, lid)
+            if (!use_part) gm_redo_marked(in, in_off, out, out_off, xs, gm_olist, &gm_nopen, m, k0, n, lid, gsize GM_CHK_A);
 #endif
         }
     }
 }
 
-// Second pass of a split reduction: a work-group per output; work-item t merges chunks t, t + FIN_WG,
-// ... in order, then the group's tree adds those: a fixed order whatever the timing (deterministic).
+// Second pass of a split reduction, in a fixed order whatever the timing (deterministic).
+// FIN_LANES (few chunks per output: gpu_geometry.fin_lanes): a work-item per output merges its chunks
+// 0, 1, ... in order; a warp reads 32 adjacent outputs' partials of a chunk at once (coalesced).
+// Otherwise a work-group per output: work-item t merges chunks t, t + FIN_WG, ... in order, then the
+// group's tree adds those.
 __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong part_off, long n_chunks, long n_out,
                                  __global OUT_T* restrict out, ulong out_off, __global uchar* restrict flag,
                                  ulong flag_off, GM_META_ARG(gm_rmeta, m), ulong n GM_FIN_IN GM_CHK_P) {
     GM_META_BIND(gm_rmeta, m)
+#if FIN_LANES
+#if GM_EXACT
+    __local gm_xacc xs[EX_WG];
+    GM_OPEN_LIST(FIN_WG)
+#endif
+    const int lid = (int)get_local_id(0);
+#if GM_EXACT
+    GM_OPEN_START(lid)
+#endif
+    for (long k0 = (long)get_group_id(0) * FIN_WG; k0 < n_out; k0 += (long)get_num_groups(0) * FIN_WG) {
+        const long k = k0 + lid;
+        GM_OPEN_DECL(was_open)
+        if (k < n_out) {
+            gm_acc s;
+            GM_ACC_ZERO(s);
+#if GM_MSPAN_P
+            uint e = GM_E_NONE;
+#endif
+            for (long c = 0; c < n_chunks; ++c) {
+                gm_acc b = GM_PART((long)part_off + c * n_out + k);
+#if GM_MSPAN_P
+                e = min(e, gm_e_unpack(b));
+#endif
+                GM_ACC_MERGE(s, b);
+            }
+#if GM_MSPAN_P
+            const int proven = gm_mspan_store(s, e, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag,
+                                              (long)flag_off + k GM_CHK_A);
+#else
+            const int proven = 0;
+#endif
+            if (!proven) {
+                GM_OPENED(was_open, gm_store(s, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag,
+                                             (long)flag_off + k, m GM_CHK_A));
+            }
+        }
+#if GM_EXACT
+        GM_MARK(was_open, lid)
+        gm_redo_marked(in, in_off, out, out_off, xs, gm_olist, &gm_nopen, m, k0, n, lid, FIN_WG GM_CHK_A);
+#endif
+    }
+#else
     __local gm_acc scratch[FIN_WG];
 #if GM_EXACT
     __local gm_xacc xs[EX_WG];
-    __local uchar gm_open[1];
+    GM_OPEN_LIST(1)
 #endif
 #if GM_MSPAN_P
     __local uint e_min;     // the smallest exponent field the chunks' partials carry (reduce_gpu_span.h)
 #endif
     const int lid = (int)get_local_id(0);
+#if GM_EXACT
+    GM_OPEN_START(lid)
+#endif
     for (long k = (long)get_group_id(0); k < n_out; k += (long)get_num_groups(0)) {
         gm_acc s;
         GM_ACC_ZERO(s);
@@ -465,10 +629,11 @@ __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong par
                                          m GM_CHK_A));
         }
 #if GM_EXACT
-        if (lid == 0) gm_open[0] = (uchar)was_open;
-        gm_redo_marked(in, in_off, out, out_off, xs, gm_open, 1, m, k, n, lid, FIN_WG GM_CHK_A);
+        GM_MARK(was_open, 0)
+        gm_redo_marked(in, in_off, out, out_off, xs, gm_olist, &gm_nopen, m, k, n, lid, FIN_WG GM_CHK_A);
 #endif
     }
+#endif
 }
 
 

@@ -2,7 +2,8 @@
 // leaves open is summed again, at once, by the work-group that stored it, into the superaccumulator
 // (reduce_exact.h); its flag stays 1 ("was open": CompiledOperator.open_outputs counts them). There
 // is no exact kernel of its own, so an execute whose outputs are all settled launches nothing more
-// and does no per-output work beyond a barrier per block of outputs stored.
+// and does no per-output work: a block of outputs stored pays the read of its open list's length
+// and barriers.
 //
 // needs: exact.h, reduce_exact.h (gm_xacc, gm_exact_range, gm_exact_store); EX_WG: the number of
 // superaccumulators a group merges (a power of two; 64, FLOAT64's 552-byte ones 16).
@@ -59,16 +60,28 @@ GM_REDO_FN void gm_redo_output(__global const T* in, ulong in_off, __global OUT_
     barrier(CLK_LOCAL_MEM_FENCE);   // xs is rewritten by the next
 }
 
-// Outputs k0 .. k0 + count - 1, whose open marks the group wrote to open[0 .. count): the open ones
-// redone by the whole group, one after another. Every work-item calls it; open[] is read only after
-// the barrier that follows the marks, and rewritten only after the barrier at the end.
+// The open outputs of a block of outputs k0, k0 + 1, ...: a list of their slots (k - k0) in local
+// memory and its length. A work-item whose output the bound left open appends its slot (GM_MARK; the
+// list's order is the atomics', which changes nothing: each output is redone on its own). The redo then
+// walks the list, so a block whose outputs are all settled pays one read of the length and barriers,
+// never a scan of every output's mark. A kernel declares the list (GM_OPEN_LIST, at most 65536 slots)
+// and empties it once before its loops (GM_OPEN_START: every work-item, before any mark).
+#define GM_OPEN_LIST(slots) __local ushort gm_olist[slots]; __local int gm_nopen;
+#define GM_OPEN_START(lid) { if ((lid) == 0) gm_nopen = 0; barrier(CLK_LOCAL_MEM_FENCE); }
+#define GM_MARK(was_open, slot) { if (was_open) gm_olist[atomic_inc(&gm_nopen)] = (ushort)(slot); }
+
+// The outputs listed (GM_MARK) redone by the whole group, one after another; the list emptied for the
+// next block. Every work-item calls it. The length is read after the barrier that follows the marks;
+// work-item 0 empties it after its redos: when the list was empty, every work-item read 0 and the
+// write is 0 again; otherwise every work-item read the length before the first redo's barriers, which
+// work-item 0 passed before writing. The barrier at the end orders the write before the next marks.
 GM_INLINE void gm_redo_marked(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
-                              LOCAL_PTR gm_xacc* xs, LOCAL_PTR const uchar* open, const int count,
+                              LOCAL_PTR gm_xacc* xs, LOCAL_PTR const ushort* list, volatile LOCAL_PTR int* count,
                               __constant const gm_rmeta* m, long k0, ulong n, const int lid,
                               const int gsize GM_CHK_P) {
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int t = 0; t < count; ++t) {
-        if (open[t]) gm_redo_output(in, in_off, out, out_off, xs, m, k0 + t, n, lid, gsize GM_CHK_A);
-    }
+    const int c = *count;
+    for (int t = 0; t < c; ++t) gm_redo_output(in, in_off, out, out_off, xs, m, k0 + list[t], n, lid, gsize GM_CHK_A);
+    if (lid == 0) *count = 0;
     barrier(CLK_LOCAL_MEM_FENCE);
 }

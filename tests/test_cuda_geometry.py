@@ -63,7 +63,10 @@ def test_reduce_geometry_never_one_block():
     g = geo.reduce_geometry(reduce_plan((8, 1 << 24), (1,)), sms=132)
     assert not g.warp_rows and g.n_chunks > 1                                          # few long rows split
     g = geo.reduce_geometry(reduce_plan((1 << 22, 16), (1,)), sms=132)
-    # many short rows: gm_reduce_short, 16 lanes a row, 64 rows a block, about 16 blocks per SM
+    # many short dense rows: gm_reduce_tile, a row per thread, 256 rows a block, about 16 blocks per SM
+    assert g.kernel == "tile" and g.n_chunks == 1 and g.grid == (132 * 16, 1) and g.block == (256, 1)
+    g = geo.reduce_geometry(reduce_plan((1 << 22, 15), (1,)), sms=132)
+    # rows of a length that is no power of two: gm_reduce_short, 16 lanes a row, 64 rows a block
     assert g.kernel == "short" and g.lanes == 16 and g.n_chunks == 1 and g.grid == (132 * 16, 1)
     g = geo.reduce_geometry(reduce_plan((1 << 20, 16), (0,)), sms=132)
     assert g.kernel == "col" and g.n_chunks > 1 and g.block == (32, 8)                # few outputs: split R
@@ -179,3 +182,17 @@ def test_elementwise_kernels_loop_over_a_capped_grid(small_caps, gpupaths, shape
     t, out = gm.TensorDesc(D.FLOAT32, shape, in_strides), gm.TensorDesc(D.FLOAT32, shape)
     got = run(gpupaths, gm.ElementWiseMeanDesc(t, t, out), [a, b])
     np.testing.assert_array_equal(got, ((a.astype(np.float64) + b) / 2).astype(np.float32))
+
+
+def test_tile_rows_are_dense_adjacent_power_of_two_rows_of_a_float():
+    """gm_reduce_tile stages a block's rows as one run of consecutive values: it takes only rows of
+    2, 4, ..., 32 values stored back to back, in FLOAT32, FLOAT16 or BFLOAT16; the rest go to
+    gm_reduce_short."""
+    assert geo.tile_rows(reduce_plan((4096, 8), (1,)))
+    assert geo.tile_rows(reduce_plan((4096, 2), (1,), dt=D.FLOAT16))
+    assert geo.tile_rows(reduce_plan((64, 64, 32), (2,), dt=D.BFLOAT16))     # kept dimensions coalesce
+    assert not geo.tile_rows(reduce_plan((4096, 8), (1,), strides=(16, 1)))   # padded rows
+    assert not geo.tile_rows(reduce_plan((4096, 6), (1,)))                    # no power of two
+    assert not geo.tile_rows(reduce_plan((4096, 8), (1,), dt=D.INT32))
+    assert not geo.tile_rows(reduce_plan((4096, 64), (1,)))                   # the row kernel's
+    assert geo.reduce_geometry(reduce_plan((4096, 8), (1,), strides=(16, 1)), sms=132).kernel == "short"

@@ -5,7 +5,7 @@ pass leaves open, and that an open output is redone by the kernel that stored it
 - No exact pass of its own: a reduction is one launch, or two when it is split (the finalize pass);
   an output the bound test leaves open is summed exactly by the work-group that stored it
   (reduce_gpu_redo.h), so an execute with nothing open does no exact work at all.
-- Short rows (at most 32 values: gm_reduce_short) are proven exact by their exponent span where it
+- Short rows (at most 32 values: gm_reduce_tile, gm_reduce_short) are proven exact by their exponent span where it
   allows (reduce_gpu.cl: gm_span_store), exact ties included: no output of normal, uniform, ones or
   centered data is left open. Columns the same way, by their smallest exponent field and the sum of
   their magnitudes, through the chunk partials of a split column (reduce_gpu_span.h).
@@ -104,7 +104,8 @@ def test_short_rows_leave_nothing_open(device, kind, n, tname):
     npdt, dt = TYPES[tname]
     x = data(kind, (2048, n), (1,), npdt, seed=n)
     got, launches, open_ = run_counted(device, dt, x, (1,))
-    assert cop_name(device, dt, x.shape, (1,)) == "gm_reduce_short"
+    # dense rows of a power-of-two length: a work-item per row from local memory; others: lanes per row
+    assert cop_name(device, dt, x.shape, (1,)) == ("gm_reduce_tile" if n & (n - 1) == 0 else "gm_reduce_short")
     assert launches == 1 and open_ == 0
     check_reduce_mean(device, dt, x, (1,))
 

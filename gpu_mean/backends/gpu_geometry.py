@@ -26,6 +26,8 @@ ROWS_MIN_BYTES = 256
 # next power of two of the row's length), SHORT_U rows per work-item at once
 SHORT_MAX = 32
 SHORT_U = 4
+# a split reduction's second pass takes an output per thread when no output has more chunks than this
+FIN_LANES_MAX = 32
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -67,7 +69,7 @@ def ew_rows_geometry(plan: planning.ElementwisePlan, w: int, sms: int) -> tuple[
 
 @dataclass(frozen=True)
 class ReduceGeometry:
-    kernel: str          # "row" | "col" | "general"
+    kernel: str          # "row" | "short" | "tile" | "col" | "general"
     grid: tuple          # gridDim, capped at CUDA's limits (the kernels loop over the rest)
     block: tuple         # blockDim
     warp_rows: bool      # row kernel: a warp per row (short rows) instead of a block per row
@@ -79,9 +81,22 @@ class ReduceGeometry:
     smem: int = 0        # static shared memory per block, bytes
     lanes: int = 0       # short: work-items per row (SHORT_LPR)
 
+    @property
+    def fin_lanes(self) -> bool:
+        """The second pass takes an output per thread (FIN_LANES) when each has at most FIN_LANES_MAX
+        chunks: a warp reads 32 adjacent outputs' partials of a chunk at once (coalesced), and there is
+        no block per output whose threads mostly idle (a column split in 3 chunks ran 32-thread blocks
+        for 32768 outputs: 71 us for 1.5 MiB of partials on an H200)."""
+        return self.n_chunks <= FIN_LANES_MAX
+
     def finalize_geometry(self, n_out: int) -> tuple[tuple, tuple]:
-        """(grid, block) of the second pass: a block per output whose threads take the chunks in
-        turn and add them with a tree; as many threads as chunks, in whole warps, at most BLOCK."""
+        """(grid, block) of the second pass. FIN_LANES: a thread per output, as many threads as
+        outputs in whole warps, at most BLOCK per block, the kernel looping past CUDA's grid limit.
+        Otherwise a block per output whose threads take the chunks in turn and add them with a tree;
+        as many threads as chunks, in whole warps, at most BLOCK."""
+        if self.fin_lanes:
+            block = min(BLOCK, _cdiv(n_out, 32) * 32)
+            return (max(1, min(_cdiv(n_out, block), MAX_X)),), (block,)
         return (max(1, min(n_out, MAX_X)),), (min(BLOCK, _cdiv(self.n_chunks, 32) * 32),)
 
 
@@ -117,6 +132,27 @@ def _short(plan, sms: int) -> ReduceGeometry:
                           smem=BLOCK * (plan.acc_bytes + 8), lanes=lanes)
 
 
+# gm_reduce_tile's types: the element forms of reduce_kernels.EL_FORMS (FLOAT32, FLOAT16, BFLOAT16)
+TILE_TYPES = ("FLOAT32", "FLOAT16", "BFLOAT16")
+
+
+def tile_rows(plan: planning.ReducePlan) -> bool:
+    """Short rows gm_reduce_tile takes: a power-of-two length from 2 to SHORT_MAX, the rows dense and
+    adjacent (row k at k * length: one kept dimension of that stride, the reduced one of stride 1), in
+    FLOAT32, FLOAT16 or BFLOAT16."""
+    n = plan.n_reduce
+    return (plan.cls == "row" and 2 <= n <= SHORT_MAX and n & (n - 1) == 0 and plan.dtype.name in TILE_TYPES
+            and plan.red_strides == (1,) and len(plan.keep_shape) == 1 and plan.keep_in_strides == (n,))
+
+
+def _tile(plan, sms: int) -> ReduceGeometry:
+    """gm_reduce_tile: a row per thread, BLOCK rows per pass of a block staged in shared memory (the
+    row's length plus one per row); about 16 blocks per SM, the kernel looping over the rest."""
+    grid = (max(1, min(_cdiv(plan.n_out, BLOCK), sms * 16, MAX_X)), 1)
+    return ReduceGeometry("tile", grid, (BLOCK, 1), False, plan.n_reduce, plan.n_reduce, 1,
+                          smem=BLOCK * (plan.n_reduce + 1) * int(plan.dtype.element_size))
+
+
 def reduce_geometry(plan: planning.ReducePlan, *, sms: int) -> ReduceGeometry:
     """GPU mapping: never one block in total, never one block per output when outputs are few:
     the reduced run is split across blocks until the grid has ~4 waves of 256-thread blocks."""
@@ -132,7 +168,7 @@ def reduce_geometry(plan: planning.ReducePlan, *, sms: int) -> ReduceGeometry:
         return ReduceGeometry("col", grid, (32, col_y), False, length, chunk, n_chunks,
                                   smem=col_y * 33 * plan.acc_bytes)
     if plan.cls == "row" and plan.n_reduce <= SHORT_MAX:
-        return _short(plan, sms)
+        return _tile(plan, sms) if tile_rows(plan) else _short(plan, sms)
     if plan.cls == "row":
         return _row(plan, plan.n_out, plan.n_reduce, 1, target, False)
     if len(plan.red_shape) >= 2 and plan.red_strides[-1] == 1 and plan.red_shape[-1] >= 32:

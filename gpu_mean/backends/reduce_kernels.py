@@ -344,16 +344,23 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
     fin_grid, fin_block = g.finalize_geometry(plan.n_out)
     m = type_macros(plan, fp64, checked)
     # unused sizes of the other kernels keep fixed values, so that they add no program variants
-    m.update({"WG": g.block[0] if g.kernel in ("row", "short") else 32, "WARP_ROWS": int(g.warp_rows),
+    m.update({"WG": g.block[0] if g.kernel in ("row", "short", "tile") else 32, "WARP_ROWS": int(g.warp_rows),
               "ROW_MULTI": int(g.row_multi), "COL_Y": g.block[1] if g.kernel == "col" else 8,
-              "FIN_WG": fin_block[0] if g.n_chunks > 1 else 32, "SHORT_LPR": g.lanes})
+              "FIN_WG": fin_block[0] if g.n_chunks > 1 else 32, "SHORT_LPR": g.lanes,
+              "FIN_LANES": int(g.n_chunks > 1 and g.fin_lanes)})
     if g.kernel == "short":
         m.update({"SHORT_U": gpu_geometry.SHORT_U, "GM_SPAN": short_span(plan, fp64)})
+    if g.kernel == "tile":
+        m.update({"SHORT_TILE": g.length, "GM_SPAN": short_span(plan, fp64), "EL_T": EL_FORMS[plan.dtype][0],
+                  "EL_ACC(x)": EL_FORMS[plan.dtype][1]})
+    v16 = row_vectors(plan, g)
+    if v16:
+        m.update({"V16": v16, "EL_T": EL_FORMS[plan.dtype][0], "EL_ACC(x)": EL_FORMS[plan.dtype][1]})
     if g.kernel == "col" and gpu_col_span(plan, fp64):
         m["GM_MSPAN_P"] = gpu_col_span(plan, fp64)
     i64, n_out = np.int64, plan.n_out
     tail = (i64(n_out), i64(g.length), i64(g.chunk), i64(g.n_chunks), np.uint64(plan.n_reduce))
-    if g.kernel in ("row", "short"):
+    if g.kernel in ("row", "short", "tile"):
         tail += (i64(g.runs),)
     elif g.kernel == "col":
         tail += (i64(plan.inner), i64(plan.row_stride), i64(n_out // plan.inner))
@@ -372,17 +379,42 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
     if g.kernel == "row":
         width = 32 if g.warp_rows else g.block[0]
         per_chunk = (_cdiv(g.length, 4 * width) + 8 + g.chunk) if g.row_multi else _cdiv(g.chunk, 4 * width)
-        per_chunk += 20
+        # the tails: up to three vectors (or elements) and an element more into one accumulator
+        per_chunk += 20 + 3 * v16
     elif g.kernel == "col":
+        # four accumulators a chain of chunk / (4 COL_Y) rows each, three rows more and three merges
+        # for one, then the tile's COL_Y in order: within this bound (written for two accumulators)
         per_chunk = _cdiv(g.chunk, 2 * g.block[1]) + g.block[1] + 8
     elif g.kernel == "short":
         per_chunk = _cdiv(g.length, g.lanes) + 5     # a lane's values, then the lanes' tree
+    elif g.kernel == "tile":
+        per_chunk = g.length + 2                     # a work-item's chain over its row
     else:
         per_chunk = g.chunk + 4
-    fin_depth = _cdiv(g.n_chunks, fin_block[0]) + 12 if g.n_chunks > 1 else 0
+    # the finalize pass: a chain of chunks per thread, then (not FIN_LANES) the block's tree
+    if g.n_chunks <= 1:
+        fin_depth = 0
+    elif g.fin_lanes:
+        fin_depth = g.n_chunks + 12
+    else:
+        fin_depth = _cdiv(g.n_chunks, fin_block[0]) + 12
     # no exact pass: the kernel that stores an output redoes it when the bound leaves it open
     # (reduce_gpu_redo.h), the finalize pass from the input it is given too (redo_open)
     return _exact_variant(plan, m, main, tail, fin, g.n_chunks, ab, False, per_chunk + fin_depth)
+
+
+# the row kernel's 16-byte loads (reduce_gpu.cl: gm_run_sum): per type, the storage of an element in the
+# vector and its conversion to the accumulator (ACC: LOAD1's)
+EL_FORMS = {D.FLOAT32: ("float", "((ACC)(x))"), D.FLOAT16: ("ushort", "((ACC)gm_half_to_float(x))"),
+             D.BFLOAT16: ("ushort", "((ACC)gm_bf16_to_float(x))")}
+
+
+def row_vectors(plan: planning.ReducePlan, g: gpu_geometry.ReduceGeometry) -> int:
+    """V16 of the row kernel: the elements of one 16-byte load for FLOAT32, FLOAT16 and BFLOAT16 (the
+    kernel tests each run's alignment and takes the vectors where it allows), 0 (off) elsewhere."""
+    if g.kernel != "row" or plan.dtype not in EL_FORMS:
+        return 0
+    return 16 // int(plan.dtype.element_size)
 
 
 def short_span(plan: planning.ReducePlan, fp64: bool) -> int:
