@@ -34,7 +34,8 @@
 //   KN, RN, KNA, RNA ranks of the coalesced kept and reduced groups (KNA, RNA: at least 1)
 //   META_BYTES       sizeof(gm_rmeta) on the host (checked in reduce_meta.h, in both languages)
 //   WG (row kernel's work-group size), WARP_ROWS (a 32-wide slice per output), ROW_MULTI (interleaved
-//   axes with a dense innermost run), COL_Y (col kernel's local size in y; x is 32), FIN_LANES (the
+//   axes with a dense innermost run), COL_Y (col kernel's local size in y; x is 32), COL_W (its
+//   columns per group: a power of two, at most 32), FIN_LANES (the
 //   finalize pass takes an output per work-item), FIN_WG (finalize
 //   work-group size); all multiples of 32
 //   V16              the row kernel's 16-byte loads (gm_run_sum): elements per load (0: off)
@@ -403,8 +404,11 @@ __kernel void gm_reduce_tile(__global const T* restrict in, ulong in_off, __glob
 #endif
 
 // Column class: [outer kept..., R (stride rs), inner kept I (stride 1 in input and output)].
-// A (32, COL_Y) work-group: x on 32 adjacent columns (coalesced), y splitting the chunk's rows;
-// local memory adds the COL_Y row sums of each column in order. GM_MSPAN_P: beside the sums, the
+// A (32, COL_Y) work-group on COL_W adjacent columns (a power of two, at most 32; fewer where the
+// inner dimension is narrower): lane x takes column x mod COL_W and row phase x / COL_W, so that a
+// warp reads 32 / COL_W rows' COL_W columns at once (a 16-column tensor: two rows, 128 contiguous
+// bytes, no idle lane); y and the phase split the chunk's rows; local memory adds each column's
+// COL_Y * (32 / COL_W) row sums in order. GM_MSPAN_P: beside the sums, the
 // smallest exponent field of each column's values, for the span proof (reduce_gpu_span.h), carried
 // in the partials of a split column to the finalize pass.
 #if GM_MSPAN_P
@@ -424,31 +428,33 @@ __kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __globa
     GM_OPEN_LIST(32)
 #endif
     const int lx = (int)get_local_id(0), ly = (int)get_local_id(1);
+    const int c = lx & (COL_W - 1), phase = lx / COL_W;
+    const int ry = COL_Y * (32 / COL_W);       // rows a pass of the group takes
 #if GM_EXACT
     GM_OPEN_START(ly * 32 + lx)
 #endif
     for (long chunk = (long)get_group_id(2); chunk < n_chunks; chunk += (long)get_num_groups(2)) {
         for (long o = (long)get_group_id(1); o < n_outer; o += (long)get_num_groups(1)) {
-            for (long cb = (long)get_group_id(0); cb * 32 < inner; cb += (long)get_num_groups(0)) {
-                const long col = cb * 32 + lx;
+            for (long cb = (long)get_group_id(0); cb * COL_W < inner; cb += (long)get_num_groups(0)) {
+                const long col = cb * COL_W + c;
                 gm_acc s;
                 GM_ACC_ZERO(s);
                 if (col < inner) {
                     const long base = (long)in_off + gm_keep_offset(m, o * inner + col, 1);
-                    long r = chunk * clen + ly;
+                    long r = chunk * clen + ly * (32 / COL_W) + phase;
                     const long end = min(len, chunk * clen + clen);
                     gm_acc s1, s2, s3;      // four rows' loads in flight
                     GM_ACC_ZERO(s1); GM_ACC_ZERO(s2); GM_ACC_ZERO(s3);
 #if GM_MSPAN_P
                     uint lo = 0xffffffffu;      // the smallest magnitude's bits - 1 (GM_COL_ADD)
 #endif
-                    for (; r + 3 * COL_Y < end; r += 4 * COL_Y) {
+                    for (; r + 3 * ry < end; r += 4 * ry) {
                         GM_COL_ADD(s, GM_IN1(base + r * rs));
-                        GM_COL_ADD(s1, GM_IN1(base + (r + COL_Y) * rs));
-                        GM_COL_ADD(s2, GM_IN1(base + (r + 2 * COL_Y) * rs));
-                        GM_COL_ADD(s3, GM_IN1(base + (r + 3 * COL_Y) * rs));
+                        GM_COL_ADD(s1, GM_IN1(base + (r + ry) * rs));
+                        GM_COL_ADD(s2, GM_IN1(base + (r + 2 * ry) * rs));
+                        GM_COL_ADD(s3, GM_IN1(base + (r + 3 * ry) * rs));
                     }
-                    for (; r < end; r += COL_Y) GM_COL_ADD(s, GM_IN1(base + r * rs));
+                    for (; r < end; r += ry) GM_COL_ADD(s, GM_IN1(base + r * rs));
                     GM_ACC_MERGE(s, s1); GM_ACC_MERGE(s2, s3); GM_ACC_MERGE(s, s2);
 #if GM_MSPAN_P
                     s = gm_e_pack(s, gm_e_of(lo));
@@ -457,16 +463,19 @@ __kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __globa
                 tile[ly][lx] = s;
                 barrier(CLK_LOCAL_MEM_FENCE);
                 GM_OPEN_DECL(was_open)
-                if (ly == 0 && col < inner) {
-                    gm_acc t = tile[0][lx];
+                if (ly == 0 && phase == 0 && col < inner) {
+                    // the column's sums in order: y, then the phase within y (lanes c, c + COL_W, ...)
+                    gm_acc t = tile[0][c];
                     const long k = o * inner + col;
                     int store = 1;
 #if GM_MSPAN_P
                     uint e = gm_e_unpack(t);
-                    for (int y = 1; y < COL_Y; ++y) {
-                        const gm_acc b = tile[y][lx];
-                        e = min(e, gm_e_unpack(b));
-                        GM_ACC_MERGE(t, b);
+                    for (int y = 0; y < COL_Y; ++y) {
+                        for (int q = y == 0 ? COL_W : 0; q < 32; q += COL_W) {
+                            const gm_acc b = tile[y][q + c];
+                            e = min(e, gm_e_unpack(b));
+                            GM_ACC_MERGE(t, b);
+                        }
                     }
                     if (use_part) {
                         t = gm_e_pack(t, e);
@@ -475,7 +484,9 @@ __kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __globa
                         store = 0;      // proven exact: stored, flag 0
                     }
 #else
-                    for (int y = 1; y < COL_Y; ++y) GM_ACC_MERGE(t, tile[y][lx]);
+                    for (int y = 0; y < COL_Y; ++y) {
+                        for (int q = y == 0 ? COL_W : 0; q < 32; q += COL_W) GM_ACC_MERGE(t, tile[y][q + c]);
+                    }
 #endif
                     if (store) {
                         GM_OPENED(was_open, gm_emit(t, n, out, out_off, part, part_off, flag, flag_off, use_part, m,
@@ -484,9 +495,9 @@ __kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __globa
                 }
 #if GM_EXACT
                 // the block's open columns redone by the group, one after another (use_part: none)
-                GM_MARK(was_open, lx)
+                GM_MARK(was_open, c)
                 if (!use_part) {
-                    gm_redo_marked(in, in_off, out, out_off, xs, gm_olist, &gm_nopen, m, o * inner + cb * 32, n,
+                    gm_redo_marked(in, in_off, out, out_off, xs, gm_olist, &gm_nopen, m, o * inner + cb * COL_W, n,
                                    ly * 32 + lx, 32 * COL_Y GM_CHK_A);
                 }
 #endif

@@ -80,6 +80,7 @@ class ReduceGeometry:
     runs: int = 1
     smem: int = 0        # static shared memory per block, bytes
     lanes: int = 0       # short: work-items per row (SHORT_LPR)
+    col_w: int = 32      # col: adjacent columns per block (COL_W; the other lanes take further rows)
 
     @property
     def fin_lanes(self) -> bool:
@@ -160,13 +161,16 @@ def reduce_geometry(plan: planning.ReducePlan, *, sms: int) -> ReduceGeometry:
     if plan.cls == "col":
         inner, n_outer, length = plan.inner, plan.n_out // plan.inner, plan.red_shape[0]
         col_y = 8
-        blocks = _cdiv(inner, 32) * n_outer
+        # columns per block: 32, or the inner width's power of two when narrower (the other lanes take
+        # further rows of the same columns)
+        col_w = min(32, 1 << max(0, inner - 1).bit_length())
+        blocks = _cdiv(inner, col_w) * n_outer
         n_chunks = planning.split_count(blocks * 256, length, target_units=target, min_chunk=64)
         chunk = planning.chunk_length(length, n_chunks)
         n_chunks = _cdiv(length, chunk)
-        grid = (min(_cdiv(inner, 32), MAX_X), min(n_outer, MAX_YZ), min(n_chunks, MAX_YZ))
+        grid = (min(_cdiv(inner, col_w), MAX_X), min(n_outer, MAX_YZ), min(n_chunks, MAX_YZ))
         return ReduceGeometry("col", grid, (32, col_y), False, length, chunk, n_chunks,
-                                  smem=col_y * 33 * plan.acc_bytes)
+                              smem=col_y * 33 * plan.acc_bytes, col_w=col_w)
     if plan.cls == "row" and plan.n_reduce <= SHORT_MAX:
         return _tile(plan, sms) if tile_rows(plan) else _short(plan, sms)
     if plan.cls == "row":

@@ -345,7 +345,7 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
     m = type_macros(plan, fp64, checked)
     # unused sizes of the other kernels keep fixed values, so that they add no program variants
     m.update({"WG": g.block[0] if g.kernel in ("row", "short", "tile") else 32, "WARP_ROWS": int(g.warp_rows),
-              "ROW_MULTI": int(g.row_multi), "COL_Y": g.block[1] if g.kernel == "col" else 8,
+              "ROW_MULTI": int(g.row_multi), "COL_Y": g.block[1] if g.kernel == "col" else 8, "COL_W": g.col_w,
               "FIN_WG": fin_block[0] if g.n_chunks > 1 else 32, "SHORT_LPR": g.lanes,
               "FIN_LANES": int(g.n_chunks > 1 and g.fin_lanes)})
     if g.kernel == "short":
@@ -383,8 +383,8 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
         per_chunk += 20 + 3 * v16
     elif g.kernel == "col":
         # four accumulators a chain of chunk / (4 COL_Y) rows each, three rows more and three merges
-        # for one, then the tile's COL_Y in order: within this bound (written for two accumulators)
-        per_chunk = _cdiv(g.chunk, 2 * g.block[1]) + g.block[1] + 8
+        # for one, then the tile's COL_Y * 32 / COL_W in order: within this bound
+        per_chunk = _cdiv(g.chunk, 2 * g.block[1]) + g.block[1] * (32 // g.col_w) + 8
     elif g.kernel == "short":
         per_chunk = _cdiv(g.length, g.lanes) + 5     # a lane's values, then the lanes' tree
     elif g.kernel == "tile":
