@@ -36,7 +36,7 @@
 //   WG (row kernel's work-group size), WARP_ROWS (a 32-wide slice per output), ROW_MULTI (interleaved
 //   axes with a dense innermost run), COL_Y (col kernel's local size in y; x is 32), COL_W (its
 //   columns per group: a power of two, at most 32), FIN_LANES (the
-//   finalize pass takes an output per work-item), FIN_WG (finalize
+//   finalize pass takes an output per work-item), FIN_W (else its outputs per group), FIN_WG (finalize
 //   work-group size); all multiples of 32
 //   V16              the row kernel's 16-byte loads (gm_run_sum): elements per load (0: off)
 //   EL_T, EL_ACC(x)  FLOAT32, FLOAT16, BFLOAT16 (the 16-byte loads, gm_reduce_tile): an element's
@@ -548,8 +548,9 @@ __kernel void gm_reduce_general(__global const T* restrict in, ulong in_off, __g
 // Second pass of a split reduction, in a fixed order whatever the timing (deterministic).
 // FIN_LANES (few chunks per output: gpu_geometry.fin_lanes): a work-item per output merges its chunks
 // 0, 1, ... in order; a warp reads 32 adjacent outputs' partials of a chunk at once (coalesced).
-// Otherwise a work-group per output: work-item t merges chunks t, t + FIN_WG, ... in order, then the
-// group's tree adds those.
+// Otherwise a work-group per FIN_W adjacent outputs (one, or the outputs' power of two when they are
+// fewer than 32), each output's chunks split in FIN_WG / FIN_W phases that a warp reads for FIN_W
+// adjacent outputs at once; a tree adds the phases.
 __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong part_off, long n_chunks, long n_out,
                                  __global OUT_T* restrict out, ulong out_off, __global uchar* restrict flag,
                                  ulong flag_off, GM_META_ARG(gm_rmeta, m), ulong n GM_FIN_IN GM_CHK_P) {
@@ -599,49 +600,70 @@ __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong par
     __local gm_acc scratch[FIN_WG];
 #if GM_EXACT
     __local gm_xacc xs[EX_WG];
-    GM_OPEN_LIST(1)
+    GM_OPEN_LIST(FIN_W)
 #endif
-#if GM_MSPAN_P
-    __local uint e_min;     // the smallest exponent field the chunks' partials carry (reduce_gpu_span.h)
-#endif
-    const int lid = (int)get_local_id(0);
+    // FIN_W adjacent outputs per pass of the group (a power of two, at most 32), FIN_WG / FIN_W chunk
+    // phases for each: lane x takes output x mod FIN_W and chunks x / FIN_W, + FIN_WG / FIN_W, ...
+    const int lid = (int)get_local_id(0), c = lid & (FIN_W - 1), phase = lid / FIN_W;
 #if GM_EXACT
     GM_OPEN_START(lid)
 #endif
-    for (long k = (long)get_group_id(0); k < n_out; k += (long)get_num_groups(0)) {
+    for (long k0 = (long)get_group_id(0) * FIN_W; k0 < n_out; k0 += (long)get_num_groups(0) * FIN_W) {
+        const long k = k0 + c;
         gm_acc s;
         GM_ACC_ZERO(s);
 #if GM_MSPAN_P
-        if (lid == 0) e_min = GM_E_NONE;
-        barrier(CLK_LOCAL_MEM_FENCE);
         uint e = GM_E_NONE;
 #endif
-        for (long c = lid; c < n_chunks; c += FIN_WG) {
-            gm_acc b = GM_PART((long)part_off + c * n_out + k);
+        if (k < n_out) {
+            for (long ch = phase; ch < n_chunks; ch += FIN_WG / FIN_W) {
+                gm_acc b = GM_PART((long)part_off + ch * n_out + k);
 #if GM_MSPAN_P
-            e = min(e, gm_e_unpack(b));
+                e = min(e, gm_e_unpack(b));
 #endif
-            GM_ACC_MERGE(s, b);
+                GM_ACC_MERGE(s, b);
+            }
         }
 #if GM_MSPAN_P
-        atomic_min(&e_min, e);
+        s = gm_e_pack(s, e);        // the phases' fields merge below (reduce_gpu_span.h)
 #endif
-        s = gm_group_sum(s, scratch, lid, FIN_WG / 32);
-        GM_OPEN_DECL(was_open)
+        // each output's phases by a halving tree in local memory (a fixed order)
+        scratch[lid] = s;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int o = FIN_WG / FIN_W / 2; o > 0; o >>= 1) {
+            if (phase < o) {        // reads phases [o, 2o) of the output, writes [0, o): no overlap
+                gm_acc a = scratch[lid];
+                const gm_acc b = scratch[lid + o * FIN_W];
 #if GM_MSPAN_P
-        barrier(CLK_LOCAL_MEM_FENCE);       // every work-item's atomic_min done (read below, reset next pass)
-        const int proven = lid == 0 && gm_mspan_store(s, e_min, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag,
-                                                      (long)flag_off + k GM_CHK_A);
+                const uint ea = min(gm_e_unpack(a), gm_e_unpack(b));
+                GM_ACC_MERGE(a, b);
+                a = gm_e_pack(a, ea);
 #else
-        const int proven = 0;
+                GM_ACC_MERGE(a, b);
 #endif
-        if (lid == 0 && !proven) {
-            GM_OPENED(was_open, gm_store(s, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag, (long)flag_off + k,
-                                         m GM_CHK_A));
+                scratch[lid] = a;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        GM_OPEN_DECL(was_open)
+        if (phase == 0 && k < n_out) {
+            const gm_acc t = scratch[lid];
+#if GM_MSPAN_P
+            const int proven = gm_mspan_store(t, gm_e_unpack(t), n, out, (long)out_off + gm_keep_offset(m, k, 2),
+                                              flag, (long)flag_off + k GM_CHK_A);
+#else
+            const int proven = 0;
+#endif
+            if (!proven) {
+                GM_OPENED(was_open, gm_store(t, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag,
+                                             (long)flag_off + k, m GM_CHK_A));
+            }
         }
 #if GM_EXACT
-        GM_MARK(was_open, 0)
-        gm_redo_marked(in, in_off, out, out_off, xs, gm_olist, &gm_nopen, m, k, n, lid, FIN_WG GM_CHK_A);
+        GM_MARK(was_open, c)
+        gm_redo_marked(in, in_off, out, out_off, xs, gm_olist, &gm_nopen, m, k0, n, lid, FIN_WG GM_CHK_A);
+#else
+        barrier(CLK_LOCAL_MEM_FENCE);   // every sum read before the next pass rewrites scratch
 #endif
     }
 #endif

@@ -43,10 +43,11 @@ NOFP64_CPU_MODULES = {"test_correct_rounding", "test_fuzz", "test_accuracy"}
 CONFORMANCE_DEVICES = {"cpu", "opencl:0-gpupaths", "cuda:0"}
 # - the near-limit arrays (tests/test_large_arrays.py) on the cpu device, whose indexing is numpy's;
 LARGE_ARRAY_DEVICES_SKIP = {"cpu"}
-# - the access model's traced reduction classes (tests/test_access_model.py) but on FLOAT16, and the
-#   strict xfails (R5, R6: the finalize pass's partials) on every type: the main-pass loads are the
-#   same source lines and index arithmetic for every type, and FLOAT16's 2-byte elements and 8-byte
-#   partials are the narrowest, the type a lost sector shows most on (R5: 0.25 against 0.5);
+# - the access model's traced reduction classes (tests/test_access_model.py) but on FLOAT16 (and any
+#   strict xfail there, on every type): the main-pass loads are the same source lines and index
+#   arithmetic for every type, and FLOAT16's 2-byte elements and 8-byte partials are the narrowest, the
+#   type a lost sector shows most on (the finalize's partials read a chunk per lane were 0.25 against
+#   FLOAT32's 0.5);
 ACCESS_MODEL_TYPES = {"f16"}
 # - on the two checked builds, the exact device partials' per-type tests (tests/test_exact_partials.py)
 #   but on FLOAT16: the superaccumulator's loads and stores go through the same GM_AT accessors for

@@ -90,15 +90,21 @@ class ReduceGeometry:
         for 32768 outputs: 71 us for 1.5 MiB of partials on an H200)."""
         return self.n_chunks <= FIN_LANES_MAX
 
+    @staticmethod
+    def fin_w(n_out: int) -> int:
+        """FIN_W, the outputs a block of the second pass takes when not fin_lanes: 32, or the outputs'
+        power of two when they are fewer (a warp then reads 32 / FIN_W chunks of each)."""
+        return min(32, 1 << max(0, n_out - 1).bit_length())
+
     def finalize_geometry(self, n_out: int) -> tuple[tuple, tuple]:
         """(grid, block) of the second pass. FIN_LANES: a thread per output, as many threads as
-        outputs in whole warps, at most BLOCK per block, the kernel looping past CUDA's grid limit.
-        Otherwise a block per output whose threads take the chunks in turn and add them with a tree;
-        as many threads as chunks, in whole warps, at most BLOCK."""
+        outputs in whole warps, at most BLOCK per block. Otherwise BLOCK threads per FIN_W adjacent
+        outputs, which take each output's chunks in BLOCK / FIN_W phases and add the phases with a
+        tree. The kernel loops past CUDA's grid limit."""
         if self.fin_lanes:
             block = min(BLOCK, _cdiv(n_out, 32) * 32)
             return (max(1, min(_cdiv(n_out, block), MAX_X)),), (block,)
-        return (max(1, min(n_out, MAX_X)),), (min(BLOCK, _cdiv(self.n_chunks, 32) * 32),)
+        return (max(1, min(_cdiv(n_out, self.fin_w(n_out)), MAX_X)),), (BLOCK,)
 
 
 def _row(plan, n_units: int, length: int, runs: int, target: int, multi: bool) -> ReduceGeometry:

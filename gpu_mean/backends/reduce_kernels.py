@@ -347,7 +347,8 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
     m.update({"WG": g.block[0] if g.kernel in ("row", "short", "tile") else 32, "WARP_ROWS": int(g.warp_rows),
               "ROW_MULTI": int(g.row_multi), "COL_Y": g.block[1] if g.kernel == "col" else 8, "COL_W": g.col_w,
               "FIN_WG": fin_block[0] if g.n_chunks > 1 else 32, "SHORT_LPR": g.lanes,
-              "FIN_LANES": int(g.n_chunks > 1 and g.fin_lanes)})
+              "FIN_LANES": int(g.n_chunks > 1 and g.fin_lanes),
+              "FIN_W": g.fin_w(plan.n_out) if g.n_chunks > 1 and not g.fin_lanes else 1})
     if g.kernel == "short":
         m.update({"SHORT_U": gpu_geometry.SHORT_U, "GM_SPAN": short_span(plan, fp64)})
     if g.kernel == "tile":
@@ -396,8 +397,8 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
         fin_depth = 0
     elif g.fin_lanes:
         fin_depth = g.n_chunks + 12
-    else:
-        fin_depth = _cdiv(g.n_chunks, fin_block[0]) + 12
+    else:   # a phase's chunks, then the phases' tree (at most 8 levels)
+        fin_depth = _cdiv(g.n_chunks, fin_block[0] // g.fin_w(plan.n_out)) + 12
     # no exact pass: the kernel that stores an output redoes it when the bound leaves it open
     # (reduce_gpu_redo.h), the finalize pass from the input it is given too (redo_open)
     return _exact_variant(plan, m, main, tail, fin, g.n_chunks, ab, False, per_chunk + fin_depth)
