@@ -59,6 +59,36 @@ GM_INLINE void gm_exact_range(gm_xacc* x, __global const T* in, long base, __con
 #endif
 }
 
+// Deposit elements j, j + step, ... (below end) of the reduced index space of one output (input offset
+// base): a group's work-items at j = lid, step = the group's size read adjacent values where the
+// innermost reduced run is dense (a warp's loads coalesced). The multi-index advances by step with a
+// carry per dimension (a division only where step passes a whole dimension); the limbs are normalized
+// every 2^24 values.
+GM_INLINE void gm_exact_strided(gm_xacc* x, __global const T* in, long base, __constant const gm_rmeta* m, long j,
+                                long end, long step GM_CHK_P) {
+#if RN > 0
+    if (j >= end) return;
+    long idx[RNA];
+    long off = gm_walk_start(j, idx, m);
+    for (long c = 0; j < end; j += step, ++c) {
+        GM_XADD(x, GM_AT(GM_A_IN, const T, in, base + off, 1));
+        if ((c & 0xFFFFFF) == 0xFFFFFF) GM_XNORM(x);
+        long carry = step;
+#pragma unroll
+        for (int d = RN - 1; d >= 0; --d) {     // idx += carry, mixed radix red_shape
+            const long sh = m->red_shape[d], t = idx[d] + carry;
+            carry = t < sh ? 0 : gm_div(t, sh);
+            const long nd = t - carry * sh;
+            off += (nd - idx[d]) * m->red_in[d];
+            idx[d] = nd;
+            if (carry == 0) break;
+        }
+    }
+#else
+    if (j < end) GM_XADD(x, GM_AT(GM_A_IN, const T, in, base, 1));
+#endif
+}
+
 // Divide, round once and store output element i (an element index into out) from its limbs.
 GM_INLINE void gm_exact_store(gm_xacc* x, ulong n, __global OUT_T* out, long i GM_CHK_P) {
     const GM_BITS_T bits = GM_XMEAN(x, (uint)n);

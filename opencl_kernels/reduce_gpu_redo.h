@@ -36,21 +36,35 @@ GM_INLINE void gm_xacc_tree(LOCAL_PTR gm_xacc* xs, const int lid, const int gsiz
     }
 }
 
-// Output k summed exactly by the whole work-group and stored: EX_WG contiguous shares of its n
-// values, share s taken by work-item s mod gsize, merged by the tree; work-item 0 divides, rounds and
-// stores. Every work-item of the group calls it (its barriers).
+// Output k summed exactly by the whole work-group and stored: work-item t deposits values t, t + gsize,
+// ... of the output's reduced space (adjacent work-items on adjacent values: coalesced where the
+// innermost reduced run is dense) into its own superaccumulator; the gsize of them are merged into
+// EX_WG in rounds of EX_WG work-items, then by the tree; work-item 0 divides, rounds and stores.
+// Every work-item of the group calls it (its barriers).
 GM_REDO_FN void gm_redo_output(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
                                LOCAL_PTR gm_xacc* xs, __constant const gm_rmeta* m, long k, ulong n,
                                const int lid, const int gsize GM_CHK_P) {
-    const long share = ((long)n + EX_WG - 1) / EX_WG;
     const long base = (long)in_off + gm_keep_offset(m, k, 1);
-    for (int s = lid; s < EX_WG; s += gsize) {
-        gm_xacc x;
-        GM_XINIT(&x);
-        const long j0 = min((long)n, s * share);
-        gm_exact_range(&x, in, base, m, j0, min((long)n, j0 + share) GM_CHK_A);
-        GM_XNORM(&x);
-        xs[s] = x;
+    gm_xacc x;
+    GM_XINIT(&x);
+    gm_exact_strided(&x, in, base, m, lid, (long)n, gsize GM_CHK_A);
+    GM_XNORM(&x);
+    for (int s = gsize + lid; s < EX_WG; s += gsize) {     // a group narrower than EX_WG: zeros beyond
+        gm_xacc z;
+        GM_XINIT(&z);
+        xs[s] = z;
+    }
+    for (int r = 0; r < gsize; r += EX_WG) {    // work-items r .. r + EX_WG - 1 merge into xs[0 .. EX_WG)
+        if (lid >= r && lid - r < EX_WG) {
+            if (r == 0) {
+                xs[lid] = x;
+            } else {
+                gm_xacc a = xs[lid - r];
+                GM_XMERGE(&a, &x);
+                xs[lid - r] = a;
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
     }
     gm_xacc_tree(xs, lid, gsize);
     if (lid == 0) {
