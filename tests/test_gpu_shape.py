@@ -130,7 +130,7 @@ def test_ordinary_data_leaves_nothing_open(device, cls, kind, tname):
     assert open_ in (0, None), f"{open_} outputs open"
 
 
-@pytest.mark.parametrize("cls", list(CLASSES) + ["general", "split-rows"])
+@pytest.mark.parametrize("cls", list(CLASSES) + ["general", "split-rows", "split-cols"])
 @pytest.mark.parametrize("tname", list(TYPES))
 def test_centered_data_redone_in_place_give_the_oracles_bits(device, cls, tname):
     """Every FLOAT32 output of centered data is open (its mean a rounding residue the bound cannot
@@ -155,8 +155,13 @@ def test_centered_data_redone_in_place_give_the_oracles_bits(device, cls, tname)
         want = oracle.reduce_mean(np.repeat(base[:, :, None], 3, axis=2), (1, 2), npdt)
         assert oracle.equal_bits(Y.read_tensor(yd), want)
         return
-    shape, axes = ((4, 1 << 16), (1,)) if cls == "split-rows" else CLASSES[cls]
+    # split-cols: 4096 columns of 256 rows, split in a few chunks: the finalize pass's FIN_LANES form
+    extra = {"split-rows": ((4, 1 << 16), (1,)), "split-cols": ((256, 4096), (0,))}
+    shape, axes = extra[cls] if cls in extra else CLASSES[cls]
     x = data("centered", shape, axes, npdt)
+    if cls == "split-cols" and getattr(device.backend, "gpu_paths", False):
+        macros = reduce_op(device, dt, shape, axes)[0].program.variant.macros
+        assert macros["FIN_LANES"] == 1, macros
     check_reduce_mean(device, dt, x, axes)
 
 

@@ -27,7 +27,9 @@ ROWS_MIN_BYTES = 256
 SHORT_MAX = 32
 SHORT_U = 4
 # a split reduction's second pass takes an output per thread when no output has more chunks than this
+# and there are at least this many outputs (ReduceGeometry.fin_lanes)
 FIN_LANES_MAX = 32
+FIN_LANES_MIN_OUT = 4096
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -82,13 +84,15 @@ class ReduceGeometry:
     lanes: int = 0       # short: work-items per row (SHORT_LPR)
     col_w: int = 32      # col: adjacent columns per block (COL_W; the other lanes take further rows)
 
-    @property
-    def fin_lanes(self) -> bool:
+    def fin_lanes(self, n_out: int) -> bool:
         """The second pass takes an output per thread (FIN_LANES) when each has at most FIN_LANES_MAX
-        chunks: a warp reads 32 adjacent outputs' partials of a chunk at once (coalesced), and there is
-        no block per output whose threads mostly idle (a column split in 3 chunks ran 32-thread blocks
-        for 32768 outputs: 71 us for 1.5 MiB of partials on an H200)."""
-        return self.n_chunks <= FIN_LANES_MAX
+        chunks and the outputs are many (FIN_LANES_MIN_OUT): a warp reads 32 adjacent outputs'
+        partials of a chunk at once (coalesced), and there is no block per output whose threads
+        mostly idle (a column split in 3 chunks ran 32-thread blocks for 32768 outputs: 71 us for
+        1.5 MiB of partials on an H200). Fewer outputs take the FIN_W form: a group redoes its open
+        outputs one after another, so a few large outputs in a lanes block of 256 would be redone
+        by one group, on one SM, instead of by several."""
+        return self.n_chunks <= FIN_LANES_MAX and n_out >= FIN_LANES_MIN_OUT
 
     @staticmethod
     def fin_w(n_out: int) -> int:
@@ -101,7 +105,7 @@ class ReduceGeometry:
         outputs in whole warps, at most BLOCK per block. Otherwise BLOCK threads per FIN_W adjacent
         outputs, which take each output's chunks in BLOCK / FIN_W phases and add the phases with a
         tree. The kernel loops past CUDA's grid limit."""
-        if self.fin_lanes:
+        if self.fin_lanes(n_out):
             block = min(BLOCK, _cdiv(n_out, 32) * 32)
             return (max(1, min(_cdiv(n_out, block), MAX_X)),), (block,)
         return (max(1, min(_cdiv(n_out, self.fin_w(n_out)), MAX_X)),), (BLOCK,)

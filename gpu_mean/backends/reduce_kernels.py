@@ -347,8 +347,8 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
     m.update({"WG": g.block[0] if g.kernel in ("row", "short", "tile") else 32, "WARP_ROWS": int(g.warp_rows),
               "ROW_MULTI": int(g.row_multi), "COL_Y": g.block[1] if g.kernel == "col" else 8, "COL_W": g.col_w,
               "FIN_WG": fin_block[0] if g.n_chunks > 1 else 32, "SHORT_LPR": g.lanes,
-              "FIN_LANES": int(g.n_chunks > 1 and g.fin_lanes),
-              "FIN_W": g.fin_w(plan.n_out) if g.n_chunks > 1 and not g.fin_lanes else 1})
+              "FIN_LANES": int(g.n_chunks > 1 and g.fin_lanes(plan.n_out)),
+              "FIN_W": g.fin_w(plan.n_out) if g.n_chunks > 1 and not g.fin_lanes(plan.n_out) else 1})
     if g.kernel == "short":
         m.update({"SHORT_U": gpu_geometry.SHORT_U, "GM_SPAN": short_span(plan, fp64)})
     if g.kernel == "tile":
@@ -395,7 +395,7 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
     # the finalize pass: a chain of chunks per thread, then (not FIN_LANES) the block's tree
     if g.n_chunks <= 1:
         fin_depth = 0
-    elif g.fin_lanes:
+    elif g.fin_lanes(plan.n_out):
         fin_depth = g.n_chunks + 12
     else:   # a phase's chunks, then the phases' tree (at most 8 levels)
         fin_depth = _cdiv(g.n_chunks, fin_block[0] // g.fin_w(plan.n_out)) + 12
