@@ -22,6 +22,15 @@
 #include "acc_plain.h"
 #endif
 
+// The column kernel's accumulators in flight (reduce_gpu.cl: gm_reduce_col): four, but two for the
+// wide ones (two double-doubles, two 128-bit integer sums), whose four put FLOAT64's column kernel
+// past 255 registers into spills.
+#if WIDE_FLOAT || WIDE_INT
+#define COL_U 2
+#else
+#define COL_U 4
+#endif
+
 // The sum of elements [j, end) of the reduced index space of one output (input offset base): the
 // general class (broadcast or padded inputs, interleaved axes), in either shape.
 GM_INLINE gm_acc gm_general_sum(__global const T* in, long base, __constant const gm_rmeta* m, long j, long end

@@ -37,7 +37,7 @@ GM_INLINE void gm_xacc_tree(LOCAL_PTR gm_xacc* xs, const int lid, const int gsiz
 }
 
 // Output k summed exactly by the whole work-group and stored: work-item t deposits values t, t + gsize,
-// ... of the output's reduced space (adjacent work-items on adjacent values: coalesced where the
+// ... of the output's reduced space (FLOAT64: EX_WG contiguous shares, below) (adjacent work-items on adjacent values: coalesced where the
 // innermost reduced run is dense) into its own superaccumulator; the gsize of them are merged into
 // EX_WG in rounds of EX_WG work-items, then by the tree; work-item 0 divides, rounds and stores.
 // Every work-item of the group calls it (its barriers).
@@ -45,6 +45,19 @@ GM_REDO_FN void gm_redo_output(__global const T* in, ulong in_off, __global OUT_
                                LOCAL_PTR gm_xacc* xs, __constant const gm_rmeta* m, long k, ulong n,
                                const int lid, const int gsize GM_CHK_P) {
     const long base = (long)in_off + gm_keep_offset(m, k, 1);
+#if GM_X_D
+    // FLOAT64: EX_WG contiguous shares, each summed into xs directly (the merge rounds below hold a
+    // second 552-byte superaccumulator, which put FLOAT64's kernels at 255 registers and spilling)
+    const long share = ((long)n + EX_WG - 1) / EX_WG;
+    for (int s = lid; s < EX_WG; s += gsize) {
+        gm_xacc x;
+        GM_XINIT(&x);
+        const long j0 = min((long)n, s * share);
+        gm_exact_range(&x, in, base, m, j0, min((long)n, j0 + share) GM_CHK_A);
+        GM_XNORM(&x);
+        xs[s] = x;
+    }
+#else
     gm_xacc x;
     GM_XINIT(&x);
     gm_exact_strided(&x, in, base, m, lid, (long)n, gsize GM_CHK_A);
@@ -66,6 +79,7 @@ GM_REDO_FN void gm_redo_output(__global const T* in, ulong in_off, __global OUT_
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+#endif
     gm_xacc_tree(xs, lid, gsize);
     if (lid == 0) {
         gm_xacc a = xs[0];
