@@ -119,6 +119,11 @@ def _row(plan, n_units: int, length: int, runs: int, target: int, multi: bool) -
     # them on an H200 (0.63 of the read bandwidth: each block waits for its tree before its next run)
     warp_rows = length <= ROW_WARP_MAX
     tpr = 32 if warp_rows else BLOCK
+    if warp_rows:
+        # warps that each stream a whole run keep the memory busy at half the target's threads: the
+        # H200 profile split 16384 runs of 4096 (524288 threads, 3 % short of the target) in two
+        # chunks, a finalize pass and partials for nothing
+        target //= 2
     if multi:   # chunks of whole runs
         n_chunks = planning.split_count(n_units * tpr, runs, target_units=target,
                                         min_chunk=max(1, _cdiv(tpr * 16, length)))
