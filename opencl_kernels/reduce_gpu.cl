@@ -364,6 +364,23 @@ __kernel void gm_reduce_general(__global const T* restrict in, ulong in_off, __g
     }
 }
 
+// Output k of a split reduction stored from its merged partials s: by the columns' span proof where it
+// holds (GM_MSPAN_P; e the smallest exponent field, GM_FIN_E), else by the bound (gm_store); 1 when the
+// output was left open.
+#if GM_MSPAN_P
+#define GM_FIN_E(e) (e)
+#else
+#define GM_FIN_E(e) 0u
+#endif
+GM_INLINE int gm_fin_store(gm_acc s, uint e, ulong n, __global OUT_T* out, ulong out_off, __global uchar* flag,
+                           ulong flag_off, __constant const gm_rmeta* m, long k GM_CHK_P) {
+    const long i = (long)out_off + gm_keep_offset(m, k, 2);
+#if GM_MSPAN_P
+    if (gm_mspan_store(s, e, n, out, i, flag, (long)flag_off + k GM_CHK_A)) return 0;
+#endif
+    return gm_store(s, n, out, i, flag, (long)flag_off + k, m GM_CHK_A);
+}
+
 // Second pass of a split reduction, in a fixed order whatever the timing (deterministic).
 // FIN_LANES (few chunks per output: gpu_geometry.fin_lanes): a work-item per output merges its chunks
 // 0, 1, ... in order; a warp reads 32 adjacent outputs' partials of a chunk at once (coalesced).
@@ -399,16 +416,7 @@ __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong par
 #endif
                 GM_ACC_MERGE(s, b);
             }
-#if GM_MSPAN_P
-            const int proven = gm_mspan_store(s, e, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag,
-                                              (long)flag_off + k GM_CHK_A);
-#else
-            const int proven = 0;
-#endif
-            if (!proven) {
-                GM_OPENED(was_open, gm_store(s, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag,
-                                             (long)flag_off + k, m GM_CHK_A));
-            }
+            GM_OPENED(was_open, gm_fin_store(s, GM_FIN_E(e), n, out, out_off, flag, flag_off, m, k GM_CHK_A));
         }
 #if GM_EXACT
         GM_MARK(was_open, lid)
@@ -467,16 +475,8 @@ __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong par
         GM_OPEN_DECL(was_open)
         if (phase == 0 && k < n_out) {
             const gm_acc t = scratch[lid];
-#if GM_MSPAN_P
-            const int proven = gm_mspan_store(t, gm_e_unpack(t), n, out, (long)out_off + gm_keep_offset(m, k, 2),
-                                              flag, (long)flag_off + k GM_CHK_A);
-#else
-            const int proven = 0;
-#endif
-            if (!proven) {
-                GM_OPENED(was_open, gm_store(t, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag,
-                                             (long)flag_off + k, m GM_CHK_A));
-            }
+            GM_OPENED(was_open, gm_fin_store(t, GM_FIN_E(gm_e_unpack(t)), n, out, out_off, flag, flag_off, m,
+                                             k GM_CHK_A));
         }
 #if GM_EXACT
         GM_MARK(was_open, c)
