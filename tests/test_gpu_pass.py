@@ -54,3 +54,23 @@ def test_the_dry_run_passes_end_to_end(tmp_path):
     # the plot where the Python the script runs has matplotlib (not necessarily this one's), else a line
     assert (out / "sweep.png").exists() != ("no plot: matplotlib is not installed" in steps)
     assert not (out / ".rows").exists()
+
+
+@pytest.mark.skipif(shutil.which("timeout") is None or shutil.which("tar") is None,
+                    reason="coreutils' timeout or tar is not installed")
+def test_with_out_set_the_outputs_come_back_as_one_archive(tmp_path):
+    """The device tool brings back at most 8 files from $OUT: with OUT set and no OUTDIR, the script
+    leaves gpu-pass.tgz (every output) and SUMMARY.md there and nothing else."""
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {**os.environ, "GPU_PASS_DEVICE": "cpu", "PYTHON": sys.executable, "GPU_PASS_STEPS": "front-door",
+           "OUT": str(out), "GPU_MEAN_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("GPU_MEAN_TEST_DEVICES", None)
+    r = subprocess.run(["bash", str(ROOT / "tools" / "gpu_pass.sh")], env=env, capture_output=True, text=True,
+                       timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == ["SUMMARY.md", "gpu-pass.tgz"]
+    names = subprocess.run(["tar", "tzf", str(out / "gpu-pass.tgz")], capture_output=True, text=True,
+                           check=True).stdout.split()
+    assert "gpu-pass/SUMMARY.md" in names and "gpu-pass/front-door.log" in names, names
+    assert re.search(r"^\| tests \| skipped: not in GPU_PASS_STEPS", (out / "SUMMARY.md").read_text(), re.M)

@@ -15,8 +15,11 @@
 #     front-door   host time per small functional call on CuPy and PyTorch arrays against cupy.mean and
 #                  torch.mean (tools/bench_front_door.py; the dry run times the stand-in for CuPy)
 # Usage: bash tools/gpu_pass.sh [OUTDIR]
-#   OUTDIR default: $OUT when set, else docs/results/<UTC date>-<GPU name> (ready to commit); the dry
-#   run (GPU_PASS_DEVICE=cpu) writes to out/gpu-pass-<date>-cpu instead.
+#   OUTDIR default: docs/results/<UTC date>-<GPU name> (ready to commit); the dry run
+#   (GPU_PASS_DEVICE=cpu) writes to out/gpu-pass-<date>-cpu instead. With $OUT set (the device tool's
+#   folder, which brings back at most 8 files) and no OUTDIR, the outputs go to a temporary folder and
+#   $OUT receives gpu-pass.tgz (all of them) and SUMMARY.md, also when the run is stopped early (a TERM
+#   takes effect when the running step ends).
 # Writes <step>.log for every step, conformance.json, profile.json, centered.json, sweep.json,
 # sweep.png, front-door.json, and SUMMARY.md: date, commit, machine, libraries, and each step's command, exit status
 # and seconds. A failing step does not stop the others; the exit status is 1 if any step failed.
@@ -41,8 +44,9 @@ fi
 if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=${PYTHON:-python3}; fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+PACK=
 if [ -n "${1:-}" ]; then OUTDIR=$1
-elif [ -n "${OUT:-}" ]; then OUTDIR=$OUT
+elif [ -n "${OUT:-}" ]; then PACK=$OUT; OUTDIR=$(mktemp -d /tmp/gpu_pass-out.XXXXXX)/gpu-pass
 elif [ "$DEV" = cuda ]; then
   slug=$(printf '%s' "${GPU_NAME:-gpu}" | tr 'A-Z' 'a-z' | sed 's/^nvidia //; s/[^a-z0-9]\{1,\}/-/g; s/-$//')
   OUTDIR=docs/results/$(date -u +%Y-%m-%d)-$slug
@@ -50,6 +54,14 @@ else OUTDIR=out/gpu-pass-$(date -u +%Y%m%d-%H%M)-$DEV
 fi
 mkdir -p "$OUTDIR/.rows"
 rm -f "$OUTDIR"/.rows/*
+pack() {   # the outputs into $OUT as one archive (PACK): at the end, or when the run is stopped
+  [ -n "$PACK" ] || return 0
+  tar czf "$PACK/gpu-pass.tgz" -C "$(dirname "$OUTDIR")" gpu-pass 2>/dev/null
+  cp "$OUTDIR/SUMMARY.md" "$PACK/SUMMARY.md" 2>/dev/null
+  return 0
+}
+trap pack EXIT
+trap 'exit 143' TERM INT
 # one kernel cache for the script's own steps (the suite keeps a private one): conformance compiles
 # once, the sanitizer and the profiles find the kernels built
 export GPU_MEAN_CACHE_DIR=${GPU_MEAN_CACHE_DIR:-$(mktemp -d /tmp/gpu_pass-cache.XXXXXX)}
