@@ -21,7 +21,7 @@ SLOW = [("rows16", (1 << 24, 16), [1]), ("cols65536", (65536, 4096), [0]), ("row
 CENTERED = [("R2c", (N // 4096, 4096), [1]), ("R4c", (N // 32768, 32768), [0])]
 
 
-def _range(name: str):
+def _nvtx():
     try:
         from cupy.cuda import nvtx
         return nvtx.RangePush, nvtx.RangePop
@@ -50,7 +50,7 @@ def main() -> None:
     for _label, x, axes in calls:          # warm-up: compile, load, allocate
         gm.reduce_mean(x, axes=axes, device="cuda")
     cp.cuda.Device().synchronize()
-    push, pop = _range("")
+    push, pop = _nvtx()
     with cupyx.profiler.profile():       # cudaProfilerStart ... cudaProfilerStop
         for label, x, axes in calls:
             push(label)

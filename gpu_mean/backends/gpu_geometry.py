@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..descriptors.types import DataType
 from ..runtime import planning
 
 MAX_X = (1 << 31) - 1
@@ -153,8 +154,8 @@ def _short(plan, sms: int) -> ReduceGeometry:
                           smem=BLOCK * (plan.acc_bytes + 8), lanes=lanes)
 
 
-# gm_reduce_tile's types: the element forms of reduce_kernels.EL_FORMS (FLOAT32, FLOAT16, BFLOAT16)
-TILE_TYPES = ("FLOAT32", "FLOAT16", "BFLOAT16")
+# gm_reduce_tile's types, those with an element form in reduce_kernels.EL_FORMS
+TILE_TYPES = frozenset({DataType.FLOAT32, DataType.FLOAT16, DataType.BFLOAT16})
 
 
 def tile_rows(plan: planning.ReducePlan) -> bool:
@@ -162,7 +163,7 @@ def tile_rows(plan: planning.ReducePlan) -> bool:
     adjacent (row k at k * length: one kept dimension of that stride, the reduced one of stride 1), in
     FLOAT32, FLOAT16 or BFLOAT16."""
     n = plan.n_reduce
-    return (plan.cls == "row" and 2 <= n <= SHORT_MAX and n & (n - 1) == 0 and plan.dtype.name in TILE_TYPES
+    return (plan.cls == "row" and 2 <= n <= SHORT_MAX and n & (n - 1) == 0 and plan.dtype in TILE_TYPES
             and plan.red_strides == (1,) and len(plan.keep_shape) == 1 and plan.keep_in_strides == (n,))
 
 

@@ -342,13 +342,15 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
     the bounds-checked build (gpu_mean/backends/checked.py)."""
     g = gpu_geometry.reduce_geometry(plan, sms=sms)
     fin_grid, fin_block = g.finalize_geometry(plan.n_out)
+    split = g.n_chunks > 1
+    fin_lanes = split and g.fin_lanes(plan.n_out)     # the finalize pass's form (else FIN_W outputs a group)
+    fin_w = g.fin_w(plan.n_out) if split and not fin_lanes else 1
     m = type_macros(plan, fp64, checked)
     # unused sizes of the other kernels keep fixed values, so that they add no program variants
     m.update({"WG": g.block[0] if g.kernel in ("row", "short", "tile") else 32, "WARP_ROWS": int(g.warp_rows),
               "ROW_MULTI": int(g.row_multi), "COL_Y": g.block[1] if g.kernel == "col" else 8, "COL_W": g.col_w,
               "FIN_WG": fin_block[0] if g.n_chunks > 1 else 32, "SHORT_LPR": g.lanes,
-              "FIN_LANES": int(g.n_chunks > 1 and g.fin_lanes(plan.n_out)),
-              "FIN_W": g.fin_w(plan.n_out) if g.n_chunks > 1 and not g.fin_lanes(plan.n_out) else 1})
+              "FIN_LANES": int(fin_lanes), "FIN_W": fin_w})
     if g.kernel == "short":
         m.update({"SHORT_U": gpu_geometry.SHORT_U, "GM_SPAN": short_span(plan, fp64)})
     if g.kernel == "tile":
@@ -395,10 +397,10 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
     # the finalize pass: a chain of chunks per thread, then (not FIN_LANES) the block's tree
     if g.n_chunks <= 1:
         fin_depth = 0
-    elif g.fin_lanes(plan.n_out):
+    elif fin_lanes:
         fin_depth = g.n_chunks + 12
     else:   # a phase's chunks, then the phases' tree (at most 8 levels)
-        fin_depth = _cdiv(g.n_chunks, fin_block[0] // g.fin_w(plan.n_out)) + 12
+        fin_depth = _cdiv(g.n_chunks, fin_block[0] // fin_w) + 12
     # no exact pass: the kernel that stores an output redoes it when the bound leaves it open
     # (reduce_gpu_redo.h), the finalize pass from the input it is given too (redo_open)
     return _exact_variant(plan, m, main, tail, fin, g.n_chunks, ab, False, per_chunk + fin_depth)
@@ -408,12 +410,13 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
 # vector and its conversion to the accumulator (ACC: LOAD1's)
 EL_FORMS = {D.FLOAT32: ("float", "((ACC)(x))"), D.FLOAT16: ("ushort", "((ACC)gm_half_to_float(x))"),
              D.BFLOAT16: ("ushort", "((ACC)gm_bf16_to_float(x))")}
+assert set(EL_FORMS) == gpu_geometry.TILE_TYPES     # the 16-byte loads and the tile kernel take the same types
 
 
 def row_vectors(plan: planning.ReducePlan, g: gpu_geometry.ReduceGeometry) -> int:
     """V16 of the row kernel: the elements of one 16-byte load for FLOAT32, FLOAT16 and BFLOAT16 (the
     kernel tests each run's alignment and takes the vectors where it allows), 0 (off) elsewhere."""
-    if g.kernel != "row" or plan.dtype not in EL_FORMS:
+    if g.kernel != "row" or plan.dtype not in gpu_geometry.TILE_TYPES:
         return 0
     return 16 // int(plan.dtype.element_size)
 
