@@ -10,6 +10,7 @@
 //                                 one pass per class of the plan
 //   gm_reduce_finalize_serial     the chunk partials of a split reduction
 //   gm_reduce_limbs_serial        exact partials (GM_EXACT; and reduce_limbs.h's two kernels)
+//   gm_dd_partials_serial         exact double-double partials (GM_DDP: reduce_cpu_ddp.h)
 // The correctly rounded means (GM_EXACT) have no exact pass here: each kernel that stores results
 // redoes the outputs it left open (reduce_cpu_exact.h).
 //
@@ -75,6 +76,7 @@
 
 #if GM_EXACT
 #include "reduce_cpu_exact.h"
+#include "reduce_cpu_ddp.h"
 #else
 #define GM_REDO_OPEN(k0, k1)
 #define GM_FIN_IN

@@ -99,6 +99,21 @@ class KernelBackend(Backend):
             prog = progs[plan] = LimbsProgram(self, plan)
         return prog
 
+    def dd_partials(self, dt, data: np.ndarray, n_o: int, rows: int, inner: int, os: int):
+        """The exact double-double partials of a packed host array ``data`` of ``dt`` values viewed as
+        (n_o, rows, inner) with row stride ``inner`` and outer stride ``os`` (inner a multiple of 8),
+        summed over the rows (opencl_kernels/reduce_cpu_ddp.h): (h, c, flag), each (n_o, n_s, inner),
+        the rows cut into n_s segments; h + c is the exact total of a segment's column where flag is 0.
+        None where the device has no such kernel (not CPU-shaped, no fp64, not FLOAT32 / FLOAT16 /
+        BFLOAT16). The caller holds the device's lock."""
+        if not (self.cpu_shaped and self.fp64) or dt not in reduce_kernels.DDP_TYPES:
+            return None
+        progs = self.__dict__.setdefault("_ddp_programs", {})
+        prog = progs.get(dt)
+        if prog is None:
+            prog = progs[dt] = DDPartialsProgram(self, dt)
+        return prog.run(data, n_o, rows, inner, os)
+
     def exact_totals(self, dt, n_total: int) -> LimbsTotals:
         """Running exact totals of ``n_total`` outputs of ``dt`` values kept on the device (exact.h's
         K limbs and the flags each, zero): pieces add into them (``LimbsTotals.add``) and they are
@@ -148,6 +163,49 @@ class LimbsProgram:
         limbs = words[:, :, :v.limbs].sum(axis=0)       # runs' digits below 2^32 each: no overflow
         flags = np.bitwise_or.reduce(words[:, :, v.limbs], axis=0)
         return np.concatenate([limbs, flags[:, None]], axis=1)
+
+
+class DDPartialsProgram:
+    """gm_dd_partials_serial (opencl_kernels/reduce_cpu_ddp.h): gpu_mean.dask's chunk totals as exact
+    double-doubles. One compiled variant per type (the macros of a fixed REDUCE AVERAGE plan's CPU
+    variant, GM_DDP on); the input bound in place where the device works in host memory."""
+
+    def __init__(self, be: KernelBackend, dt):
+        self.be = be
+        self.macros = reduce_kernels.ddp_macros(dt, compute_units=be.compute_units, tuning=be.tuning,
+                                                checked=be.checked)
+        self.kernel = be.kernel(reduce_kernels.CPU_FILE, self.macros, "gm_dd_partials_serial")
+        self.checked = _Checked(be, 4) if be.checked else None
+
+    def run(self, data: np.ndarray, n_o: int, rows: int, inner: int, os: int) -> tuple:
+        be = self.be
+        n_s, seg = reduce_kernels.ddp_segments(n_o, rows, inner, be.compute_units)
+        nl = n_o * n_s * inner
+        raw = data.reshape(-1).view(np.uint8)
+        inp = be.arrays.host_in_place(raw, False) if raw.nbytes else None
+        if inp is None:
+            inp = be.alloc(max(raw.nbytes, 16))
+            be.write(inp, 0, raw)
+        out = be.alloc(16 * nl)
+        flag = be.alloc(max(nl, 16))
+        i64 = np.int64
+        args = (be.buffer_arg(inp), be.buffer_arg(out), be.buffer_arg(flag), i64(n_o), i64(n_s), i64(rows), i64(seg),
+                i64(inner), i64(os))
+        if self.checked is not None:
+            n_in = (n_o - 1) * os + rows * inner if n_o and rows else 0
+            self.checked.status.arm([checked.Bound("input", 0, n_in), checked.Bound("output", 0, 2 * nl),
+                                     checked.Bound("partials", 0, 0), checked.Bound("flags", 0, nl)])
+            args += self.checked.tail
+        items = n_o * n_s * -(-inner // (8 * reduce_kernels.DDP_V))
+        launch = Launch("gm_dd_partials_serial", (max(items, 1),), (1,))
+        be.launch(self.kernel, args, launch, raw.nbytes)
+        hc = be.read(out, 0, 16 * nl).view(np.float64)       # blocking: the kernel is done with the input
+        if self.checked is not None:
+            self.checked.status.check(launch.kernel)
+        bad = be.read(flag, 0, nl)
+        be.forget_args(self.kernel)
+        shape = (n_o, n_s, inner)
+        return hc[:nl].reshape(shape), hc[nl:].reshape(shape), bad.reshape(shape)
 
 
 class LimbsTotals:

@@ -652,3 +652,32 @@ def combine_launch(kernel: str, n_out: int, cpu_shaped: bool) -> Launch:
     if cpu_shaped:
         return Launch(kernel, (max(n_out, 1),), None)
     return Launch(kernel, (_round_up(max(n_out, 1), EX_WG),), (EX_WG,))
+
+
+# -- exact double-double partials (gm_dd_partials_serial: opencl_kernels/reduce_cpu_ddp.h) ---------
+
+DDP_TYPES = (D.FLOAT32, D.FLOAT16, D.BFLOAT16)
+DDP_MIN_SEG = 1 << 10       # rows per segment at least (each segment's pairs are read back and added)
+DDP_V = 16                  # vectors of 8 columns a work-item sums (reduce_cpu_ddp.h: GM_DDP_V)
+
+
+def ddp_macros(dt: D, *, compute_units: int, tuning: opencl_geometry.OpenCLTuning = opencl_geometry.DEFAULT_TUNING,
+               checked: bool = False) -> dict:
+    """The macros of gm_dd_partials_serial for ``dt``: those of the CPU variant of one fixed REDUCE
+    AVERAGE plan (the type's loads, the exact tier's format: GM_DD_TIER), GM_DDP on. The kernel reads
+    its layout from its arguments, so one program serves every chunk shape."""
+    plan = planning.plan_reduce(KernelOp.REDUCE_MEAN, dt, (8, 1 << 16), (1 << 16, 1), (1, 0), (1,))
+    m = dict(cpu_variant(plan, compute_units=compute_units, fp64=True, tuning=tuning, checked=checked).macros)
+    assert m.get("GM_EXACT") and m.get("USE_FP64") and m["RN"] == 1
+    m.update({"GM_DDP": 1, "GM_DDP_V": DDP_V})
+    return m
+
+
+def ddp_segments(n_o: int, rows: int, inner: int, compute_units: int) -> tuple:
+    """(n_s, seg): the rows cut into n_s segments of seg rows, so that the device has about 16
+    work-items per compute unit, no segment shorter than DDP_MIN_SEG rows."""
+    items = max(1, n_o * _cdiv(inner, 8 * DDP_V))
+    want = _cdiv(compute_units * 16, items)
+    n_s = max(1, min(want, rows // DDP_MIN_SEG))
+    seg = _cdiv(max(rows, 1), n_s)
+    return _cdiv(max(rows, 1), seg), seg

@@ -61,11 +61,15 @@ class PartialSum:
     digits: object = None  # the exact total of float values summed on the CPU device: superaccumulator
     #                        digits (runtime/exact.py), hi and lo then None
     flags: object = None   # with digits: NaN, +inf, -inf present and every value -0.0 (exact.nonfinite_flags)
-    of: object = None      # with digits: the values' numpy dtype (the digits' unit)
+    of: object = None      # with digits or exact_dd: the values' numpy dtype (the digits' unit)
+    exact_dd: bool = False  # hi + lo is each output's exact total (a FLOAT64 double-double), but for
+    #                        the outputs in sparse
+    sparse: tuple | None = None  # with exact_dd: (sorted flat indices, their digits (K, m), flags (4, m)):
+    #                              the outputs a double-double could not hold exactly
 
 
 # this worker process's launches made (one per chunk signature and device) and chunks launched
-stats = {"compiled": 0, "launched": 0, "cpu_fallback": 0}
+stats = {"compiled": 0, "launched": 0, "cpu_fallback": 0, "dd_chunks": 0, "dd_digits": 0}
 
 
 def cupy_module(x):
@@ -173,6 +177,9 @@ def chunk_sum(block, axis=None, keepdims=True, device=None, computing_meta=False
                           "device", RuntimeWarning, stacklevel=2)
             stats["cpu_fallback"] += 1
             dev = get_device("cpu")
+        dd = dev.dd_partials(block, axes, dt) if dev.info.backend != "cpu" else None
+        if dd is not None:
+            return _dd_partial(block, axes, count, *dd)
         if dev.info.backend == "cpu":
             digits, flags = exact.limbs(block, axes, block.dtype), exact.nonfinite_flags(block, axes)
         else:   # the device's superaccumulator, chunk by chunk of what one buffer takes
@@ -182,6 +189,65 @@ def chunk_sum(block, axis=None, keepdims=True, device=None, computing_meta=False
     total = run_sum(block, axes, device)
     hi, lo = total if isinstance(total, tuple) else (total, None)
     return PartialSum(hi, lo, count, cupy_module(block) is not None)
+
+
+def _dd_partial(block, axes, count: int, h, c, inexact) -> PartialSum:
+    """A chunk's exact double-double totals (``Device.dd_partials``) as a PartialSum; the outputs it
+    flags inexact (an inf or NaN, values over too many binades) get their digits and flags from their
+    own values here (``sparse``)."""
+    stats["dd_chunks"] += 1
+    idx = np.flatnonzero(inexact)
+    sparse = None
+    if idx.size:
+        stats["dd_digits"] += int(idx.size)
+        kept_axes = [d for d in range(block.ndim) if d not in axes]
+        moved = np.moveaxis(block, list(axes), list(range(len(kept_axes), block.ndim)))
+        at = np.unravel_index(idx, tuple(block.shape[d] for d in kept_axes))
+        vals = moved[at].reshape(idx.size, -1)                  # (m, values): those outputs alone
+        f = exact.fmt(block.dtype)
+        sparse = (idx, exact.limbs(vals, (1,), block.dtype).reshape(f.digits, idx.size),
+                  exact.nonfinite_flags(vals, (1,)).reshape(4, idx.size))
+        h, c = h.copy(), c.copy()
+        h.flat[idx], c.flat[idx] = 0.0, 0.0
+    return PartialSum(h, c, count, False, None, None, block.dtype, True, sparse)
+
+
+def _dd_digits(p: PartialSum, idx: np.ndarray) -> tuple:
+    """(digits (K, m), flags (4, m)) of outputs ``idx`` (flat, sorted) of an exact_dd partial: its pairs'
+    digits (exact: both halves are multiples of the unit), -0.0 for a -0.0 total, the sparse ones' own."""
+    h, c = p.hi.reshape(-1)[idx], p.lo.reshape(-1)[idx]
+    d = exact.add_limbs(exact.f64_limbs(h, p.of), exact.f64_limbs(c, p.of))
+    z = np.zeros(idx.size, bool)
+    flags = np.stack([z, z, z, (h == 0) & np.signbit(h)])
+    if p.sparse is not None:
+        sidx, sd, sf = p.sparse
+        pos = np.minimum(np.searchsorted(sidx, idx), sidx.size - 1)
+        hit = sidx[pos] == idx
+        d[:, hit], flags[:, hit] = sd[:, pos[hit]], sf[:, pos[hit]]
+    return d, flags
+
+
+def _add_dd(p: PartialSum, q: PartialSum) -> PartialSum:
+    """Two exact_dd partials added exactly: pairs by error-free sums (``wide.dd_add_exact``); where one
+    could err, or either side is sparse, the digits of both (integers) instead."""
+    h, c, inexact = wide.dd_add_exact(p.hi, p.lo, q.hi, q.lo)
+    idx = np.flatnonzero(inexact)
+    for x in (p, q):
+        if x.sparse is not None:
+            idx = np.union1d(idx, x.sparse[0])
+    sparse = None
+    if idx.size:
+        (dp, fp), (dq, fq) = _dd_digits(p, idx), _dd_digits(q, idx)
+        sparse = (idx, exact.add_limbs(dp, dq), exact.merge_flags(fp, fq))
+        h.flat[idx], c.flat[idx] = 0.0, 0.0
+    return PartialSum(h, c, p.count + q.count, False, None, None, p.of, True, sparse)
+
+
+def _dd_as_digits(p: PartialSum) -> PartialSum:
+    """An exact_dd partial as dense digits (to add to a CPU device's partial)."""
+    d, flags = _dd_digits(p, np.arange(p.hi.size))
+    shape = p.hi.shape
+    return PartialSum(None, None, p.count, False, d.reshape((d.shape[0],) + shape), flags.reshape((4,) + shape), p.of)
 
 
 def _exact_chunk(block, device) -> bool:
@@ -197,6 +263,8 @@ def _exact_chunk(block, device) -> bool:
 def _as_words(p: PartialSum) -> PartialSum:
     """An exact partial as a double-double total, to add to the FLOAT64 partials of another device
     (a cluster whose workers resolved different devices: the FLOAT64 partials' accuracy then)."""
+    if p.exact_dd:
+        p = _dd_as_digits(p)
     if p.digits is None:
         return p
     hi, lo = exact.limbs_to_dd(p.digits, p.flags, p.of)
@@ -222,6 +290,10 @@ def _add_words(p: PartialSum, q: PartialSum):
 
 
 def add(p: PartialSum, q: PartialSum) -> PartialSum:
+    if p.exact_dd and q.exact_dd:
+        return _add_dd(p, q)
+    if (p.exact_dd or p.digits is not None) and (q.exact_dd or q.digits is not None):
+        p, q = (_dd_as_digits(x) if x.exact_dd else x for x in (p, q))
     if p.digits is not None and q.digits is not None:
         return PartialSum(None, None, p.count + q.count, False, exact.add_limbs(p.digits, q.digits),
                           exact.merge_flags(p.flags, q.flags), p.of)
@@ -256,6 +328,8 @@ def finish(p: PartialSum, dtype):
     """The mean from a total: one division, one rounding (floats), truncation toward zero (integers).
     A count of 0 (a zero-size reduced dimension) gives NaN for floats and 0 for integers."""
     dtype = np.dtype(dtype)
+    if p.exact_dd:
+        return _finish_dd(p, dtype)
     if p.digits is not None:
         if p.count == 0:
             return np.full(p.digits.shape[1:], np.nan, dtype)
@@ -283,6 +357,35 @@ def finish(p: PartialSum, dtype):
         n = hi.dtype.type(p.count)
         return (hi // n if hi.dtype == np.uint64 else cp.where(hi < 0, -(-hi // n), hi // n)).astype(dtype)
     return trunc_div(hi, p.count).astype(dtype)
+
+
+def _finish_dd(p: PartialSum, dtype) -> np.ndarray:
+    """The correctly rounded means of exact double-double totals: ``exact.settle_dd`` decides each
+    quotient's rounding against the candidate's midpoints (err 0: exact ties by error-free sums);
+    what it leaves (zero totals, means near zero or past the range) and the sparse outputs go through
+    the digits (``exact.mean_from_limbs``). A count of 0 gives NaN."""
+    shape = p.hi.shape
+    if p.count == 0:
+        return np.full(shape, np.nan, dtype)
+    h, c = p.hi.reshape(-1), p.lo.reshape(-1)
+    out = np.empty(h.size, dtype)
+    todo = np.ones(h.size, bool)
+    if p.sparse is not None:
+        todo[p.sparse[0]] = False
+    ti = np.flatnonzero(todo)
+    hh, cc = h[ti], c[ti]
+    with np.errstate(invalid="ignore", over="ignore"):
+        nh, nc = wide.two_sum(hh, cc)                          # normalized (a -0.0 total kept as it is)
+        hh, cc = np.where(cc == 0, hh, nh), np.where(cc == 0, 0.0, nc)
+        res, ok = exact.settle_dd(hh, cc, 0.0, p.count, dtype)
+    out[ti[ok]] = res[ok]
+    rest = ti[~ok]
+    if p.sparse is not None:
+        rest = np.union1d(rest, p.sparse[0])
+    if rest.size:
+        d, flags = _dd_digits(p, rest)
+        out[rest] = exact.mean_from_limbs(d, flags, p.count, p.of, dtype)
+    return out.reshape(shape)
 
 
 def _finish_wide(p: PartialSum, dtype, cp):

@@ -3,6 +3,7 @@ them (plan once, then the backend's program), and hands running to its executor.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 from ..descriptors.operators import OperatorDesc
@@ -138,6 +139,66 @@ class Device:
         with self.executor.lock:
             words = self.executor.guard("exact partial sums", be.exact_limbs, plan, np.asarray(x))
         return exact.from_device_limbs(words, x.dtype, kept)
+
+    def dd_partials(self, x, axes: tuple, dt: DataType):
+        """Exact double-double totals of the host array ``x`` (FLOAT32, FLOAT16 or BFLOAT16 values,
+        type ``dt``) over ``axes`` (kept as size 1): (h, c, inexact), FLOAT64, FLOAT64 and bool arrays
+        of the kept shape, h + c the exact total where ``inexact`` is False (elsewhere the caller takes
+        the values' digits: an inf or NaN, values over too many binades); -0.0s alone give h -0.0. One
+        pass of the device's gm_dd_partials_serial (opencl_kernels/reduce_cpu_ddp.h) over the values
+        viewed as (outer, reduced, inner), its segments' and lanes' pairs added here by error-free
+        sums (``wide.dd_add_exact``). None where the device has no such kernel (the CPU device, the
+        GPU-shaped kernels, no fp64) or the reduced axes are not one block of neighbours, with the
+        inner size a multiple of 8 or 1: gpu_mean.dask then takes ``exact_partials``."""
+        import numpy as np
+
+        from . import wide
+        self.executor.check_alive()
+        be = self.backend
+        if getattr(be, "dd_partials", None) is None or x.size == 0:
+            return None
+        axes = {int(a) for a in axes}
+        groups: list = []           # (size, reduced) of the dimensions past 1, neighbours of a kind merged
+        for d, n in enumerate(x.shape):
+            if n != 1:
+                if groups and groups[-1][1] == (d in axes):
+                    groups[-1][0] *= n
+                else:
+                    groups.append([n, d in axes])
+        red = [i for i, g in enumerate(groups) if g[1]]
+        if len(red) != 1:
+            return None
+        n_o = math.prod(g[0] for g in groups[:red[0]])
+        rows = groups[red[0]][0]
+        inner = math.prod(g[0] for g in groups[red[0] + 1:])
+        x = np.ascontiguousarray(x)
+        lanes = inner == 1
+        if lanes:          # a reduction over the last axis: its rows as (rows / 8, 8) lanes, the rest here
+            n_rows, tail = rows // 8, x.reshape(n_o, rows)[:, rows // 8 * 8:]
+            if n_rows == 0:
+                return None
+            shape = (n_o, n_rows, 8, rows)
+        elif inner % 8 == 0:
+            shape = (n_o, rows, inner, rows * inner)
+        else:
+            return None
+        with self.executor.lock:
+            res = self.executor.guard("exact double-double partials", be.dd_partials, dt, x, *shape)
+        if res is None:
+            return None
+        h3, c3, f3 = res
+        h, c, bad = h3[:, 0], c3[:, 0], f3[:, 0] != 0
+        for s in range(1, h3.shape[1]):          # the segments
+            h, c, b = wide.dd_add_exact(h, c, h3[:, s], c3[:, s])
+            bad = bad | b | (f3[:, s] != 0)
+        if lanes:                               # the 8 lanes, then the last values of each row
+            parts = [(h[:, v], c[:, v]) for v in range(1, 8)] + [(t, 0.0) for t in tail.astype(np.float64).T]
+            h, c, bad = h[:, 0], c[:, 0], bad.any(axis=1)
+            for ph, pc in parts:
+                h, c, b = wide.dd_add_exact(h, c, ph, pc)
+                bad |= b
+        kept = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
+        return h.reshape(kept), c.reshape(kept), bad.reshape(kept)
 
     def device_totals(self, dt: DataType, n_total: int):
         """Exact totals of ``n_total`` outputs of ``dt`` values kept on this device (issue 26: a split

@@ -139,6 +139,28 @@ def limbs(x: np.ndarray, axes: tuple, dtype) -> np.ndarray:
     return total.reshape((f.digits,) + kept)
 
 
+def f64_limbs(v: np.ndarray, dtype) -> np.ndarray:
+    """Normalized digits (digits, m) of FLOAT64 values ``v`` (m of them), each a multiple of the
+    smallest subnormal of ``dtype`` and within its digits' range (the exact totals of ``dtype`` values
+    held as double-doubles: gpu_mean.dask's partials): each value's 53-bit significand, shifted to its
+    place, in two pieces of at most 27 bits (a piece and its shift within a digit stay below 2^42)."""
+    f = fmt(dtype)
+    v = np.asarray(v, F64).reshape(-1)
+    fr, e = np.frexp(v)
+    mant = np.abs(fr * 2.0 ** 53).astype(np.int64)            # exact: below 2^53
+    sh = e.astype(np.int64) - 53 - f.unit                     # |v| = mant 2^sh units
+    mant = np.where(sh < 0, mant >> np.minimum(-sh, 63), mant)  # v a multiple of the unit: those bits are 0
+    sh = np.maximum(sh, 0)
+    neg = np.signbit(v)
+    out = np.zeros((f.digits, v.size), np.int64)
+    cols = np.arange(v.size)
+    for off, width in ((0, 26), (26, 27)):
+        piece = (mant >> off) & ((1 << width) - 1)
+        at = sh + off
+        np.add.at(out, (at >> 4, cols), np.where(neg, -piece, piece) << (at & 15))
+    return normalize(out)
+
+
 def add_limbs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return normalize(a + b)
 

@@ -63,6 +63,17 @@ def two_sum(a, b):
     return s, (a - (s - bb)) + (b - bb)
 
 
+def dd_add_exact(h, c, xh, xc):
+    """(h, c) + (xh, xc) as (h', c', inexact) with h' + c' == h + c + xh + xc exactly where ``inexact``
+    is False: one TwoSum of the heads, whose error and the other tail join c by TwoSums that must not
+    err (an inf or NaN anywhere: inexact). Not normalized; -0.0 + -0.0 stays -0.0 in h'."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        s, e = two_sum(h, xh)
+        t, f1 = two_sum(c, e)
+        u, f2 = two_sum(t, xc)
+        return s, u, (f1 != 0) | (f2 != 0) | ~np.isfinite(s) | ~np.isfinite(u)
+
+
 def _fast_two_sum(a, b):
     s = a + b
     return s, b - (s - a)
