@@ -15,23 +15,36 @@
 // (0: exact). The pairs start from -0.0: -0.0s alone leave h -0.0, IEEE's sign of their zero total.
 #if GM_DDP
 GM_STATIC_ASSERT(GM_DD_TIER && RN > 0, ddp_needs_the_pair_tier);
-// A block of GM_DD_BLK rows of one vector: each lane's plain FLOAT64 sum with its largest and smallest
-// nonzero magnitudes, compared as doubles (two compares and selects a value, where GM_DD_BLOCK's
-// 64-bit integer max and min cost more on AVX2); the sum is exact when every value is a multiple of
-// u, the smallest one's ulp in the format (exact.h's gm_sum_is_exact: larger values have larger
-// ulps), and GM_DD_BLK times the largest is below 2^53 u. Then one TwoSum a lane joins the pair;
-// else (an inf or NaN: the sum not finite; too many binades) the block goes value by value.
-#define GM_DDP_EXACT(s, mx, mn) all(((mx) == (double8)(0.0)) | (isfinite(s) & isless((mx) * (double)GM_DD_BLK, \
-    ldexp((double8)(0x1p53), max(ilogb(mn), GM_DD_EMIN) - GM_DD_PM1))))
-#define GM_DDP_BLOCK(LD) { \
-    double8 s_ = (double8)(-0.0), mx_ = (double8)(0.0), mn_ = (double8)(INFINITY); \
-    for (int i_ = 0; i_ < GM_DD_BLK; ++i_) { \
-        const double8 x8 = LD(j_ + 8 * i_), a_ = fabs(x8); \
-        s_ += x8; mx_ = select(mx_, a_, isgreater(a_, mx_)); \
-        mn_ = select(mn_, a_, isless(a_, mn_) & isgreater(a_, (double8)(0.0))); } \
-    if (GM_DDP_EXACT(s_, mx_, mn_)) gm_dd_two8(&h8, &c8, &bad8, s_); \
-    else for (int i_ = 0; i_ < GM_DD_BLK; ++i_) gm_dd_two8(&h8, &c8, &bad8, LD(j_ + 8 * i_)); }
-#define GM_DDP_LD(i) GM_IN8(b_ + ((i) >> 3) * inner)
+// A block of GM_DD_BLK rows of a vector: each lane's plain FLOAT64 sum, and the largest and smallest
+// nonzero magnitudes as FLOAT32 bits (FLOAT16 and BFLOAT16 values are FLOAT32 values; one 32-bit
+// integer max and min a vector of 8, native on AVX2, where doubles took compares and selects): the
+// sum is exact when every value is a multiple of u, the smallest one's ulp in its own format (larger
+// values have larger ulps; exact.h's gm_sum_is_exact), and GM_DD_BLK times the largest is below 2^53 u:
+// 2^(emx + 1 + 6) <= 2^(53 + max(emn, emin) - (p - 1)), as GM_DD_BLOCK. Then one TwoSum a lane joins
+// the pair; else (an inf or NaN: exponent field 255; too many binades) the block goes value by value.
+#if GM_X_H
+#define GM_DDP_F8(p) vload_half8(0, (p))
+#elif GM_X_BF16
+#define GM_DDP_F8(p) as_float8(convert_uint8(GM_VLOAD_BF16(8, (p))) << 16)
+#else
+#define GM_DDP_F8(p) vload8(0, (p))
+#endif
+#define GM_DDP_IN(i) GM_DDP_F8(GM_AT(GM_A_IN, const T, in, i, 8))
+typedef struct { double8 s; uint8 mx, mn; } gm_ddp_blk;
+GM_INLINE void gm_ddp_zero(gm_ddp_blk* b) { b->s = (double8)(-0.0); b->mx = (uint8)(0u); b->mn = (uint8)(0xFFFFFFFFu); }
+// four rows' vectors at once: a quarter of the block state's loads and stores where it lives in memory
+GM_INLINE void gm_ddp_take4(gm_ddp_blk* b, const float8 f0, const float8 f1, const float8 f2, const float8 f3) {
+    const uint8 k = (uint8)(0x7FFFFFFFu), one = (uint8)(1u);
+    const uint8 m0 = as_uint8(f0) & k, m1 = as_uint8(f1) & k, m2 = as_uint8(f2) & k, m3 = as_uint8(f3) & k;
+    b->s += (convert_double8(f0) + convert_double8(f1)) + (convert_double8(f2) + convert_double8(f3));
+    b->mx = max(b->mx, max(max(m0, m1), max(m2, m3)));
+    b->mn = min(b->mn, min(min(m0 - one, m1 - one), min(m2 - one, m3 - one)));
+}
+GM_INLINE int gm_ddp_exact(const gm_ddp_blk* b) {
+    const int8 emx = as_int8(b->mx >> 23) - 127;
+    const int8 emn = max(as_int8((b->mn + (uint8)(1u)) >> 23) - 127, (int8)(GM_DD_EMIN));
+    return all(emx + 7 <= emn + (53 - GM_DD_PM1));
+}
 __kernel void gm_dd_partials_serial(__global const T* in, __global double* out, __global uchar* flag, long n_o,
                                     long n_s, long rows, long seg, long inner, long os GM_CHK_P) {
     const long J = (inner + 8 * GM_DDP_V - 1) / (8 * GM_DDP_V);
@@ -47,36 +60,35 @@ __kernel void gm_dd_partials_serial(__global const T* in, __global double* out, 
     const long b0 = o * os + c0;
     for (long rb = s * seg; rb < r1; rb += GM_DD_BLK) {
         const long re = min(r1, rb + GM_DD_BLK);
-        if (nv == 1 || re - rb < GM_DD_BLK) {      // one vector (lanes of a row), or a segment's last rows
-            for (int v = 0; v < nv; ++v) {
-                const long b_ = b0 + 8 * v;
-                double8 h8 = hv[v], c8 = cv[v];
-                long8 bad8 = bv[v];
-                long j_ = 8 * rb;       // GM_DDP_BLOCK's index: 8 per row
-                if (re - rb == GM_DD_BLK) GM_DDP_BLOCK(GM_DDP_LD)
-                else for (; j_ < 8 * re; j_ += 8) gm_dd_two8(&h8, &c8, &bad8, GM_DDP_LD(j_));
-                hv[v] = h8; cv[v] = c8; bv[v] = bad8;
-            }
+        if (re - rb < GM_DD_BLK) {          // a segment's last rows: value by value
+            for (int v = 0; v < nv; ++v)
+                for (long r = rb; r < re; ++r)
+                    gm_dd_two8(&hv[v], &cv[v], &bv[v], convert_double8(GM_DDP_IN(b0 + r * inner + 8 * v)));
             continue;
         }
-        // several vectors: the block row by row, each row's nv vectors one contiguous run (as the
-        // column kernel streams rows), the lanes' sums and magnitudes kept per vector
-        double8 sv[GM_DDP_V], xv[GM_DDP_V], nv8[GM_DDP_V];
-        for (int v = 0; v < nv; ++v) { sv[v] = (double8)(-0.0); xv[v] = (double8)(0.0); nv8[v] = (double8)(INFINITY); }
-        for (long r = rb; r < re; ++r) {
-            const long q = b0 + r * inner;
-            for (int v = 0; v < nv; ++v) {
-                const double8 x8 = GM_IN8(q + 8 * v), a_ = fabs(x8);
-                sv[v] += x8; xv[v] = select(xv[v], a_, isgreater(a_, xv[v]));
-                nv8[v] = select(nv8[v], a_, isless(a_, nv8[v]) & isgreater(a_, (double8)(0.0)));
+        // the block row by row, each row's nv vectors one contiguous run (as the column kernel streams
+        // rows), then each vector's verdict
+        gm_ddp_blk bk[GM_DDP_V];
+        if (nv == 1) {                  // one vector (a row's lanes): its state in registers
+            gm_ddp_blk b1;
+            gm_ddp_zero(&b1);
+            for (long r = rb; r < re; r += 4)
+                gm_ddp_take4(&b1, GM_DDP_IN(b0 + r * inner), GM_DDP_IN(b0 + (r + 1) * inner),
+                             GM_DDP_IN(b0 + (r + 2) * inner), GM_DDP_IN(b0 + (r + 3) * inner));
+            bk[0] = b1;
+        } else {
+            for (int v = 0; v < nv; ++v) gm_ddp_zero(&bk[v]);
+            for (long r = rb; r < re; r += 4) {     // GM_DD_BLK is a multiple of 4
+                const long q = b0 + r * inner;
+                for (int v = 0; v < nv; ++v)
+                    gm_ddp_take4(&bk[v], GM_DDP_IN(q + 8 * v), GM_DDP_IN(q + inner + 8 * v),
+                                 GM_DDP_IN(q + 2 * inner + 8 * v), GM_DDP_IN(q + 3 * inner + 8 * v));
             }
         }
         for (int v = 0; v < nv; ++v) {
-            double8 h8 = hv[v], c8 = cv[v];
-            long8 bad8 = bv[v];
-            if (GM_DDP_EXACT(sv[v], xv[v], nv8[v])) gm_dd_two8(&h8, &c8, &bad8, sv[v]);
-            else for (long r = rb; r < re; ++r) gm_dd_two8(&h8, &c8, &bad8, GM_IN8(b0 + r * inner + 8 * v));
-            hv[v] = h8; cv[v] = c8; bv[v] = bad8;
+            if (gm_ddp_exact(&bk[v])) gm_dd_two8(&hv[v], &cv[v], &bv[v], bk[v].s);
+            else for (long r = rb; r < re; ++r)
+                gm_dd_two8(&hv[v], &cv[v], &bv[v], convert_double8(GM_DDP_IN(b0 + r * inner + 8 * v)));
         }
     }
     const long nl = n_o * n_s * inner;

@@ -79,12 +79,10 @@ GM_INLINE void gm_dd_two8(double8* h8, double8* c8, long8* bad8, const double8 x
 // smallest one's ulp in its format, gm_sum_is_exact's argument) and GM_DD_BLK times the largest is
 // below 2^53 u: 2^(emx + 1 + 6) <= 2^(53 + max(emn, emin) - (p - 1)). Then the block's lane sums
 // join the pair by one TwoSum each; else (a lane spanning more binades, an inf or a NaN) the block
-// goes value by value through the TwoSums. Five operations a vector instead of about twelve. The
-// block sums start from -0.0, so a pair started from -0.0 stays -0.0 over -0.0s alone (IEEE's sign of
-// a zero total, which reduce_cpu_ddp.h's partials keep).
+// goes value by value through the TwoSums. Five operations a vector instead of about twelve.
 #define GM_DD_BLK 64
 #define GM_DD_BLOCK(LD) { \
-    double8 s_ = (double8)(-0.0); \
+    double8 s_ = (double8)(0.0); \
     ulong8 mx_ = (ulong8)(0), mn_ = (ulong8)(0xFFFFFFFFFFFFFFFFul); \
     for (int i_ = 0; i_ < GM_DD_BLK; ++i_) { \
         const double8 x8 = LD(j_ + 8 * i_); \

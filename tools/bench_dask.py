@@ -20,6 +20,15 @@ the array's two halves against ``dask.array.stack([a, b]).mean(axis=0)`` and ``(
 element-wise results are persisted on the workers, not gathered).
 
     python tools/bench_dask.py --before /tmp/before25 --device opencl --compare-mb 2048 --repeat 5
+
+``--wide`` (issue 43): on one 2-worker cluster, a persisted float32 array of many outputs (default
+(16384, 32768) in chunks of (2048, 32768), 2 GiB) reduced over axis 0, axis 1 and all axes, on normal
+and on centered data (each chunk minus its own mean over the reduced axes: every output's exact
+mean a rounding residue), and the tall (rows, 16) array of the same bytes over axis 0; rounds take
+turns between gpu_mean.dask (and, with --before, the other checkout's) and dask.array.mean; first
+the bytes each chunk's partial sends per output.
+
+    python tools/bench_dask.py --wide --before /tmp/before43 --device opencl --worker-mb 10240 --repeat 3
 """
 from __future__ import annotations
 
@@ -163,6 +172,79 @@ def before_after(a) -> int:
     return 0
 
 
+def _wide_block(block_info=None, n_cols=32768, kind="normal", axis=None):
+    """A block of normal values, deterministic per block; ``centered``: minus the block's own mean over
+    ``axis`` (the chunking keeps every reduced axis but axis 0 whole, so over axis 1 every output's
+    mean is a rounding residue; over axis 0 and all axes each chunk's is)."""
+    loc = block_info[None]["array-location"]
+    rows = loc[0][1] - loc[0][0]
+    x = np.random.default_rng(loc[0][0]).standard_normal((rows, loc[1][1] - loc[1][0]))
+    if kind == "centered":
+        x -= x.mean(axis=axis, keepdims=True)
+    return x.astype(np.float32)
+
+
+def partial_bytes(mod, block, axes, device) -> float:
+    """Bytes one chunk's partial sends to the next step, per output (pickled, as Dask ships it)."""
+    import pickle
+    p = mod.partials.chunk_sum(block, axes, device=device)
+    n_out = block.size // math.prod(block.shape[d] for d in axes)
+    return len(pickle.dumps(p, protocol=5)) / n_out
+
+
+def many_outputs(a) -> int:
+    """Issue 43's benchmark: gpu_mean.dask before and after against Dask's own numpy mean, interleaved
+    on one 2-worker cluster, over axis 0, axis 1 and all axes of a persisted float32 array of many
+    outputs, on normal and centered data, and over axis 0 of the tall (rows, 16) array."""
+    import dask.array as da
+    import distributed
+    from distributed import Client
+
+    from gpu_mean import dask as gmd
+    old = load_before(a.before) if a.before else None
+    rows, cols = a.wide_shape
+    crow = a.wide_chunk_rows
+    nbytes = rows * cols * 4
+    print(f"  ({rows}, {cols}) float32 = {nbytes / 2**30:.2f} GiB in chunks of ({crow}, {cols}), persisted on 2 "
+          f"worker processes (1 thread each); device {a.device!r}; best and median of {a.repeat} interleaved rounds")
+    impls = {"after": gmd} | ({"before": old} if old else {})
+    block = _wide_block({None: {"array-location": [(0, crow), (0, cols)]}}, cols)
+    for axes in ((0,), (1,), (0, 1)):
+        sizes = "  ".join(f"{name} {partial_bytes(mod, block, axes, a.device):8.1f}" for name, mod in impls.items())
+        print(f"  bytes per output of one chunk's partial, axes {axes}: {sizes}")
+    cases = []
+    for kind in a.kinds.split(","):
+        for axes in ((0,), (1,), None):
+            cases.append((f"{kind:8s} axes {str(axes or 'all'):5s}", (rows, cols), (crow, cols), kind, axes))
+    if a.tall:
+        cases.append(("normal   tall axis 0", (nbytes // 64, 16), (nbytes // 64 // 8, 16), "normal", (0,)))
+    with cluster(2, a.worker_mb, False) as c, Client(c) as client:
+        print(f"  {'case':26s} {'run':16s} {'best s':>8s} {'median s':>9s} {'GB/s':>6s} {'vs dask':>8s}")
+        for name, shape, chunks, kind, axes in cases:
+            ax = 0 if axes == (0,) else 1 if axes == (1,) else None
+            y = da.map_blocks(_wide_block, n_cols=shape[1], kind=kind, axis=ax,
+                              chunks=da.core.normalize_chunks(chunks, shape), dtype=np.float32,
+                              meta=np.empty((0, 0), np.float32)).persist()
+            distributed.wait(y)
+            runs = {f"gpu_mean {n}": m.reduce_mean(y, axes, keepdims=False, device=a.device) for n, m in impls.items()}
+            runs["dask.array.mean"] = da.mean(y, axis=axes)
+            times = {n: [] for n in runs}
+            for lz in runs.values():
+                client.compute(lz, sync=True)       # warm up: imports, compiles
+            names = list(runs)
+            for r in range(a.repeat):
+                for n in names[r % len(names):] + names[:r % len(names)]:
+                    t = time.perf_counter()
+                    client.compute(runs[n], sync=True)
+                    times[n].append(time.perf_counter() - t)
+            base = min(times["dask.array.mean"])
+            for n, ts in times.items():
+                print(f"  {name:26s} {n:16s} {min(ts):8.3f} {statistics.median(ts):9.3f} {y.nbytes / min(ts) / 1e9:6.2f} "
+                      f"{base / min(ts):7.2f}x", flush=True)
+            del y
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu", help="gpu_mean device on every worker (default: cpu)")
@@ -173,6 +255,12 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--cuda", action="store_true", help="dask-cuda LocalCUDACluster and CuPy chunks")
     ap.add_argument("--before", help="another checkout: compare its gpu_mean.dask with this one's, interleaved")
+    ap.add_argument("--wide", action="store_true", help="issue 43's benchmark: many outputs, every axis, normal and "
+                    "centered data, the tall (rows, 16) array; with --before, before and after")
+    ap.add_argument("--wide-shape", type=int, nargs=2, default=(16384, 32768))
+    ap.add_argument("--wide-chunk-rows", type=int, default=2048)
+    ap.add_argument("--kinds", default="normal,centered")
+    ap.add_argument("--tall", action=argparse.BooleanOptionalAction, default=True)
     a = ap.parse_args()
 
     import dask
@@ -185,6 +273,8 @@ def main() -> int:
     print(f"bench_dask: {platform.node()} {platform.machine()}, {platform.python_version()}, dask {dask.__version__}, "
           f"distributed {distributed.__version__}, device {a.device!r}, chunks {a.chunk_mb} MiB, min/median of "
           f"{a.repeat}")
+    if a.wide:
+        return many_outputs(a)
     if a.before:
         return before_after(a)
     x = make_array(a.stream_mb, a.chunk_mb, 16, a.cuda)
