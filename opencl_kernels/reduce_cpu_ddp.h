@@ -80,9 +80,10 @@ __kernel void gm_dd_partials_serial(__global const T* in, __global double* out, 
             for (int v = 0; v < nv; ++v) gm_ddp_zero(&bk[v]);
             for (long r = rb; r < re; r += 4) {     // GM_DD_BLK is a multiple of 4
                 const long q = b0 + r * inner;
-                for (int v = 0; v < nv; ++v)
+                for (int v = 0; v < nv; ++v) {
                     gm_ddp_take4(&bk[v], GM_DDP_IN(q + 8 * v), GM_DDP_IN(q + inner + 8 * v),
                                  GM_DDP_IN(q + 2 * inner + 8 * v), GM_DDP_IN(q + 3 * inner + 8 * v));
+                }
             }
         }
         for (int v = 0; v < nv; ++v) {

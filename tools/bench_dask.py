@@ -239,7 +239,8 @@ def many_outputs(a) -> int:
                     times[n].append(time.perf_counter() - t)
             base = min(times["dask.array.mean"])
             for n, ts in times.items():
-                print(f"  {name:26s} {n:16s} {min(ts):8.3f} {statistics.median(ts):9.3f} {y.nbytes / min(ts) / 1e9:6.2f} "
+                gbs = y.nbytes / min(ts) / 1e9
+                print(f"  {name:26s} {n:16s} {min(ts):8.3f} {statistics.median(ts):9.3f} {gbs:6.2f} "
                       f"{base / min(ts):7.2f}x", flush=True)
             del y
     return 0
