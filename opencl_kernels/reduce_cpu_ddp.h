@@ -10,7 +10,8 @@
 // exact join the lanes' pairs h8 + c8 by one TwoSum each; other blocks (an inf, a NaN, values over too
 // many binades) go value by value through the TwoSums (reduce_cpu_exact.h: GM_DD_BLOCK, gm_dd_two8).
 // A lane's h8 + c8 is its values' exact total unless an addition into c8 rounded, which sets its
-// flag, as does an inf or NaN pair: the host then takes that output's digits from its values.
+// flag, as does an inf or NaN (its TwoSum errors are NaN): the host then takes that output's digits
+// from its values.
 // Lane k of the (n_o, n_s, inner) lanes writes h at out[k], c at out[n_o n_s inner + k], its flag at flag[k]
 // (0: exact). The pairs start from -0.0: -0.0s alone leave h -0.0, IEEE's sign of their zero total.
 #if GM_DDP
@@ -23,7 +24,14 @@ GM_STATIC_ASSERT(GM_DD_TIER && RN > 0, ddp_needs_the_pair_tier);
 // 2^(emx + 1 + 6) <= 2^(53 + max(emn, emin) - (p - 1)), as GM_DD_BLOCK. Then one TwoSum a lane joins
 // the pair; else (an inf or NaN: exponent field 255; too many binades) the block goes value by value.
 #if GM_X_H
-#define GM_DDP_F8(p) vload_half8(0, (p))
+// FLOAT16 through the element-aligned ushort8 (common.h: gm_ushort8_a2) and a private copy: a row of a
+// lanes view starts at any element, and a vload_half8 from such an address faulted in the bounds-checked
+// build on PoCL (an aligned vector load)
+GM_INLINE float8 gm_ddp_half8(__global const ushort* p) {
+    const ushort8 r = *(__global const gm_ushort8_a2*)p;
+    return vload_half8(0, (const __private half*)&r);
+}
+#define GM_DDP_F8(p) gm_ddp_half8(p)
 #elif GM_X_BF16
 #define GM_DDP_F8(p) as_float8(convert_uint8(GM_VLOAD_BF16(8, (p))) << 16)
 #else
@@ -95,7 +103,7 @@ __kernel void gm_dd_partials_serial(__global const T* in, __global double* out, 
     const long nl = n_o * n_s * inner;
     for (int v = 0; v < nv; ++v) {
         const long k = t * inner + c0 + 8 * v;
-        const long8 bad8 = bv[v] | ~(isfinite(hv[v]) & isfinite(cv[v]));
+        const long8 bad8 = bv[v];          // an inf or NaN: its TwoSum errors are NaN, which flag it
         vstore8(hv[v], 0, GM_AT(GM_A_OUT, double, out, k, 8));
         vstore8(cv[v], 0, GM_AT(GM_A_OUT, double, out, nl + k, 8));
         vstore8(convert_uchar8(bad8 != (long8)(0)), 0, GM_AT(GM_A_FLAG, uchar, flag, k, 8));

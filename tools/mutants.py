@@ -42,6 +42,19 @@ class Mutant:
 
 
 MUTANTS = (
+    Mutant("ddp-span-proof-loose", "opencl_kernels/reduce_cpu_ddp.h",
+           "return all(emx + 7 <= emn + (53 - GM_DD_PM1));", "return all(emx + 7 <= emn + (80 - GM_DD_PM1));",
+           ("tests/test_dask_partials.py::test_pairs_are_the_exact_totals_or_flagged",), "opencl:0",
+           "the Dask partials' block proof 27 binades too loose: a block's inexact plain sum taken as exact"),
+    Mutant("ddp-combine-error-ignored", "gpu_mean/runtime/wide.py",
+           "return s, u, (f1 != 0) | (f2 != 0)", "return s, u, (f2 != 0) | (f2 != 0)",
+           ("tests/test_dask_partials.py::test_pairs_whose_sum_could_err_combine_in_digits",), "cpu",
+           "two pairs whose error-free sum rounds are kept as a pair: the total loses 2^-80"),
+    Mutant("ddp-flagged-outputs-kept", "gpu_mean/dask/partials.py",
+           "    idx = np.flatnonzero(inexact)\n    sparse = None\n    if idx.size:\n        stats",
+           "    idx = np.flatnonzero(inexact)[:0]\n    sparse = None\n    if idx.size:\n        stats",
+           ("tests/test_dask_partials.py::test_dask_chunks_on_the_device_give_the_oracles_bits",), "opencl:0",
+           "a chunk's flagged outputs keep their inexact pairs instead of their values' digits"),
     Mutant("int32-mean-floors", "gpu_mean/runtime/numerics.py",
            "return ((s + (s < 0)) >> 1).astype(np.int32)", "return (s >> 1).astype(np.int32)",
            ("tests/test_fuzz.py",), "cpu",

@@ -1,8 +1,12 @@
 """The three steps of a Dask reduction for ReduceMean: chunk, combine, aggregate. No Dask import here.
 
 A partial is a sum, never a mean: ``PartialSum(hi, lo, count)`` holds, for every output element, the
-total of ``count`` inputs in the wide type of ``gm.ext.ReduceSumDesc``. Float numpy chunks give
-exact totals instead (``PartialSum.digits``: runtime/exact.py's superaccumulator digits and flags;
+total of ``count`` inputs in the wide type of ``gm.ext.ReduceSumDesc``. FLOAT32, FLOAT16 and BFLOAT16
+numpy chunks on an OpenCL CPU device with fp64 give exact double-doubles (``PartialSum.exact_dd``:
+``Device.dd_partials``, one pass of opencl_kernels/reduce_cpu_ddp.h; the outputs a pair cannot hold
+as digits, ``PartialSum.sparse``; docs/design.md, "Dask: exact double-double partials"), 16 bytes an
+output. Other float numpy chunks give exact totals as digits (``PartialSum.digits``: runtime/exact.py's
+superaccumulator digits and flags;
 on the CPU device from numpy, on OpenCL and CUDA devices from the kernels' superaccumulator,
 ``Device.exact_partials``: FLOAT32/FLOAT16/BFLOAT16 with or without fp64, FLOAT64 with fp64; a
 device without fp64 has FLOAT64 chunks summed by the CPU device, with a warning), added exactly and

@@ -1,0 +1,179 @@
+"""gpu_mean.dask's exact double-double partials (issue 43; docs/design.md, "Dask: exact double-double
+partials"): an OpenCL CPU device sums a float chunk in one pass (opencl_kernels/reduce_cpu_ddp.h,
+``Device.dd_partials``) into pairs h + c that are each output's exact total or flagged; flagged
+outputs, and pairs whose sum could err when partials combine, go to the digits. Every claim is
+checked against exact rationals (``fractions.Fraction``) and the oracle's bits, on named, seeded data."""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from test_correct_rounding import BF16, adversarial_matrix, as_type, check_bits, want_reduce
+
+from gpu_mean.frontends.arrays import data_type_of
+from gpu_mean.runtime import exact
+
+NARROW = [np.dtype(np.float32), np.dtype(np.float16), BF16]
+IDS = ["float32", "float16", "bfloat16"]
+UNIT = {np.dtype(np.float32): -149, np.dtype(np.float16): -24, BF16: -133}
+# (shape, reduced axes): columns (inner a multiple of 8), rows (8 lanes and a tail of 5), every axis,
+# a middle axis, the tall (rows, 16) chunk, columns of 1024 + 8 (a work-item's last, short tile)
+LAYOUTS = [((300, 64), (0,)), ((5, 1029), (1,)), ((40, 72), (0, 1)), ((3, 200, 16), (1,)), ((4100, 16), (0,)),
+           ((70, 1032), (0,))]
+
+
+def exact_totals(x: np.ndarray, axes) -> list:
+    f = exact.fmt(x.dtype)
+    return [Fraction(t) * Fraction(2) ** UNIT[x.dtype]
+            for t in exact.to_ints(exact.limbs(x, axes, x.dtype).reshape(f.digits, -1))]
+
+
+def named(dt, shape, rng) -> np.ndarray:
+    """Normal values and, in the first four columns of the array seen as (-1, last axis): values near
+    the largest beside a subnormal (FLOAT32, BFLOAT16: no pair holds them, flagged), an inf (flagged),
+    -0.0 alone (h -0.0), +0.0 with -0.0 (h +0.0); in the last column values 30 binades apart
+    (FLOAT32: 2^30 and 1 + 2^-23, a block's plain sum inexact, the pair exact)."""
+    x = as_type(rng.standard_normal(shape), dt)
+    cols = x.reshape(-1, shape[-1])
+    if shape[-1] < 8 or cols.shape[0] < 4:
+        return x
+    big = float(np.finfo(np.float16 if dt == np.float16 else np.float32).max)
+    cols[:, 0] = as_type(np.resize([big / 2, -big / 2, 3.0], cols.shape[0]), dt)
+    cols[1, 0] = as_type(np.array([2.0 ** -20 if dt == np.float16 else 1e-40]), dt)[0]
+    cols[2, 1] = np.inf
+    cols[:, 2] = -0.0
+    cols[:, 3] = np.where(np.arange(cols.shape[0]) % 2, 0.0, -0.0).astype(x.dtype)
+    # the last column, in a vector of 8 columns without the others (the proof is a vector's)
+    cols[:, -1] = as_type(np.resize([2.0 ** 30, 1 + 2.0 ** -23] if dt == np.float32 else [2.0 ** 10, 1 + 2.0 ** -7],
+                                    cols.shape[0]), dt)
+    return x
+
+
+@pytest.mark.parametrize("dt", NARROW, ids=IDS)
+def test_pairs_are_the_exact_totals_or_flagged(device_or_checked, dt):
+    dev = device_or_checked
+    rng = np.random.default_rng(43)
+    for shape, axes in LAYOUTS:
+        x = named(dt, shape, rng)
+        got = dev.dd_partials(x, axes, data_type_of(x.dtype, "test"))
+        if not _has_pairs(dev):
+            assert got is None          # the digits' path then (exact_partials)
+            return
+        assert got is not None, (shape, axes)
+        h, c, flagged = got
+        kept = tuple(1 if d in axes else n for d, n in enumerate(shape))
+        assert h.shape == c.shape == flagged.shape == kept
+        totals = exact_totals(x, axes)
+        for k, (hk, ck, fk) in enumerate(zip(h.ravel(), c.ravel(), flagged.ravel())):
+            if not fk:
+                assert Fraction(hk) + Fraction(ck) == totals[k], (shape, axes, k)
+        if shape[-1] >= 8 and axes == (0,):
+            # columns: the named ones (kept in the reshaped first row of columns)
+            f = flagged.reshape(-1, shape[-1])[0]
+            assert f[1], "an inf: flagged"
+            assert f[0] == (dt != np.float16), "a subnormal among the largest values (FLOAT16: 48 bits, exact)"
+            assert not f[2] and not f[3] and not f[-1]
+            hz = h.reshape(-1, shape[-1])[0]
+            assert hz[2] == 0 and np.signbit(hz[2]) and hz[3] == 0 and not np.signbit(hz[3])
+
+
+def test_unsupported_layouts_give_none(device):
+    """Reduced axes that are not one block of neighbours, an inner size neither 1 nor a multiple of 8,
+    rows shorter than 8: the digits' path (None)."""
+    x = np.ones((4, 6, 3), np.float32)
+    dt = data_type_of(x.dtype, "test")
+    for axes in ((0, 2), (0,), (2,)):
+        assert device.dd_partials(x, axes, dt) is None
+    assert (device.dd_partials(np.ones((4, 8), np.float32), (0,), dt) is None) == (not _has_pairs(device))
+
+
+def _has_pairs(dev) -> bool:
+    return dev.info.backend != "cpu" and dev.info.fp64 and dev.backend.cpu_shaped
+
+
+@pytest.mark.parametrize("dt", NARROW, ids=IDS)
+def test_dask_chunks_on_the_device_give_the_oracles_bits(device, dt):
+    """gpu_mean.dask over columns, rows and a middle axis at several chunkings and fan-ins: the
+    oracle's bits; on an OpenCL CPU device the double-double partials are taken, and the adversarial
+    rows send some outputs to the digits (both counted)."""
+    da = pytest.importorskip("dask.array")
+    import gpu_mean.dask as gmd
+    from gpu_mean.dask import partials
+    rng = np.random.default_rng(431)
+    x = np.ascontiguousarray(adversarial_matrix(dt, rng).T)             # (240 values, outputs)
+    x = np.concatenate([x, as_type(rng.standard_normal((240, 64 - x.shape[1] % 8 + 8)), dt)], axis=1)
+    want0 = want_reduce(x, (0,), dt)
+    before = dict(partials.stats)
+    for chunks, every in (((240, x.shape[1]), None), ((64, 16), 2), ((17, 24), 3), ((100, 8), None)):
+        got = gmd.reduce_mean(da.from_array(x, chunks=chunks), [0], device=device,
+                              split_every=every).compute(scheduler="synchronous")
+        check_bits(got, want0, f"{dt} columns, chunks {chunks}, split_every={every}")
+    xt = np.ascontiguousarray(x.T)
+    for chunks in ((x.shape[1], 240), (9, 77), (16, 33)):
+        got = gmd.reduce_mean(da.from_array(xt, chunks=chunks), [1], device=device).compute(scheduler="synchronous")
+        check_bits(got, want0.T, f"{dt} rows, chunks {chunks}")
+    x3 = x[:, :64].reshape(240, 8, 8).transpose(1, 0, 2).copy()          # (8, 240, 8) over the middle axis
+    got = gmd.reduce_mean(da.from_array(x3, chunks=(3, 50, 8)), [1], device=device).compute(scheduler="synchronous")
+    check_bits(got, want_reduce(x3, (1,), dt), f"{dt} middle axis")
+    dd, digits = partials.stats["dd_chunks"] - before["dd_chunks"], partials.stats["dd_digits"] - before["dd_digits"]
+    if _has_pairs(device):
+        assert dd > 0 and digits > 0, (dd, digits)
+    else:
+        assert dd == 0
+
+
+def _pair(h, c, of=np.float32):
+    from gpu_mean.dask.partials import PartialSum
+    return PartialSum(np.array([h], np.float64), np.array([c], np.float64), 2, False, None, None, np.dtype(of),
+                      True, None)
+
+
+def test_pairs_whose_sum_could_err_combine_in_digits():
+    """Two exact pairs whose error-free sum would round (1 + 2^-80 beside 2^60) are added in digits:
+    the total and the mean stay exact; a pair sum that cannot err stays a pair."""
+    from gpu_mean.dask import partials
+    p, q = _pair(1.0, 2.0 ** -80), _pair(2.0 ** 60, 0.0)
+    s = partials.add(p, q)
+    assert s.sparse is not None and list(s.sparse[0]) == [0]
+    total = exact.to_ints(s.sparse[1])[0] * Fraction(2) ** -149
+    assert total == 1 + Fraction(2) ** -80 + 2 ** 60
+    assert partials.finish(s, np.float32)[0] == np.float32(float((1 + Fraction(2) ** -80 + 2 ** 60) / 4))
+    t = partials.add(_pair(3.0, 2.0 ** -60), _pair(5.0, 0.0))
+    assert t.sparse is None and Fraction(t.hi[0]) + Fraction(t.lo[0]) == 8 + Fraction(2) ** -60
+
+
+def test_an_exact_tie_and_a_zero_total_round_from_pairs():
+    """Totals that settle_dd leaves (a zero, -0.0 alone) and an exact tie, decided exactly."""
+    from gpu_mean.dask import partials
+    tie = _pair(2.0 + 2.0 ** -23, 0.0)          # mean 1 + 2^-24: halfway, ties to even -> 1.0
+    assert partials.finish(tie, np.float32)[0] == np.float32(1.0)
+    up = _pair(2.0 + 3 * 2.0 ** -23, 0.0)       # 1 + 1.5 ulp: halfway up from the odd 1 + 2^-23 -> 1 + 2^-22
+    assert partials.finish(up, np.float32)[0] == np.float32(1 + 2.0 ** -22)
+    z = partials.finish(_pair(-0.0, 0.0), np.float32)[0]
+    assert z == 0 and np.signbit(z)
+    z = partials.finish(_pair(0.0, 0.0), np.float32)[0]
+    assert z == 0 and not np.signbit(z)
+
+
+def test_a_cpu_devices_digits_and_pairs_add(device):
+    """A cluster whose workers resolved different devices: the CPU device's digits and a device's
+    pairs add exactly (the pairs as digits)."""
+    from gpu_mean.dask import partials
+    rng = np.random.default_rng(7)
+    x = as_type(rng.standard_normal((64, 32)), np.dtype(np.float32))
+    a = partials.chunk_sum(x[:32], (0,), device="cpu")
+    b = partials.chunk_sum(x[32:], (0,), device=device)
+    got = partials.finish(partials.add(a, b), np.float32)
+    check_bits(got, want_reduce(x, (0,), np.dtype(np.float32)), "cpu digits + device pairs")
+
+
+def test_f64_limbs_are_exact():
+    rng = np.random.default_rng(5)
+    for dt in NARROW:
+        q = 2.0 ** UNIT[dt]
+        v = np.concatenate([np.round(rng.standard_normal(50) * 2.0 ** rng.integers(-30, 40, 50) / q) * q,
+                            [0.0, -0.0, q, -q, 2.0 ** 100 if dt != np.float16 else 2.0 ** 40]])
+        d = exact.f64_limbs(v, dt)
+        for val, t in zip(v, exact.to_ints(d)):
+            assert Fraction(val) == t * Fraction(2) ** UNIT[dt]
