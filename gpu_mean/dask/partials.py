@@ -364,8 +364,8 @@ def finish(p: PartialSum, dtype):
 
 
 def _finish_dd(p: PartialSum, dtype) -> np.ndarray:
-    """The correctly rounded means of exact double-double totals: ``exact.settle_dd`` decides each
-    quotient's rounding against the candidate's midpoints (err 0: exact ties by error-free sums);
+    """The correctly rounded means of exact double-double totals: ``exact.settle_near`` where the double
+    quotient is far from a midpoint, ``exact.settle_dd`` for the rest (err 0: exact ties by error-free sums);
     what it leaves (zero totals, means near zero or past the range) and the sparse outputs go through
     the digits (``exact.mean_from_limbs``). A count of 0 gives NaN."""
     shape = p.hi.shape
@@ -378,6 +378,9 @@ def _finish_dd(p: PartialSum, dtype) -> np.ndarray:
         todo[p.sparse[0]] = False
     ti = np.flatnonzero(todo)
     hh, cc = h[ti], c[ti]
+    res, ok = exact.settle_near(hh, cc, p.count, dtype)     # far from a midpoint: most outputs
+    out[ti[ok]] = res[ok]
+    ti, hh, cc = ti[~ok], hh[~ok], cc[~ok]
     with np.errstate(invalid="ignore", over="ignore"):
         nh, nc = wide.two_sum(hh, cc)                          # normalized (a -0.0 total kept as it is)
         hh, cc = np.where(cc == 0, hh, nh), np.where(cc == 0, 0.0, nc)

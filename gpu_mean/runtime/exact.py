@@ -400,6 +400,23 @@ def settle_dd(h, t, err, n: int, dtype):
     return res, ok
 
 
+def settle_near(h, t, n: int, dtype):
+    """(result, settled) for exact totals h + t (doubles) of ``n`` values and a narrow output type
+    (FLOAT32, FLOAT16, BFLOAT16): q = fl(fl(h + t) / n) is within 2^-52 |q| of the mean (two
+    roundings), so where q lies farther than 2^-50 |q| from both midpoints around r = q rounded, r is
+    the mean rounded once. Zeros, means near zero and infinities are left (``settle_dd``, the digits);
+    a few numpy passes, where ``settle_dd``'s error-free sums cost about ten times as many."""
+    dt = np.dtype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        q = (h + t) / F64(n)
+        res = cast(q, dt)
+        r = np.asarray(res, F64) if dt != bfloat16_dtype() else res.astype(np.float32).astype(F64)
+        d = q - r                                        # exact: r is q's neighbour in a coarser format
+        half = np.where(d >= 0, _next(res, dt, np.inf) - r, r - _next(res, dt, -np.inf)) * 0.5
+        ok = (np.abs(d) + np.abs(q) * 2.0 ** -50 < half) & np.isfinite(half) & (r != 0) & (np.abs(q) > 2.0 ** -1000)
+    return res, ok
+
+
 def _exact_sign(terms: list):
     """(sign, decided) of the exact sum of same-shaped FLOAT64 arrays: error-free passes (TwoSum along
     the terms, three times) leave the rounded sum on top and the errors below; decided where the top
