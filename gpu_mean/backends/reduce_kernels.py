@@ -658,10 +658,10 @@ def combine_launch(kernel: str, n_out: int, cpu_shaped: bool) -> Launch:
 
 DDP_TYPES = (D.FLOAT32, D.FLOAT16, D.BFLOAT16)
 DDP_MIN_SEG = 1 << 10       # rows per segment at least (each segment's pairs are read back and added)
-# vectors of 8 columns a work-item sums (reduce_cpu_ddp.h: GM_DDP_V): rows of up to 1024 columns, 4 KB
-# contiguous (a (2048, 32768) FLOAT32 chunk over axis 0 on PoCL, 1 thread, best of 7 beside numpy's
-# 16-18 ms: V = 16 30.3, 64 25.1, 128 21.1 ms)
-DDP_V = 128
+# vectors of 8 columns a work-item sums (reduce_cpu_ddp.h: GM_DDP_V): rows of up to 4096 columns, 16 KB
+# contiguous, the block state 64 KB (a (2048, 32768) FLOAT32 chunk over axis 0 on PoCL, 1 thread, best
+# of 7 beside numpy's 16-22 ms, noisy: V = 16 30.3, 64 25.1, 128 21-23, 256 20.3, 512 19-23, 1024 20.0 ms)
+DDP_V = 512
 
 
 def ddp_macros(dt: D, *, compute_units: int, tuning: opencl_geometry.OpenCLTuning = opencl_geometry.DEFAULT_TUNING,
