@@ -123,8 +123,15 @@ def test_dask_chunks_on_the_device_give_the_oracles_bits(device, dt):
         assert dd == 0
 
 
+def _partials():
+    """gpu_mean.dask.partials (its package imports Dask: the minimal install skips these tests)."""
+    pytest.importorskip("dask.array")
+    from gpu_mean.dask import partials
+    return partials
+
+
 def _pair(h, c, of=np.float32):
-    from gpu_mean.dask.partials import PartialSum
+    PartialSum = _partials().PartialSum
     return PartialSum(np.array([h], np.float64), np.array([c], np.float64), 2, False, None, None, np.dtype(of),
                       True, None)
 
@@ -132,7 +139,7 @@ def _pair(h, c, of=np.float32):
 def test_pairs_whose_sum_could_err_combine_in_digits():
     """Two exact pairs whose error-free sum would round (1 + 2^-80 beside 2^60) are added in digits:
     the total and the mean stay exact; a pair sum that cannot err stays a pair."""
-    from gpu_mean.dask import partials
+    partials = _partials()
     p, q = _pair(1.0, 2.0 ** -80), _pair(2.0 ** 60, 0.0)
     s = partials.add(p, q)
     assert s.sparse is not None and list(s.sparse[0]) == [0]
@@ -145,7 +152,7 @@ def test_pairs_whose_sum_could_err_combine_in_digits():
 
 def test_an_exact_tie_and_a_zero_total_round_from_pairs():
     """Totals that settle_dd leaves (a zero, -0.0 alone) and an exact tie, decided exactly."""
-    from gpu_mean.dask import partials
+    partials = _partials()
     tie = _pair(2.0 + 2.0 ** -23, 0.0)          # mean 1 + 2^-24: halfway, ties to even -> 1.0
     assert partials.finish(tie, np.float32)[0] == np.float32(1.0)
     up = _pair(2.0 + 3 * 2.0 ** -23, 0.0)       # 1 + 1.5 ulp: halfway up from the odd 1 + 2^-23 -> 1 + 2^-22
@@ -159,7 +166,7 @@ def test_an_exact_tie_and_a_zero_total_round_from_pairs():
 def test_a_cpu_devices_digits_and_pairs_add(device):
     """A cluster whose workers resolved different devices: the CPU device's digits and a device's
     pairs add exactly (the pairs as digits)."""
-    from gpu_mean.dask import partials
+    partials = _partials()
     rng = np.random.default_rng(7)
     x = as_type(rng.standard_normal((64, 32)), np.dtype(np.float32))
     a = partials.chunk_sum(x[:32], (0,), device="cpu")
