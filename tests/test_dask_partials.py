@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from test_correct_rounding import BF16, adversarial_matrix, as_type, check_bits, want_reduce
 
+import gpu_mean as gm
 from gpu_mean.frontends.arrays import data_type_of
 from gpu_mean.runtime import exact
 
@@ -86,6 +87,20 @@ def test_unsupported_layouts_give_none(device):
     for axes in ((0, 2), (0,), (2,)):
         assert device.dd_partials(x, axes, dt) is None
     assert (device.dd_partials(np.ones((4, 8), np.float32), (0,), dt) is None) == (not _has_pairs(device))
+
+
+def test_a_chunk_past_one_buffer_takes_the_digits(device):
+    """A Device whose largest buffer is lowered below the chunk: no pairs (exact_partials cuts the chunk
+    into pieces), and gpu_mean.dask's result is still the oracle's."""
+    small = gm.Device(device.backend, device.feature_level, max_alloc_bytes=4096)
+    x = as_type(np.random.default_rng(3).standard_normal((256, 16)), np.dtype(np.float32))
+    dt = data_type_of(x.dtype, "test")
+    assert (device.dd_partials(x, (0,), dt) is None) == (not _has_pairs(device))
+    assert small.dd_partials(x, (0,), dt) is None
+    assert (small.dd_partials(x[:32], (0,), dt) is None) == (not _has_pairs(device))
+    partials = _partials()
+    got = partials.finish(partials.chunk_sum(x, (0,), device=small), np.float32)
+    check_bits(got, want_reduce(x, (0,), np.dtype(np.float32)), "a chunk past one buffer")
 
 
 def _has_pairs(dev) -> bool:

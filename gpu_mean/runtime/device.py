@@ -148,15 +148,18 @@ class Device:
         pass of the device's gm_dd_partials_serial (opencl_kernels/reduce_cpu_ddp.h) over the values
         viewed as (outer, reduced, inner), its segments' and lanes' pairs added here by error-free
         sums (``wide.dd_add_exact``). None where the device has no such kernel (the CPU device, the
-        GPU-shaped kernels, no fp64) or the reduced axes are not one block of neighbours, with the
-        inner size a multiple of 8 or 1: gpu_mean.dask then takes ``exact_partials``."""
+        GPU-shaped kernels, no fp64), ``x`` is past one buffer of this Device (``max_alloc_bytes``)
+        or 2^32 values, or the reduced axes are not one block of neighbours with the inner size a
+        multiple of 8 or 1: gpu_mean.dask then takes ``exact_partials``."""
         import numpy as np
 
         from . import wide
         self.executor.check_alive()
         be = self.backend
-        if getattr(be, "dd_partials", None) is None or x.size == 0:
+        if getattr(be, "dd_partials", None) is None or x.size == 0 or x.size >= 1 << 32:
             return None
+        if self.max_alloc_bytes is not None and x.nbytes > self.max_alloc_bytes:
+            return None     # past one buffer of this Device: exact_partials cuts it into pieces
         axes = {int(a) for a in axes}
         groups: list = []           # (size, reduced) of the dimensions past 1, neighbours of a kind merged
         for d, n in enumerate(x.shape):
