@@ -145,9 +145,9 @@ def _partials():
     return partials
 
 
-def _pair(h, c, of=np.float32):
+def _pair(h, c, of=np.float32, count=2):
     PartialSum = _partials().PartialSum
-    return PartialSum(np.array([h], np.float64), np.array([c], np.float64), 2, False, None, None, np.dtype(of),
+    return PartialSum(np.array([h], np.float64), np.array([c], np.float64), count, False, None, None, np.dtype(of),
                       True, None)
 
 
@@ -172,6 +172,12 @@ def test_an_exact_tie_and_a_zero_total_round_from_pairs():
     assert partials.finish(tie, np.float32)[0] == np.float32(1.0)
     up = _pair(2.0 + 3 * 2.0 ** -23, 0.0)       # 1 + 1.5 ulp: halfway up from the odd 1 + 2^-23 -> 1 + 2^-22
     assert partials.finish(up, np.float32)[0] == np.float32(1 + 2.0 ** -22)
+    # 2^30 + 1 values whose mean is 1 + 2^-24 (halfway) plus or minus 2^-40 / n: the double quotient
+    # fl(fl(h + c) / n) is the midpoint itself, so only the pair's exact sign decides
+    n, h = (1 << 30) + 1, 2.0 ** 30 + 2.0 ** 6 + 1.0            # n (1 + 2^-24) = h + 2^-24
+    assert partials.finish(_pair(h, 2.0 ** -24, count=n), np.float32)[0] == np.float32(1.0)
+    assert partials.finish(_pair(h, 2.0 ** -24 + 2.0 ** -40, count=n), np.float32)[0] == np.float32(1 + 2.0 ** -23)
+    assert partials.finish(_pair(h, 2.0 ** -24 - 2.0 ** -40, count=n), np.float32)[0] == np.float32(1.0)
     z = partials.finish(_pair(-0.0, 0.0), np.float32)[0]
     assert z == 0 and np.signbit(z)
     z = partials.finish(_pair(0.0, 0.0), np.float32)[0]
@@ -183,11 +189,26 @@ def test_a_cpu_devices_digits_and_pairs_add(device):
     pairs add exactly (the pairs as digits)."""
     partials = _partials()
     rng = np.random.default_rng(7)
-    x = as_type(rng.standard_normal((64, 32)), np.dtype(np.float32))
-    a = partials.chunk_sum(x[:32], (0,), device="cpu")
-    b = partials.chunk_sum(x[32:], (0,), device=device)
+    f32 = np.dtype(np.float32)
+    x = np.ascontiguousarray(adversarial_matrix(f32, rng).T)             # (240 values, outputs): ties, cancelling
+    x = x[:, :x.shape[1] // 8 * 8]
+    a = partials.chunk_sum(x[:120], (0,), device="cpu")
+    b = partials.chunk_sum(x[120:], (0,), device=device)
     got = partials.finish(partials.add(a, b), np.float32)
-    check_bits(got, want_reduce(x, (0,), np.dtype(np.float32)), "cpu digits + device pairs")
+    check_bits(got, want_reduce(x, (0,), f32), "cpu digits + device pairs")
+
+
+def test_a_pair_partial_sends_16_bytes_an_output(device):
+    """README: on an OpenCL CPU device a float32 chunk's partial is two doubles an output (hi, lo), with
+    digits only for the outputs a pair cannot hold (none in normal data)."""
+    partials = _partials()
+    x = as_type(np.random.default_rng(11).standard_normal((512, 1024)), np.dtype(np.float32))
+    p = partials.chunk_sum(x, (0,), device=device)
+    if not _has_pairs(device):
+        assert not p.exact_dd and p.digits is not None
+        return
+    assert p.exact_dd and p.sparse is None and p.digits is None
+    assert p.hi.dtype == p.lo.dtype == np.float64 and p.hi.nbytes + p.lo.nbytes == 16 * 1024
 
 
 def test_f64_limbs_are_exact():
