@@ -1,19 +1,20 @@
 // The CPU shape's exact double-double partials (GM_DDP; reduce_cpu.cl includes it): the chunk totals
-// of gpu_mean.dask (gpu_mean/dask/partials.py, docs/design.md "Dask: two-tier partials"), one pass at
-// about the speed of a plain sum, where the superaccumulator's digits cost a pass of integer work
-// per value and ten longs per output.
+// of gpu_mean.dask (gpu_mean/dask/partials.py; docs/design.md, "Dask: exact double-double partials"),
+// one pass at about the speed of a plain sum, where the superaccumulator's digits cost a pass of
+// integer work per value and ten longs per output.
 //
-// The input, packed, is viewed as (n_o, rows, inner) with inner a multiple of 8 (the host makes rows of a
-// reduction over the last axis into 8 lanes: (n_o, rows / 8, 8), its last rows % 8 values summed on the
-// host). Work-item (o, s, w) sums the GM_DDP_V vectors of 8 adjacent columns from 8 GM_DDP_V w on of o
-// over the rows of segment s (seg rows each), one lane a column, block of rows by block of rows: blocks of GM_DD_BLK rows whose plain sums the span proof shows
-// exact join the lanes' pairs h8 + c8 by one TwoSum each; other blocks (an inf, a NaN, values over too
-// many binades) go value by value through the TwoSums (reduce_cpu_exact.h: GM_DD_BLOCK, gm_dd_two8).
-// A lane's h8 + c8 is its values' exact total unless an addition into c8 rounded, which sets its
-// flag, as does an inf or NaN (its TwoSum errors are NaN): the host then takes that output's digits
-// from its values.
-// Lane k of the (n_o, n_s, inner) lanes writes h at out[k], c at out[n_o n_s inner + k], its flag at flag[k]
-// (0: exact). The pairs start from -0.0: -0.0s alone leave h -0.0, IEEE's sign of their zero total.
+// The input, packed, is viewed as (n_o, rows, inner) with inner a multiple of 8 (the host makes rows
+// of a reduction over the last axis into 8 lanes: (n_o, rows / 8, 8), its last rows % 8 values summed
+// on the host). Work-item (o, s, w) sums the GM_DDP_V vectors of 8 adjacent columns from column
+// 8 GM_DDP_V w on, of outer index o, over the rows of segment s (seg rows each), one lane a column,
+// block of rows by block of rows: a block of GM_DD_BLK rows whose plain sums the span proof shows
+// exact (gm_ddp_exact) joins the lanes' pairs h8 + c8 by one TwoSum each; any other block (an inf, a
+// NaN, values over too many binades) goes value by value through the same TwoSums (reduce_cpu_exact.h:
+// gm_dd_two8). A lane's h8 + c8 is its values' exact total unless an addition into c8 rounded, which
+// sets its flag, as does an inf or NaN (its TwoSum errors are NaN): the host then takes that output's
+// digits from its values. Lane k of the (n_o, n_s, inner) lanes writes h at out[k], c at
+// out[n_o n_s inner + k], its flag at flag[k] (0: exact). The pairs start from -0.0: -0.0s alone leave
+// h -0.0, IEEE's sign of their zero total.
 #if GM_DDP
 GM_STATIC_ASSERT(GM_DD_TIER && RN > 0, ddp_needs_the_pair_tier);
 // A block of GM_DD_BLK rows of a vector: each lane's plain FLOAT64 sum, and the largest and smallest
@@ -64,7 +65,7 @@ __kernel void gm_dd_partials_serial(__global const T* in, __global double* out, 
     const int nv = (int)min((long)GM_DDP_V, (inner - c0) >> 3);
     double8 hv[GM_DDP_V], cv[GM_DDP_V];
     long8 bv[GM_DDP_V];
-    for (int v = 0; v < GM_DDP_V; ++v) { hv[v] = (double8)(-0.0); cv[v] = (double8)(0.0); bv[v] = (long8)(0); }
+    for (int v = 0; v < nv; ++v) { hv[v] = (double8)(-0.0); cv[v] = (double8)(0.0); bv[v] = (long8)(0); }
     const long b0 = o * os + c0;
     for (long rb = s * seg; rb < r1; rb += GM_DD_BLK) {
         const long re = min(r1, rb + GM_DD_BLK);
@@ -103,10 +104,9 @@ __kernel void gm_dd_partials_serial(__global const T* in, __global double* out, 
     const long nl = n_o * n_s * inner;
     for (int v = 0; v < nv; ++v) {
         const long k = t * inner + c0 + 8 * v;
-        const long8 bad8 = bv[v];          // an inf or NaN: its TwoSum errors are NaN, which flag it
         vstore8(hv[v], 0, GM_AT(GM_A_OUT, double, out, k, 8));
         vstore8(cv[v], 0, GM_AT(GM_A_OUT, double, out, nl + k, 8));
-        vstore8(convert_uchar8(bad8 != (long8)(0)), 0, GM_AT(GM_A_FLAG, uchar, flag, k, 8));
+        vstore8(convert_uchar8(bv[v] != (long8)(0)), 0, GM_AT(GM_A_FLAG, uchar, flag, k, 8));
     }
 }
 #endif

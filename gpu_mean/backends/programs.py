@@ -101,7 +101,8 @@ class KernelBackend(Backend):
 
     def dd_partials(self, dt, data: np.ndarray, n_o: int, rows: int, inner: int, os: int):
         """The exact double-double partials of a packed host array ``data`` of ``dt`` values viewed as
-        (n_o, rows, inner) with row stride ``inner`` and outer stride ``os`` (inner a multiple of 8),
+        (n_o, rows, inner) with row stride ``inner`` and outer stride ``os`` (inner a multiple of 8; n_o
+        and rows at least 1),
         summed over the rows (opencl_kernels/reduce_cpu_ddp.h): (h, c, flag), each (n_o, n_s, inner),
         the rows cut into n_s segments; h + c is the exact total of a segment's column where flag is 0.
         None where the device has no such kernel (not CPU-shaped, no fp64, not FLOAT32 / FLOAT16 /
@@ -179,10 +180,10 @@ class DDPartialsProgram:
 
     def run(self, data: np.ndarray, n_o: int, rows: int, inner: int, os: int) -> tuple:
         be = self.be
-        n_s, seg = reduce_kernels.ddp_segments(n_o, rows, inner, be.compute_units)
+        n_s, seg, launch = reduce_kernels.ddp_launch(n_o, rows, inner, be.compute_units)
         nl = n_o * n_s * inner
         raw = data.reshape(-1).view(np.uint8)
-        inp = be.arrays.host_in_place(raw, False) if raw.nbytes else None
+        inp = be.arrays.host_in_place(raw, False)
         if inp is None:
             inp = be.alloc(max(raw.nbytes, 16))
             be.write(inp, 0, raw)
@@ -192,12 +193,10 @@ class DDPartialsProgram:
         args = (be.buffer_arg(inp), be.buffer_arg(out), be.buffer_arg(flag), i64(n_o), i64(n_s), i64(rows), i64(seg),
                 i64(inner), i64(os))
         if self.checked is not None:
-            n_in = (n_o - 1) * os + rows * inner if n_o and rows else 0
+            n_in = (n_o - 1) * os + rows * inner
             self.checked.status.arm([checked.Bound("input", 0, n_in), checked.Bound("output", 0, 2 * nl),
                                      checked.Bound("partials", 0, 0), checked.Bound("flags", 0, nl)])
             args += self.checked.tail
-        items = n_o * n_s * -(-inner // (8 * reduce_kernels.DDP_V))
-        launch = Launch("gm_dd_partials_serial", (max(items, 1),), (1,))
         be.launch(self.kernel, args, launch, raw.nbytes)
         hc = be.read(out, 0, 16 * nl).view(np.float64)       # blocking: the kernel is done with the input
         if self.checked is not None:

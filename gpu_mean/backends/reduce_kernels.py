@@ -676,11 +676,12 @@ def ddp_macros(dt: D, *, compute_units: int, tuning: opencl_geometry.OpenCLTunin
     return m
 
 
-def ddp_segments(n_o: int, rows: int, inner: int, compute_units: int) -> tuple:
-    """(n_s, seg): the rows cut into n_s segments of seg rows, so that the device has about 16
-    work-items per compute unit, no segment shorter than DDP_MIN_SEG rows."""
-    items = max(1, n_o * _cdiv(inner, 8 * DDP_V))
-    want = _cdiv(compute_units * 16, items)
-    n_s = max(1, min(want, rows // DDP_MIN_SEG))
-    seg = _cdiv(max(rows, 1), n_s)
-    return _cdiv(max(rows, 1), seg), seg
+def ddp_launch(n_o: int, rows: int, inner: int, compute_units: int) -> tuple:
+    """(n_s, seg, launch) of gm_dd_partials_serial: the rows cut into n_s segments of seg rows, so that
+    the device has about 16 work-items per compute unit, no segment shorter than DDP_MIN_SEG rows; a
+    work-item per (outer index, segment, DDP_V vectors of columns), a work-group each (PoCL spreads them)."""
+    tiles = n_o * _cdiv(inner, 8 * DDP_V)
+    n_s = max(1, min(_cdiv(compute_units * 16, tiles), rows // DDP_MIN_SEG))
+    seg = _cdiv(rows, n_s)
+    n_s = _cdiv(rows, seg)
+    return n_s, seg, Launch("gm_dd_partials_serial", (tiles * n_s,), (1,))

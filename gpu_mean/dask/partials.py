@@ -181,7 +181,7 @@ def chunk_sum(block, axis=None, keepdims=True, device=None, computing_meta=False
                           "device", RuntimeWarning, stacklevel=2)
             stats["cpu_fallback"] += 1
             dev = get_device("cpu")
-        dd = dev.dd_partials(block, axes, dt) if dev.info.backend != "cpu" else None
+        dd = dev.dd_partials(block, axes, dt)      # None on the CPU device, and where no kernel takes the layout
         if dd is not None:
             return _dd_partial(block, axes, count, *dd)
         if dev.info.backend == "cpu":
@@ -204,13 +204,9 @@ def _dd_partial(block, axes, count: int, h, c, inexact) -> PartialSum:
     sparse = None
     if idx.size:
         stats["dd_digits"] += int(idx.size)
-        kept_axes = [d for d in range(block.ndim) if d not in axes]
-        moved = np.moveaxis(block, list(axes), list(range(len(kept_axes), block.ndim)))
-        at = np.unravel_index(idx, tuple(block.shape[d] for d in kept_axes))
-        vals = moved[at].reshape(idx.size, -1)                  # (m, values): those outputs alone
-        f = exact.fmt(block.dtype)
-        sparse = (idx, exact.limbs(vals, (1,), block.dtype).reshape(f.digits, idx.size),
-                  exact.nonfinite_flags(vals, (1,)).reshape(4, idx.size))
+        vals = exact.columns(block, axes, idx)                  # (values, m): those outputs alone
+        sparse = (idx, exact.limbs(vals, (0,), block.dtype).reshape(-1, idx.size),
+                  exact.nonfinite_flags(vals, (0,)).reshape(4, idx.size))
         h, c = h.copy(), c.copy()
         h.flat[idx], c.flat[idx] = 0.0, 0.0
     return PartialSum(h, c, count, False, None, None, block.dtype, True, sparse)

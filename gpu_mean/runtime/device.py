@@ -3,7 +3,6 @@ them (plan once, then the backend's program), and hands running to its executor.
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass
 
 from ..descriptors.operators import OperatorDesc
@@ -160,21 +159,15 @@ class Device:
             return None
         if self.max_alloc_bytes is not None and x.nbytes > self.max_alloc_bytes:
             return None     # past one buffer of this Device: exact_partials cuts it into pieces
-        axes = {int(a) for a in axes}
-        groups: list = []           # (size, reduced) of the dimensions past 1, neighbours of a kind merged
-        for d, n in enumerate(x.shape):
-            if n != 1:
-                if groups and groups[-1][1] == (d in axes):
-                    groups[-1][0] *= n
-                else:
-                    groups.append([n, d in axes])
-        red = [i for i, g in enumerate(groups) if g[1]]
-        if len(red) != 1:
-            return None
-        n_o = math.prod(g[0] for g in groups[:red[0]])
-        rows = groups[red[0]][0]
-        inner = math.prod(g[0] for g in groups[red[0] + 1:])
+        axes = tuple(sorted(int(a) for a in axes))
         x = np.ascontiguousarray(x)
+        kept = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
+        plan = planning.plan_reduce(KernelOp.REDUCE_MEAN, dt, x.shape, _packed(x.shape),
+                                    tuple(0 if d in axes else s for d, s in enumerate(_packed(kept))), axes)
+        if len(plan.red_shape) != 1:        # no reduced axis past size 1, or more than one block of them
+            return None
+        rows, inner = plan.red_shape[0], plan.red_strides[0]     # packed: the reduced run's stride
+        n_o = plan.n_out // inner
         lanes = inner == 1
         if lanes:          # a reduction over the last axis: its rows as (rows / 8, 8) lanes, the rest here
             n_rows, tail = rows // 8, x.reshape(n_o, rows)[:, rows // 8 * 8:]
@@ -200,7 +193,6 @@ class Device:
             for ph, pc in parts:
                 h, c, b = wide.dd_add_exact(h, c, ph, pc)
                 bad |= b
-        kept = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
         return h.reshape(kept), c.reshape(kept), bad.reshape(kept)
 
     def device_totals(self, dt: DataType, n_total: int):
