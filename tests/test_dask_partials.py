@@ -220,3 +220,29 @@ def test_f64_limbs_are_exact():
         d = exact.f64_limbs(v, dt)
         for val, t in zip(v, exact.to_ints(d)):
             assert Fraction(val) == t * Fraction(2) ** UNIT[dt]
+
+
+def test_many_outputs_go_by_blocks(device):
+    """Pair sums and the rounding run over blocks of wide.BLOCK outputs (Dask's workers serve larger
+    temporaries by fresh mmaps): the blocked pair sum is the one-pass sum bit for bit (strided views,
+    a scalar tail), and a chunked mean of more than three blocks of outputs, the oracle's bits, with
+    the adversarial columns (ties, cancelling values) first and in the last, partial block."""
+    partials = _partials()
+    from gpu_mean.runtime import wide
+    rng = np.random.default_rng(4301)
+    n = 3 * wide.BLOCK + 16
+    h3 = rng.standard_normal((n, 2)) * np.float64(2.0) ** rng.integers(-40, 40, (n, 2))
+    c = rng.standard_normal(n) * 2.0 ** -60
+    c[::7] = 2.0 ** -200                               # pair sums that err: flagged
+    whole = wide._dd_add_exact(h3[:, 0], c, h3[:, 1], 0.0)
+    got = wide.dd_add_exact(h3[:, 0], c, h3[:, 1], 0.0)
+    for w, g in zip(whole, got):
+        assert w.shape == g.shape == (n,) and np.array_equal(w.view(np.uint8), g.view(np.uint8))
+    assert whole[2].any() and not whole[2].all()
+    f32 = np.dtype(np.float32)
+    adv = np.ascontiguousarray(adversarial_matrix(f32, rng).T)           # (240 values, outputs)
+    x = as_type(rng.standard_normal((240, n)), f32)
+    k = adv.shape[1] // 2
+    x[:, :k], x[:, n - (adv.shape[1] - k):] = adv[:, :k], adv[:, k:]
+    p = partials.combine_sums([partials.chunk_sum(x[a:a + 80], (0,), device=device) for a in (0, 80, 160)], (0,))
+    check_bits(partials.finish(p, f32).reshape(-1), want_reduce(x, (0,), f32).reshape(-1), "by blocks")

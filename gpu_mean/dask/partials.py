@@ -39,6 +39,7 @@ import math
 import sys
 import warnings
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -374,7 +375,8 @@ def _finish_dd(p: PartialSum, dtype) -> np.ndarray:
         todo[p.sparse[0]] = False
     ti = np.flatnonzero(todo)
     hh, cc = h[ti], c[ti]
-    res, ok = exact.settle_near(hh, cc, p.count, dtype)     # far from a midpoint: most outputs
+    # far from a midpoint: most outputs (by blocks: wide.BLOCK)
+    res, ok = wide.by_blocks(partial(exact.settle_near, n=p.count, dtype=dtype), hh, cc)
     out[ti[ok]] = res[ok]
     ti, hh, cc = ti[~ok], hh[~ok], cc[~ok]
     with np.errstate(invalid="ignore", over="ignore"):

@@ -18,6 +18,8 @@
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..descriptors.types import bfloat16_dtype
@@ -63,10 +65,42 @@ def two_sum(a, b):
     return s, (a - (s - bb)) + (b - bb)
 
 
+# Values one numpy pass of the elementwise helpers below takes at once, where they run over many
+# outputs (by_blocks). Dask's workers run with MALLOC_TRIM_THRESHOLD_ set (distributed's nanny), which
+# makes glibc serve every allocation of 128 KiB or more by a fresh mmap: each numpy temporary then
+# faults in all its pages. A TwoSum over 32768 outputs took 3 ms there against 0.1 ms in a plain
+# process (docs/results/2026-11-28-s21-dask.md); temporaries of 2^12 doubles (32 KiB) come from the
+# heap, reused, and stay in cache.
+BLOCK = 1 << 12
+
+
+def by_blocks(fn, *args):
+    """``fn(*args)`` for an elementwise ``fn`` that returns a tuple of arrays of its arguments' broadcast
+    shape, computed over flat blocks of BLOCK values (one output array each, allocated once)."""
+    shape = np.broadcast_shapes(*(np.shape(a) for a in args))
+    n = math.prod(shape)
+    if n <= BLOCK:
+        return fn(*args)
+    flat = [np.broadcast_to(a, shape).reshape(-1) if np.ndim(a) else a for a in args]
+    outs = None
+    for i in range(0, n, BLOCK):
+        part = fn(*(a[i:i + BLOCK] if np.ndim(a) else a for a in flat))
+        if outs is None:
+            outs = tuple(np.empty(n, r.dtype) for r in part)
+        for o, r in zip(outs, part):
+            o[i:i + BLOCK] = r
+    return tuple(o.reshape(shape) for o in outs)
+
+
 def dd_add_exact(h, c, xh, xc):
     """(h, c) + (xh, xc) as (h', c', inexact) with h' + c' == h + c + xh + xc exactly where ``inexact``
     is False: one TwoSum of the heads, whose error and the other tail join c by TwoSums that must not
-    err (an inf or NaN anywhere gives NaN errors: inexact). Not normalized; -0.0 + -0.0 stays -0.0 in h'."""
+    err (an inf or NaN anywhere gives NaN errors: inexact). Not normalized; -0.0 + -0.0 stays -0.0 in h'.
+    Over blocks of BLOCK outputs (by_blocks)."""
+    return by_blocks(_dd_add_exact, h, c, xh, xc)
+
+
+def _dd_add_exact(h, c, xh, xc):
     with np.errstate(invalid="ignore", over="ignore"):
         s, e = two_sum(h, xh)
         t, f1 = two_sum(c, e)
