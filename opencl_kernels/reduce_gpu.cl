@@ -16,6 +16,7 @@
 //   (GM_EXACT) an output the bound test leaves open is summed again exactly by the group that
 //   stored it (reduce_gpu_redo.h), in the same kernel: no exact pass of its own
 //   gm_reduce_limbs (GM_EXACT)                        exact partials (and reduce_limbs.h's two kernels)
+//   gm_dd_partials (GM_EXACT, GM_DDP)                 gpu_mean.dask's double-double partials (reduce_gpu_ddp.h)
 //
 // Macros (reduce_kernels.py builds them from a plan):
 //   T, OUT_T, ACC    storage, output and accumulator types (ACC: double for floats, a float with a
@@ -51,6 +52,7 @@
 #include "reduce_exact.h"
 #include "reduce_gpu_redo.h"
 #include "reduce_limbs.h"
+#include "reduce_gpu_ddp.h"
 #if GM_MSPAN_P
 #include "reduce_gpu_span.h"
 #endif

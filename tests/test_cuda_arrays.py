@@ -97,16 +97,40 @@ def test_a_device_array_is_looked_up_once_and_ordered_without_a_host_wait(fake, 
         assert work[-1] == ("wait", state.user, be.stream)                # the caller's after ours
 
 
-def test_a_fake_cupy_dask_chunk_is_summed_in_place_on_its_gpu(fake):
-    """gpu_mean.dask's chunk step on a CuPy chunk: bound where it lies, its partial sum a CuPy array
-    (FLOAT64), ordered with events on the caller's stream; no copy and no host wait."""
+def test_a_fake_cupy_dask_float_chunk_takes_exact_pairs_on_its_gpu(fake):
+    """gpu_mean.dask's chunk step on a float CuPy chunk (issue 43): the GPU shape's gm_dd_partials
+    reads the chunk where it lies (no copy to the GPU), ordered after the caller's stream, and only
+    the pairs and flags come back (16 bytes and a flag per segment and column); the partial is
+    exact_dd, marked CuPy, so the mean goes back to the GPU."""
     pytest.importorskip("dask.array")
     from gpu_mean.dask import partials
     dev, be, state, log = fake
-    block = FakeCupyArray(DevPtr(bytearray(8 * 300 * 4), 0, log), (8, 300), np.float32)
+    for dtype, shape, axes in ((np.float32, (8, 300), (1,)), (np.float16, (300, 24), (0,))):
+        block = FakeCupyArray(DevPtr(bytearray(300 * 24 * 4), 0, log), shape, dtype)
+        log.clear()
+        before = partials.stats["dd_chunks"]
+        p = partials.chunk_sum(block, axes, device=dev)
+        assert p.exact_dd and p.cupy and p.sparse is None and partials.stats["dd_chunks"] == before + 1
+        kept = tuple(1 if d in axes else n for d, n in enumerate(shape))
+        assert isinstance(p.hi, np.ndarray) and p.hi.shape == p.lo.shape == kept and p.hi.dtype == np.float64
+        work = [e for e in log if e[0] in ("launch", "wait", "h2d", "d2h")]
+        assert [e[1] for e in work if e[0] == "launch"] == ["gm_dd_partials"]
+        assert not [e for e in work if e[0] == "h2d"]                  # the chunk is read in place
+        launch = next(k for k, e in enumerate(work) if e[0] == "launch")
+        assert ("wait", be.stream, state.user) in work[:launch]          # after the caller's writes
+        assert [e for e in work[launch:] if e[0] == "d2h"]                # the pairs and flags come back
+
+
+def test_a_fake_cupy_dask_chunk_is_summed_in_place_on_its_gpu(fake):
+    """gpu_mean.dask's chunk step on an integer CuPy chunk: bound where it lies, its partial sum a
+    CuPy array (INT64), ordered with events on the caller's stream; no copy and no host wait."""
+    pytest.importorskip("dask.array")
+    from gpu_mean.dask import partials
+    dev, be, state, log = fake
+    block = FakeCupyArray(DevPtr(bytearray(8 * 300 * 4), 0, log), (8, 300), np.int32)
     log.clear()
     p = partials.chunk_sum(block, (1,), device=dev)
-    assert isinstance(p.hi, FakeCupyArray) and p.hi.shape == (8, 1) and p.hi.dtype == np.float64
+    assert isinstance(p.hi, FakeCupyArray) and p.hi.shape == (8, 1) and p.hi.dtype == np.int64
     assert p.cupy and p.count == 300
     work = [e for e in log if e[0] in ("launch", "graph", "wait", "h2d", "d2h") + WAITS]
     assert not [e for e in work if e[0] in WAITS + ("h2d", "d2h")]

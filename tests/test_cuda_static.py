@@ -193,6 +193,11 @@ def program_variants(checked: bool = False):
         fname, macros, _ = be.requests[0]
         assert all(r[0] == fname and r[1] == macros for r in be.requests)
         out.append((name, fname, macros, sorted({r[2] for r in be.requests})))
+    for dt in reduce_kernels.DDP_TYPES:     # gpu_mean.dask's double-double partials (gm_dd_partials)
+        be = FakeBackend(checked)
+        programs.DDPartialsProgram(be, dt)
+        (fname, macros, kname), = be.requests
+        out.append((f"ddp_{dt.name}", fname, macros, [kname]))
     return out
 
 

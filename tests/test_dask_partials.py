@@ -19,9 +19,11 @@ NARROW = [np.dtype(np.float32), np.dtype(np.float16), BF16]
 IDS = ["float32", "float16", "bfloat16"]
 UNIT = {np.dtype(np.float32): -149, np.dtype(np.float16): -24, BF16: -133}
 # (shape, reduced axes): columns (inner a multiple of 8), rows (8 lanes and a tail of 5), every axis,
-# a middle axis, the tall (rows, 16) chunk, columns of 1024 + 8 (a work-item's last, short tile)
+# a middle axis, the tall (rows, 16) chunk, columns of 1024 + 8 (a work-item's last, short tile); the
+# GPU shape's alone (a work-item a column): an inner size of 5, rows of 3 (one short row of lanes),
+# rows of 300 segments long (GPU: several segments of 256 rows at least)
 LAYOUTS = [((300, 64), (0,)), ((5, 1029), (1,)), ((40, 72), (0, 1)), ((3, 200, 16), (1,)), ((4100, 16), (0,)),
-           ((70, 1032), (0,))]
+           ((70, 1032), (0,)), ((37, 5), (0,)), ((9, 3), (1,)), ((2, 1100, 3), (1,))]
 
 
 def exact_totals(x: np.ndarray, axes) -> list:
@@ -58,9 +60,9 @@ def test_pairs_are_the_exact_totals_or_flagged(device_or_checked, dt):
     for shape, axes in LAYOUTS:
         x = named(dt, shape, rng)
         got = dev.dd_partials(x, axes, data_type_of(x.dtype, "test"))
-        if not _has_pairs(dev):
-            assert got is None          # the digits' path then (exact_partials)
-            return
+        if not _has_pairs(dev, x.shape, axes):
+            assert got is None, (shape, axes)          # the digits' path then (exact_partials)
+            continue
         assert got is not None, (shape, axes)
         h, c, flagged = got
         kept = tuple(1 if d in axes else n for d, n in enumerate(shape))
@@ -80,12 +82,16 @@ def test_pairs_are_the_exact_totals_or_flagged(device_or_checked, dt):
 
 
 def test_unsupported_layouts_give_none(device):
-    """Reduced axes that are not one block of neighbours, an inner size neither 1 nor a multiple of 8,
-    rows shorter than 8: the digits' path (None)."""
+    """Reduced axes that are not one block of neighbours: the digits' path (None); on the CPU shape
+    also an inner size neither 1 nor a multiple of 8, rows shorter than 8."""
     x = np.ones((4, 6, 3), np.float32)
     dt = data_type_of(x.dtype, "test")
-    for axes in ((0, 2), (0,), (2,)):
-        assert device.dd_partials(x, axes, dt) is None
+    assert device.dd_partials(x, (0, 2), dt) is None
+    for axes in ((0,), (2,)):       # the GPU shape takes them (a work-item a column; a short row of lanes)
+        got = device.dd_partials(x, axes, dt)
+        assert (got is None) == (not _has_pairs(device, x.shape, axes))
+        if got is not None:
+            assert np.array_equal(got[0], np.sum(x, axis=axes, keepdims=True)) and not got[1].any()
     assert (device.dd_partials(np.ones((4, 8), np.float32), (0,), dt) is None) == (not _has_pairs(device))
 
 
@@ -103,8 +109,16 @@ def test_a_chunk_past_one_buffer_takes_the_digits(device):
     check_bits(got, want_reduce(x, (0,), np.dtype(np.float32)), "a chunk past one buffer")
 
 
-def _has_pairs(dev) -> bool:
-    return dev.info.backend != "cpu" and dev.info.fp64 and dev.backend.cpu_shaped
+def _has_pairs(dev, shape=None, axes=None) -> bool:
+    """Whether ``dev`` has the double-double partials (an OpenCL or CUDA device with fp64), for the
+    layout (shape, axes) when given: one block of reduced axes; on the CPU shape an inner size of 1
+    (rows of 8 values at least) or a multiple of 8."""
+    if dev.info.backend == "cpu" or not dev.info.fp64:
+        return False
+    if shape is None or not dev.backend.cpu_shaped:
+        return True
+    inner = int(np.prod(shape[max(axes) + 1:]))
+    return inner % 8 == 0 or (inner == 1 and int(np.prod([shape[a] for a in axes])) >= 8)
 
 
 @pytest.mark.parametrize("dt", NARROW, ids=IDS)

@@ -99,15 +99,16 @@ class KernelBackend(Backend):
             prog = progs[plan] = LimbsProgram(self, plan)
         return prog
 
-    def dd_partials(self, dt, data: np.ndarray, n_o: int, rows: int, inner: int, os: int):
-        """The exact double-double partials of a packed host array ``data`` of ``dt`` values viewed as
+    def dd_partials(self, dt, data, n_o: int, rows: int, inner: int, os: int):
+        """The exact double-double partials of ``data``, a packed host array of ``dt`` values (or, on
+        the GPU shape, a packed device array this backend's bridge owns: a CuPy chunk) viewed as
         (n_o, rows, inner) with row stride ``inner`` and outer stride ``os`` (inner a multiple of 8; n_o
-        and rows at least 1),
-        summed over the rows (opencl_kernels/reduce_cpu_ddp.h): (h, c, flag), each (n_o, n_s, inner),
-        the rows cut into n_s segments; h + c is the exact total of a segment's column where flag is 0.
-        None where the device has no such kernel (not CPU-shaped, no fp64, not FLOAT32 / FLOAT16 /
-        BFLOAT16). The caller holds the device's lock."""
-        if not (self.cpu_shaped and self.fp64) or dt not in reduce_kernels.DDP_TYPES:
+        and rows at least 1; on the GPU shape the last row may be short: only elements below ``os`` of
+        an outer index are read), summed over the rows (opencl_kernels/reduce_cpu_ddp.h, reduce_gpu_ddp.h):
+        (h, c, flag) on the host, each (n_o, n_s, inner), the rows cut into n_s segments; h + c is the
+        exact total of a segment's column where flag is 0. None where the device has no such kernel (no
+        fp64, not FLOAT32 / FLOAT16 / BFLOAT16). The caller holds the device's lock."""
+        if not self.fp64 or dt not in reduce_kernels.DDP_TYPES:
             return None
         progs = self.__dict__.setdefault("_ddp_programs", {})
         prog = progs.get(dt)
@@ -167,37 +168,53 @@ class LimbsProgram:
 
 
 class DDPartialsProgram:
-    """gm_dd_partials_serial (opencl_kernels/reduce_cpu_ddp.h): gpu_mean.dask's chunk totals as exact
-    double-doubles. One compiled variant per type (the macros of a fixed REDUCE AVERAGE plan's CPU
-    variant, GM_DDP on); the input bound in place where the device works in host memory."""
+    """gm_dd_partials_serial (opencl_kernels/reduce_cpu_ddp.h) or, on the GPU shape, gm_dd_partials
+    (reduce_gpu_ddp.h): gpu_mean.dask's chunk totals as exact double-doubles. One compiled variant per
+    type (the macros of a fixed REDUCE AVERAGE plan's variant, GM_DDP on); the input bound in place
+    where the device works in host memory, or where a device array lies (ordered after the caller's
+    stream), else copied into a buffer."""
 
     def __init__(self, be: KernelBackend, dt):
         self.be = be
-        self.macros = reduce_kernels.ddp_macros(dt, compute_units=be.compute_units, tuning=be.tuning,
-                                                checked=be.checked)
-        self.kernel = be.kernel(reduce_kernels.CPU_FILE, self.macros, "gm_dd_partials_serial")
+        self.macros = reduce_kernels.ddp_macros(dt, cpu_shaped=be.cpu_shaped, compute_units=be.compute_units,
+                                                sms=be.gpu_sms, tuning=be.tuning, checked=be.checked)
+        self.name = "gm_dd_partials_serial" if be.cpu_shaped else "gm_dd_partials"
+        self.kernel = be.kernel(reduce_kernels.kernel_file(self.macros), self.macros, self.name)
         self.checked = _Checked(be, 4) if be.checked else None
 
-    def run(self, data: np.ndarray, n_o: int, rows: int, inner: int, os: int) -> tuple:
+    def _input(self, data):
         be = self.be
-        n_s, seg, launch = reduce_kernels.ddp_launch(n_o, rows, inner, be.compute_units)
-        nl = n_o * n_s * inner
+        if not isinstance(data, np.ndarray):        # a device array of this backend's bridge
+            be.arrays.before([data])
+            return be.arrays.memory(data, data.nbytes)[0], data.nbytes
         raw = data.reshape(-1).view(np.uint8)
         inp = be.arrays.host_in_place(raw, False)
         if inp is None:
             inp = be.alloc(max(raw.nbytes, 16))
             be.write(inp, 0, raw)
+        return inp, raw.nbytes
+
+    def run(self, data, n_o: int, rows: int, inner: int, os: int) -> tuple:
+        be = self.be
+        if be.cpu_shaped:
+            n_s, seg, launch = reduce_kernels.ddp_launch(n_o, rows, inner, be.compute_units)
+        else:
+            n_s, seg, launch = reduce_kernels.ddp_gpu_launch(n_o, rows, inner, be.gpu_sms)
+        nl = n_o * n_s * inner
+        inp, nbytes = self._input(data)
         out = be.alloc(16 * nl)
         flag = be.alloc(max(nl, 16))
         i64 = np.int64
         args = (be.buffer_arg(inp), be.buffer_arg(out), be.buffer_arg(flag), i64(n_o), i64(n_s), i64(rows), i64(seg),
                 i64(inner), i64(os))
+        if not be.cpu_shaped:
+            args += (i64(os),)          # lim: an outer index's elements (the lanes' last row may be short)
         if self.checked is not None:
-            n_in = (n_o - 1) * os + rows * inner
+            n_in = (n_o - 1) * os + min(rows * inner, os)
             self.checked.status.arm([checked.Bound("input", 0, n_in), checked.Bound("output", 0, 2 * nl),
                                      checked.Bound("partials", 0, 0), checked.Bound("flags", 0, nl)])
             args += self.checked.tail
-        be.launch(self.kernel, args, launch, raw.nbytes)
+        be.launch(self.kernel, args, launch, nbytes)
         hc = be.read(out, 0, 16 * nl).view(np.float64)       # blocking: the kernel is done with the input
         if self.checked is not None:
             self.checked.status.check(launch.kernel)

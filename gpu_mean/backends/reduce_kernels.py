@@ -654,7 +654,8 @@ def combine_launch(kernel: str, n_out: int, cpu_shaped: bool) -> Launch:
     return Launch(kernel, (_round_up(max(n_out, 1), EX_WG),), (EX_WG,))
 
 
-# -- exact double-double partials (gm_dd_partials_serial: opencl_kernels/reduce_cpu_ddp.h) ---------
+# -- exact double-double partials (gm_dd_partials_serial: opencl_kernels/reduce_cpu_ddp.h; the GPU
+# shape's gm_dd_partials: reduce_gpu_ddp.h) ------------------------------------------------------------
 
 DDP_TYPES = (D.FLOAT32, D.FLOAT16, D.BFLOAT16)
 DDP_MIN_SEG = 1 << 10       # rows per segment at least (each segment's pairs are read back and added)
@@ -662,14 +663,22 @@ DDP_MIN_SEG = 1 << 10       # rows per segment at least (each segment's pairs ar
 # contiguous, the block state 64 KB (a (2048, 32768) FLOAT32 chunk over axis 0 on PoCL, 1 thread, best
 # of 7 beside numpy's 16-22 ms, noisy: V = 16 30.3, 64 25.1, 128 21-23, 256 20.3, 512 19-23, 1024 20.0 ms)
 DDP_V = 512
+DDP_GPU_WG = 256            # the GPU shape's work-group (a work-item a column and segment)
+DDP_GPU_MIN_SEG = 256       # its rows per segment at least (a segment's pair is 17 bytes read back)
 
 
-def ddp_macros(dt: D, *, compute_units: int, tuning: opencl_geometry.OpenCLTuning = opencl_geometry.DEFAULT_TUNING,
-               checked: bool = False) -> dict:
-    """The macros of gm_dd_partials_serial for ``dt``: those of the CPU variant of one fixed REDUCE
-    AVERAGE plan (the type's loads, the exact tier's format: GM_DD_TIER), GM_DDP on. The kernel reads
-    its layout from its arguments, so one program serves every chunk shape."""
+def ddp_macros(dt: D, *, cpu_shaped: bool = True, compute_units: int = 1, sms: int = 1,
+               tuning: opencl_geometry.OpenCLTuning = opencl_geometry.DEFAULT_TUNING, checked: bool = False) -> dict:
+    """The macros of gm_dd_partials_serial (CPU shape) or gm_dd_partials (GPU shape) for ``dt``: those
+    of the shape's variant of one fixed REDUCE AVERAGE plan (the type's loads, the exact tier's
+    format), GM_DDP on. The kernels read their layout from their arguments, so one program serves
+    every chunk shape."""
     plan = planning.plan_reduce(KernelOp.REDUCE_MEAN, dt, (8, 1 << 16), (1 << 16, 1), (1, 0), (1,))
+    if not cpu_shaped:
+        m = dict(gpu_variant(plan, sms=sms, fp64=True, checked=checked).macros)
+        assert m.get("GM_EXACT") and m.get("USE_FP64")
+        m["GM_DDP"] = 1
+        return m
     m = dict(cpu_variant(plan, compute_units=compute_units, fp64=True, tuning=tuning, checked=checked).macros)
     assert m.get("GM_EXACT") and m.get("USE_FP64") and m["RN"] == 1
     m.update({"GM_DDP": 1, "GM_DDP_V": DDP_V})
@@ -685,3 +694,15 @@ def ddp_launch(n_o: int, rows: int, inner: int, compute_units: int) -> tuple:
     seg = _cdiv(rows, n_s)
     n_s = _cdiv(rows, seg)
     return n_s, seg, Launch("gm_dd_partials_serial", (tiles * n_s,), (1,))
+
+
+def ddp_gpu_launch(n_o: int, rows: int, inner: int, sms: int) -> tuple:
+    """(n_s, seg, launch) of gm_dd_partials: the rows cut into n_s segments of seg rows, so that the GPU
+    has about 2048 work-items per SM (a work-item per outer index, segment and column), no segment
+    shorter than DDP_GPU_MIN_SEG rows; the grid capped at CUDA's limit (the kernel loops over it)."""
+    cols = n_o * inner
+    n_s = max(1, min(_cdiv(sms * 2048, cols), rows // DDP_GPU_MIN_SEG))
+    seg = _cdiv(rows, n_s)
+    n_s = _cdiv(rows, seg)
+    groups = max(1, min(_cdiv(cols * n_s, DDP_GPU_WG), gpu_geometry.MAX_X))
+    return n_s, seg, Launch("gm_dd_partials", (groups * DDP_GPU_WG,), (DDP_GPU_WG,))

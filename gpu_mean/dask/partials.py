@@ -191,20 +191,42 @@ def chunk_sum(block, axis=None, keepdims=True, device=None, computing_meta=False
             totals = split.exact_totals(Call([block], dev, "ReduceMean"), axes)
             digits, flags = totals.digits, totals.flags
         return PartialSum(None, None, count, False, digits, flags, block.dtype)
+    if cupy_module(block) is not None and block.size:
+        p = _cupy_dd(block, axes, count, device)
+        if p is not None:
+            return p
     total = run_sum(block, axes, device)
     hi, lo = total if isinstance(total, tuple) else (total, None)
     return PartialSum(hi, lo, count, cupy_module(block) is not None)
 
 
+def _cupy_dd(block, axes, count: int, device) -> PartialSum | None:
+    """A CuPy chunk's exact double-double totals on its GPU (``Device.dd_partials``: the GPU shape's
+    kernel reads the chunk where it lies), as a PartialSum on the host marked ``cupy``; None where
+    the device has no such kernel or layout (the chunk then takes the FLOAT64 partials)."""
+    dt = data_type_of(block.dtype, "ReduceMean")
+    if not dt.is_float or dt == DataType.FLOAT64:
+        return None
+    dev = _sum_device(device, None, cupy_module(block))
+    dd = dev.dd_partials(block, axes, dt)
+    if dd is None:
+        return None
+    stats["launched"] += 1
+    p = _dd_partial(block, axes, count, *dd)
+    p.cupy = True
+    return p
+
+
 def _dd_partial(block, axes, count: int, h, c, inexact) -> PartialSum:
     """A chunk's exact double-double totals (``Device.dd_partials``) as a PartialSum; the outputs it
     flags inexact (an inf or NaN, values over too many binades) get their digits and flags from their
-    own values here (``sparse``)."""
+    own values here (``sparse``; a CuPy chunk's values copied to the host for them)."""
     stats["dd_chunks"] += 1
     idx = np.flatnonzero(inexact)
     sparse = None
     if idx.size:
         stats["dd_digits"] += int(idx.size)
+        block = _host(block)
         vals = exact.columns(block, axes, idx)                  # (values, m): those outputs alone
         sparse = (idx, exact.limbs(vals, (0,), block.dtype).reshape(-1, idx.size),
                   exact.nonfinite_flags(vals, (0,)).reshape(4, idx.size))
@@ -241,14 +263,15 @@ def _add_dd(p: PartialSum, q: PartialSum) -> PartialSum:
         (dp, fp), (dq, fq) = _dd_digits(p, idx), _dd_digits(q, idx)
         sparse = (idx, exact.add_limbs(dp, dq), exact.merge_flags(fp, fq))
         h.flat[idx], c.flat[idx] = 0.0, 0.0
-    return PartialSum(h, c, p.count + q.count, False, None, None, p.of, True, sparse)
+    return PartialSum(h, c, p.count + q.count, p.cupy or q.cupy, None, None, p.of, True, sparse)
 
 
 def _dd_as_digits(p: PartialSum) -> PartialSum:
     """An exact_dd partial as dense digits (to add to a CPU device's partial)."""
     d, flags = _dd_digits(p, np.arange(p.hi.size))
     shape = p.hi.shape
-    return PartialSum(None, None, p.count, False, d.reshape((d.shape[0],) + shape), flags.reshape((4,) + shape), p.of)
+    return PartialSum(None, None, p.count, p.cupy, d.reshape((d.shape[0],) + shape), flags.reshape((4,) + shape),
+                      p.of)
 
 
 def _exact_chunk(block, device) -> bool:
@@ -269,6 +292,9 @@ def _as_words(p: PartialSum) -> PartialSum:
     if p.digits is None:
         return p
     hi, lo = exact.limbs_to_dd(p.digits, p.flags, p.of)
+    if p.cupy:      # a CuPy chunk's exact partial beside another's FLOAT64 partials (on its GPU)
+        cp = sys.modules["cupy"]
+        hi, lo = cp.asarray(hi), cp.asarray(lo)
     return PartialSum(hi, lo, p.count, p.cupy)
 
 
@@ -296,7 +322,7 @@ def add(p: PartialSum, q: PartialSum) -> PartialSum:
     if (p.exact_dd or p.digits is not None) and (q.exact_dd or q.digits is not None):
         p, q = (_dd_as_digits(x) if x.exact_dd else x for x in (p, q))
     if p.digits is not None and q.digits is not None:
-        return PartialSum(None, None, p.count + q.count, False, exact.add_limbs(p.digits, q.digits),
+        return PartialSum(None, None, p.count + q.count, p.cupy or q.cupy, exact.add_limbs(p.digits, q.digits),
                           exact.merge_flags(p.flags, q.flags), p.of)
     p, q = _as_words(p), _as_words(q)
     if p.lo is not None and p.hi.dtype.kind in "iu":
@@ -330,11 +356,12 @@ def finish(p: PartialSum, dtype):
     A count of 0 (a zero-size reduced dimension) gives NaN for floats and 0 for integers."""
     dtype = np.dtype(dtype)
     if p.exact_dd:
-        return _finish_dd(p, dtype)
+        res = _finish_dd(p, dtype)
+        return sys.modules["cupy"].asarray(res) if p.cupy else res
     if p.digits is not None:
-        if p.count == 0:
-            return np.full(p.digits.shape[1:], np.nan, dtype)
-        return exact.mean_from_limbs(p.digits, p.flags, p.count, p.of, dtype)
+        res = (np.full(p.digits.shape[1:], np.nan, dtype) if p.count == 0
+               else exact.mean_from_limbs(p.digits, p.flags, p.count, p.of, dtype))
+        return sys.modules["cupy"].asarray(res) if p.cupy else res
     hi = p.hi
     cp = sys.modules["cupy"] if p.cupy else None
     xp = cp or np

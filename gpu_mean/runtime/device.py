@@ -140,16 +140,19 @@ class Device:
         return exact.from_device_limbs(words, x.dtype, kept)
 
     def dd_partials(self, x, axes: tuple, dt: DataType):
-        """Exact double-double totals of the host array ``x`` (FLOAT32, FLOAT16 or BFLOAT16 values,
-        type ``dt``) over ``axes`` (kept as size 1): (h, c, inexact), FLOAT64, FLOAT64 and bool arrays
+        """Exact double-double totals of ``x`` (FLOAT32, FLOAT16 or BFLOAT16 values, type ``dt``): a
+        host array, or a packed device array of this device's bridge (a CuPy chunk on its CUDA device)
+        over ``axes`` (kept as size 1): (h, c, inexact), FLOAT64, FLOAT64 and bool host arrays
         of the kept shape, h + c the exact total where ``inexact`` is False (elsewhere the caller takes
         the values' digits: an inf or NaN, values over too many binades); -0.0s alone give h -0.0. One
-        pass of the device's gm_dd_partials_serial (opencl_kernels/reduce_cpu_ddp.h) over the values
-        viewed as (outer, reduced, inner), its segments' and lanes' pairs added here by error-free
-        sums (``wide.dd_add_exact``). None where the device has no such kernel (the CPU device, the
-        GPU-shaped kernels, no fp64), ``x`` is past one buffer of this Device (``max_alloc_bytes``)
-        or 2^32 values, or the reduced axes are not one block of neighbours with the inner size a
-        multiple of 8 or 1: gpu_mean.dask then takes ``exact_partials``."""
+        pass of the device's gm_dd_partials_serial (opencl_kernels/reduce_cpu_ddp.h; the GPU shape's
+        gm_dd_partials, reduce_gpu_ddp.h) over the values viewed as (outer, reduced, inner), its
+        segments' and lanes' pairs added here by error-free sums (``wide.dd_add_exact``). None where
+        the device has no such kernel (the CPU device, no fp64), ``x`` is past one buffer of this
+        Device (``max_alloc_bytes``) or 2^32 values, or the reduced axes are not one block of neighbours
+        (on the CPU shape also: with the inner size a multiple of 8 or 1): gpu_mean.dask then takes
+        ``exact_partials``, or for a CuPy chunk its FLOAT64 partials. A device array that is not
+        packed is packed first (a copy on its device)."""
         import numpy as np
 
         from . import wide
@@ -160,7 +163,12 @@ class Device:
         if self.max_alloc_bytes is not None and x.nbytes > self.max_alloc_bytes:
             return None     # past one buffer of this Device: exact_partials cuts it into pieces
         axes = tuple(sorted(int(a) for a in axes))
-        x = np.ascontiguousarray(x)
+        if isinstance(x, np.ndarray):
+            x = np.ascontiguousarray(x)
+        elif be.cpu_shaped:
+            return None
+        elif tuple(x.strides) != tuple(s * x.dtype.itemsize for s in _packed(x.shape)):
+            x = be.arrays.packed(x)     # a device array: read where it lies, packed
         kept = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
         plan = planning.plan_reduce(KernelOp.REDUCE_MEAN, dt, x.shape, _packed(x.shape),
                                     tuple(0 if d in axes else s for d, s in enumerate(_packed(kept))), axes)
@@ -169,12 +177,15 @@ class Device:
         rows, inner = plan.red_shape[0], plan.red_strides[0]     # packed: the reduced run's stride
         n_o = plan.n_out // inner
         lanes = inner == 1
-        if lanes:          # a reduction over the last axis: its rows as (rows / 8, 8) lanes, the rest here
+        tail = None
+        if lanes and not be.cpu_shaped:     # rows as (rows / 8, 8) lanes, the last lanes' row short
+            shape = (n_o, -(-rows // 8), 8, rows)
+        elif lanes:        # a reduction over the last axis: its rows as (rows / 8, 8) lanes, the rest here
             n_rows, tail = rows // 8, x.reshape(n_o, rows)[:, rows // 8 * 8:]
             if n_rows == 0:
                 return None
             shape = (n_o, n_rows, 8, rows)
-        elif inner % 8 == 0:
+        elif inner % 8 == 0 or not be.cpu_shaped:       # the GPU shape: a work-item a column, any inner
             shape = (n_o, rows, inner, rows * inner)
         else:
             return None
@@ -188,7 +199,8 @@ class Device:
             h, c, b = wide.dd_add_exact(h, c, h3[:, s], c3[:, s])
             bad = bad | b | (f3[:, s] != 0)
         if lanes:                               # the 8 lanes, then the last values of each row
-            parts = [(h[:, v], c[:, v]) for v in range(1, 8)] + [(t, 0.0) for t in tail.astype(np.float64).T]
+            parts = [(h[:, v], c[:, v]) for v in range(1, 8)]
+            parts += [(t, 0.0) for t in tail.astype(np.float64).T] if tail is not None else []
             h, c, bad = h[:, 0], c[:, 0], bad.any(axis=1)
             for ph, pc in parts:
                 h, c, b = wide.dd_add_exact(h, c, ph, pc)
