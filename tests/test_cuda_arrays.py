@@ -119,6 +119,8 @@ def test_a_fake_cupy_dask_float_chunk_takes_exact_pairs_on_its_gpu(fake):
         launch = next(k for k, e in enumerate(work) if e[0] == "launch")
         assert ("wait", be.stream, state.user) in work[:launch]          # after the caller's writes
         assert [e for e in work[launch:] if e[0] == "d2h"]                # the pairs and flags come back
+        mean = partials.aggregate_mean([p, p], axes, keepdims=True, dtype=dtype)
+        assert isinstance(mean, FakeCupyArray) and mean.shape == kept and mean.dtype == dtype
 
 
 def test_a_fake_cupy_dask_chunk_is_summed_in_place_on_its_gpu(fake):

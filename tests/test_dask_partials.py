@@ -260,3 +260,28 @@ def test_many_outputs_go_by_blocks(device):
     x[:, :k], x[:, n - (adv.shape[1] - k):] = adv[:, :k], adv[:, k:]
     p = partials.combine_sums([partials.chunk_sum(x[a:a + 80], (0,), device=device) for a in (0, 80, 160)], (0,))
     check_bits(partials.finish(p, f32).reshape(-1), want_reduce(x, (0,), f32).reshape(-1), "by blocks")
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 11])
+def test_pairs_add_along_an_axis_exactly(n):
+    """Segments' and lanes' pairs added pairwise a level at a time (wide.dd_add_exact_along), the odd
+    one out of a level kept for the next: every unflagged total is the exact sum (fractions), a flag
+    anywhere along the axis or an erring addition flags the output."""
+    from gpu_mean.runtime import wide
+    rng = np.random.default_rng(4302 + n)
+    # chunk totals as the kernels leave them: float32 values' sums, a few with a tail
+    h = rng.standard_normal((4, n, 3)).astype(np.float32).astype(np.float64) * 2.0 ** 10
+    c = np.where(rng.random((4, n, 3)) < 0.3, rng.integers(-8, 8, (4, n, 3)) * 2.0 ** -40, 0.0)
+    bad = np.zeros((4, n, 3), bool)
+    bad[0, n - 1, 0] = True                               # the last segment's flag (the odd one out)
+    h[1, n - 1, 1], c[1, n - 1, 1] = 2.0 ** 80, 2.0 ** -200   # an addition that must err (n > 1)
+    gh, gc, gb = wide.dd_add_exact_along(h, c, bad, 1)
+    assert gh.shape == gc.shape == gb.shape == (4, 3)
+    assert gb[0, 0]
+    assert gb[1, 1] == (n > 1)                  # alone it is a pair like any other
+    for i in range(4):
+        for j in range(3):
+            if not gb[i, j]:
+                assert Fraction(gh[i, j]) + Fraction(gc[i, j]) == sum(Fraction(h[i, k, j]) + Fraction(c[i, k, j])
+                                                                      for k in range(n)), (i, j)
+    assert (~gb).sum() >= 12 - 2

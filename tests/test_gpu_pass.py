@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-STEPS = ["tests", "conf-quick", "conf-full", "sanitizer", "profile", "centered", "sweep", "ncu", "front-door"]
+STEPS = ["tests", "conf-quick", "conf-full", "sanitizer", "profile", "centered", "sweep", "ncu", "front-door", "ddp"]
 
 
 @pytest.mark.skipif(shutil.which("timeout") is None, reason="coreutils' timeout is not installed")
@@ -37,6 +37,7 @@ def test_the_dry_run_passes_end_to_end(tmp_path):
         assert re.search(r"\| 0 \| \d+$", rows[name]), (name, rows[name])
         assert (out / f"{name}.log").exists()
     assert rows["sanitizer"].startswith("skipped: device cpu") and rows["ncu"].startswith("skipped: device cpu")
+    assert rows["ddp"].startswith("skipped: not in GPU_PASS_STEPS")       # an extra step: run when named
     assert "GPU_MEAN_TEST_DEVICES=cpu " in rows["tests"]
     assert re.search(r"^Overall: PASS in \d+ s$", summary, re.M)
     # the profiles say their data; peers not installed are left out, not refused
@@ -63,7 +64,7 @@ def test_with_out_set_the_outputs_come_back_as_one_archive(tmp_path):
     leaves gpu-pass.tgz (every output) and SUMMARY.md there and nothing else."""
     out = tmp_path / "out"
     out.mkdir()
-    env = {**os.environ, "GPU_PASS_DEVICE": "cpu", "PYTHON": sys.executable, "GPU_PASS_STEPS": "front-door",
+    env = {**os.environ, "GPU_PASS_DEVICE": "cpu", "PYTHON": sys.executable, "GPU_PASS_STEPS": "front-door,ddp",
            "OUT": str(out), "GPU_MEAN_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("GPU_MEAN_TEST_DEVICES", None)
     r = subprocess.run(["bash", str(ROOT / "tools" / "gpu_pass.sh")], env=env, capture_output=True, text=True,
@@ -73,4 +74,5 @@ def test_with_out_set_the_outputs_come_back_as_one_archive(tmp_path):
     names = subprocess.run(["tar", "tzf", str(out / "gpu-pass.tgz")], capture_output=True, text=True,
                            check=True).stdout.split()
     assert "gpu-pass/SUMMARY.md" in names and "gpu-pass/front-door.log" in names, names
+    assert "gpu-pass/ddp.json" in names, names          # an extra step, named: it runs
     assert re.search(r"^\| tests \| skipped: not in GPU_PASS_STEPS", (out / "SUMMARY.md").read_text(), re.M)

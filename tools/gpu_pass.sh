@@ -14,6 +14,8 @@
 #     ncu          Nsight Compute on the slow reductions (when ncu is on the PATH)
 #     front-door   host time per small functional call on CuPy and PyTorch arrays against cupy.mean and
 #                  torch.mean (tools/bench_front_door.py; the dry run times the stand-in for CuPy)
+#   and only when GPU_PASS_STEPS names it (its cold NVRTC build, about 45 s, does not fit the 10 minutes):
+#     ddp          gpu_mean.dask's chunk step on CuPy chunks against cupy.sum (tools/bench_ddp.py)
 # Usage: bash tools/gpu_pass.sh [OUTDIR]
 #   OUTDIR default: docs/results/<UTC date>-<GPU name> (ready to commit); the dry run
 #   (GPU_PASS_DEVICE=cpu) writes to out/gpu-pass-<date>-cpu instead. With $OUT set (the device tool's
@@ -21,7 +23,7 @@
 #   $OUT receives gpu-pass.tgz (all of them) and SUMMARY.md, also when the run is stopped early (a TERM
 #   takes effect when the running step ends).
 # Writes <step>.log for every step, conformance.json, profile.json, centered.json, sweep.json,
-# sweep.png, front-door.json, and SUMMARY.md: date, commit, machine, libraries, and each step's command, exit status
+# sweep.png, front-door.json, ddp.json (when named), and SUMMARY.md: date, commit, machine, libraries, and each step's command, exit status
 # and seconds. A failing step does not stop the others; the exit status is 1 if any step failed.
 # GPU_PASS_DEVICE=cpu runs the same steps on the CPU device: the dry run of the script itself, with
 # smaller defaults (three test files, conformance of mean and reduce, 16 MiB profiles).
@@ -93,8 +95,9 @@ EOF
 
 row() {   # row N NAME RC TEXT: a summary row and the step's exit status, kept in step order whatever order
   # the steps end in (the correctness steps run side by side)
-  echo "| $2 | $4 |" > "$OUTDIR/.rows/$1-$2.row"
-  echo "$3" > "$OUTDIR/.rows/$1-$2.rc"
+  local f; f=$OUTDIR/.rows/$(printf %02d "$1")-$2     # two digits: the glob sorts them in step order
+  echo "| $2 | $4 |" > "$f.row"
+  echo "$3" > "$f.rc"
 }
 
 step() {   # step N NAME LIMIT_S COMMAND...: run with a time limit, output to NAME.log, a summary row
@@ -109,9 +112,11 @@ step() {   # step N NAME LIMIT_S COMMAND...: run with a time limit, output to NA
   return $rc
 }
 
-want() {   # want NAME: whether GPU_PASS_STEPS (default: every step) names the step
-  [ -z "${GPU_PASS_STEPS:-}" ] || [[ ",$GPU_PASS_STEPS," == *",$1,"* ]]
+want() {   # want NAME: whether GPU_PASS_STEPS (default: every step but the extra ones) names the step
+  if [ -z "${GPU_PASS_STEPS:-}" ]; then [[ " $EXTRA_STEPS " != *" $1 "* ]]
+  else [[ ",$GPU_PASS_STEPS," == *",$1,"* ]]; fi
 }
+EXTRA_STEPS="ddp"     # run only when named
 
 skip() {   # skip N NAME WHY
   row "$1" "$2" 0 "skipped: $3 | - | 0"
@@ -188,6 +193,9 @@ fi
 FRONT=$([ "$DEV" = cuda ] && echo cuda || echo fake)
 step 9 front-door 20 $PY tools/bench_front_door.py --devices "$FRONT" --before none --rounds 1 --calls 200 \
   --json "$OUTDIR/front-door.json"
+
+if [ "$DEV" = cuda ]; then DDP=(--device cuda --mb 256); else DDP=(--device opencl --mb 4); fi
+step 10 ddp 90 $PY tools/bench_ddp.py "${DDP[@]}" --repeat 5 --json "$OUTDIR/ddp.json"
 
 RUN=$(cat "$OUTDIR"/.rows/*.rc | wc -l)
 BAD=$(grep -vcx 0 "$OUTDIR"/.rows/*.rc /dev/null | awk -F: '{s += $2} END {print s + 0}')

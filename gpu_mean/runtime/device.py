@@ -194,15 +194,10 @@ class Device:
         if res is None:
             return None
         h3, c3, f3 = res
-        h, c, bad = h3[:, 0], c3[:, 0], f3[:, 0] != 0
-        for s in range(1, h3.shape[1]):          # the segments
-            h, c, b = wide.dd_add_exact(h, c, h3[:, s], c3[:, s])
-            bad = bad | b | (f3[:, s] != 0)
+        h, c, bad = wide.dd_add_exact_along(h3, c3, f3 != 0, 1)      # the segments
         if lanes:                               # the 8 lanes, then the last values of each row
-            parts = [(h[:, v], c[:, v]) for v in range(1, 8)]
-            parts += [(t, 0.0) for t in tail.astype(np.float64).T] if tail is not None else []
-            h, c, bad = h[:, 0], c[:, 0], bad.any(axis=1)
-            for ph, pc in parts:
+            h, c, bad = wide.dd_add_exact_along(h, c, bad, 1)
+            for ph, pc in ([(t, 0.0) for t in tail.astype(np.float64).T] if tail is not None else []):
                 h, c, b = wide.dd_add_exact(h, c, ph, pc)
                 bad |= b
         return h.reshape(kept), c.reshape(kept), bad.reshape(kept)
