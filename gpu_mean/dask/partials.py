@@ -2,16 +2,18 @@
 
 A partial is a sum, never a mean: ``PartialSum(hi, lo, count)`` holds, for every output element, the
 total of ``count`` inputs in the wide type of ``gm.ext.ReduceSumDesc``. FLOAT32, FLOAT16 and BFLOAT16
-numpy chunks on an OpenCL CPU device with fp64 give exact double-doubles (``PartialSum.exact_dd``:
-``Device.dd_partials``, one pass of opencl_kernels/reduce_cpu_ddp.h; the outputs a pair cannot hold
-as digits, ``PartialSum.sparse``; docs/design.md, "Dask: exact double-double partials"), 16 bytes an
-output. Other float numpy chunks give exact totals as digits (``PartialSum.digits``: runtime/exact.py's
+chunks on an OpenCL or CUDA device with fp64 give exact double-doubles (``PartialSum.exact_dd``:
+``Device.dd_partials``, one pass of opencl_kernels/reduce_cpu_ddp.h or, on GPUs, reduce_gpu_ddp.h,
+which reads a CuPy chunk where it lies; the outputs a pair cannot hold as digits,
+``PartialSum.sparse``; docs/design.md, "Dask: exact double-double partials"), 16 bytes an output on
+the host. Other float numpy chunks give exact totals as digits (``PartialSum.digits``: runtime/exact.py's
 superaccumulator digits and flags;
 on the CPU device from numpy, on OpenCL and CUDA devices from the kernels' superaccumulator,
 ``Device.exact_partials``: FLOAT32/FLOAT16/BFLOAT16 with or without fp64, FLOAT64 with fp64; a
 device without fp64 has FLOAT64 chunks summed by the CPU device, with a warning), added exactly and
 rounded once: the correctly rounded mean at any chunking and ``split_every`` (issue 22). The rest
-of this docstring is about the wide partials (CuPy chunks, integers).
+of this docstring is about the wide partials (integers; FLOAT64 CuPy chunks, and CuPy chunks whose
+reduced axes the pairs' kernel does not take).
 
 * chunk: one ``ReduceSumDesc`` launch on the worker's device per chunk. FLOAT32/FLOAT16/BFLOAT16 give
   FLOAT64 totals accumulated as REDUCE AVERAGE accumulates; INT32/UINT32 give exact INT64/UINT64 totals
@@ -275,9 +277,10 @@ def _dd_as_digits(p: PartialSum) -> PartialSum:
 
 
 def _exact_chunk(block, device) -> bool:
-    """Whether a chunk's total is exact (numpy chunks): float values summed by the CPU device, and
-    by an OpenCL or CUDA device's superaccumulator (``Device.exact_partials``: FLOAT32, FLOAT16 and
-    BFLOAT16 with or without fp64; FLOAT64 with fp64). CuPy chunks keep the wide partials."""
+    """Whether a numpy chunk's total is exact: float values summed by the CPU device, and by an
+    OpenCL or CUDA device's pairs or superaccumulator (``Device.dd_partials``, ``exact_partials``:
+    FLOAT32, FLOAT16 and BFLOAT16 with or without fp64; FLOAT64 with fp64). CuPy chunks take
+    ``_cupy_dd``, else the wide partials."""
     if cupy_module(block) is not None or block.size == 0:
         return False
     dt = data_type_of(block.dtype, "ReduceMean")
@@ -396,16 +399,14 @@ def _finish_dd(p: PartialSum, dtype) -> np.ndarray:
     if p.count == 0:
         return np.full(shape, np.nan, dtype)
     h, c = p.hi.reshape(-1), p.lo.reshape(-1)
-    out = np.empty(h.size, dtype)
-    todo = np.ones(h.size, bool)
+    # far from a midpoint: most outputs (by blocks: wide.BLOCK); the sparse ones are their digits'
+    out, ok = wide.by_blocks(partial(exact.settle_near, n=p.count, dtype=dtype), h, c)
     if p.sparse is not None:
-        todo[p.sparse[0]] = False
-    ti = np.flatnonzero(todo)
+        ok[p.sparse[0]] = False
+    elif ok.all():
+        return out.reshape(shape)
+    ti = np.flatnonzero(~ok)
     hh, cc = h[ti], c[ti]
-    # far from a midpoint: most outputs (by blocks: wide.BLOCK)
-    res, ok = wide.by_blocks(partial(exact.settle_near, n=p.count, dtype=dtype), hh, cc)
-    out[ti[ok]] = res[ok]
-    ti, hh, cc = ti[~ok], hh[~ok], cc[~ok]
     with np.errstate(invalid="ignore", over="ignore"):
         nh, nc = wide.two_sum(hh, cc)                          # normalized (a -0.0 total kept as it is)
         hh, cc = np.where(cc == 0, hh, nh), np.where(cc == 0, 0.0, nc)
