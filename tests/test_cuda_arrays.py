@@ -76,6 +76,31 @@ def _device_input(kind, log):
     return cls(mem, (64, 1000), np.float32)
 
 
+def test_each_operand_is_resolved_by_one_bridge_call(fake, monkeypatch):
+    """The functional call's first (full) path asks the bridge once per operand for all it needs
+    (``ArrayBridge.operand``: view, shape, dtype, strides), and a repeated call re-describes its
+    operands the same way; nothing else asks for a view or a dtype, and nothing packs a dense array."""
+    dev, be, state, log = fake
+    calls = []
+    cls = type(be.arrays)
+    def spy(name):
+        orig = getattr(cls, name)
+
+        def f(self, *a, **k):
+            calls.append(name)
+            return orig(self, *a, **k)
+        return f
+    for name in ("operand", "view", "dtype_of", "packed"):
+        monkeypatch.setattr(cls, name, spy(name))
+    a = FakeCupyArray(DevPtr(bytearray(64 * 100 * 4), 0, log), (64, 100), np.float32)
+    b = FakeCupyArray(DevPtr(bytearray(64 * 100 * 4), 0, log), (64, 100), np.float32)
+    for _ in range(2):
+        calls.clear()
+        gm.mean(a, b, device=dev)
+        assert calls.count("operand") == 2, calls
+        assert calls.count("view") <= 2 and calls.count("dtype_of") == 2 and "packed" not in calls, calls
+
+
 @pytest.mark.parametrize("kind", ["cuda array interface", "dlpack"])
 def test_a_device_array_is_looked_up_once_and_ordered_without_a_host_wait(fake, kind):
     dev, be, state, log = fake

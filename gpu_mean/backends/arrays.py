@@ -3,6 +3,10 @@
 Every backend has an ``ArrayBridge`` (``backend.arrays``), beside its alloc / copy / compile /
 launch verbs. The runtime and the frontends ask it, and never name CuPy, PyTorch or pyopencl:
 
+* ``operand(x, what, where=None, view=None)``: what a call needs of one caller's array, in one
+  call: (native array, shape, dtype, element strides), the array viewed without a copy unless a
+  TensorDesc cannot describe its strides (then ``packed``; ``check(dtype)`` first); ``host_operand``
+  the same for host arrays on any device.
 * ``view(x, what, where=None)``: a caller's device array as the backend's native array over the
   same memory (no copy), after checking that it lives on this device (``where``: the CUDA ordinal
   ``classify`` found, so that it is not looked up again); ``memory(arr, nbytes)`` the
@@ -31,7 +35,7 @@ import numpy as np
 
 from ..descriptors.types import bfloat16_dtype, is_bfloat16
 from ..errors import InvalidArgumentError, UnsupportedTypeError
-from ..runtime.interop import host_span, type_name
+from ..runtime.interop import element_strides, host_span, type_name
 
 # DLDeviceType values (dlpack.h)
 DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_OPENCL, DL_CUDA_MANAGED = 1, 2, 3, 4, 13
@@ -118,6 +122,21 @@ def int16_view(x):
     return None
 
 
+def host_operand(x, check=None) -> tuple:
+    """(numpy array, shape, dtype, element strides) of a host array (``host_array``), copied only
+    where a TensorDesc cannot describe its strides (negative, or not whole elements); ``check(dtype)``
+    runs before any copy."""
+    arr = host_array(x)
+    dtype = arr.dtype
+    if check is not None:
+        check(dtype)
+    strides = element_strides(arr.shape, arr.strides, dtype.itemsize)
+    if strides is None:
+        arr = np.ascontiguousarray(arr) if arr.ndim else np.array(arr)
+        strides = element_strides(arr.shape, arr.strides, dtype.itemsize)
+    return arr, arr.shape, dtype, strides
+
+
 def host_array(x) -> np.ndarray:
     """A host array (numpy, numpy scalar or CPU DLPack producer) as numpy over the same memory.
     A producer's bfloat16 array, which numpy's from_dlpack refuses, is read as its int16 bits (the
@@ -150,6 +169,21 @@ class ArrayBridge:
     def owns(self, x) -> bool:
         """Whether ``x`` is an array ``view`` takes (for finding the device an array lives on)."""
         return isinstance(x, np.ndarray)
+
+    def operand(self, x, what: str, where=None, view=None, check=None) -> tuple:
+        """(native array, shape, dtype, element strides) of the caller's ``x`` (``view``: its view,
+        where the caller took it already), packed on the device only where a TensorDesc cannot
+        describe its strides; ``check(dtype)`` runs before any copy."""
+        arr = self.view(x, what, where) if view is None else view
+        dtype = self.dtype_of(x, arr)
+        if check is not None:
+            check(dtype)
+        shape = tuple(int(n) for n in arr.shape)
+        strides = element_strides(shape, arr.strides, dtype.itemsize)
+        if strides is None:
+            arr = self.packed(arr)
+            strides = element_strides(shape, arr.strides, dtype.itemsize)
+        return arr, shape, dtype, strides
 
     def view(self, x, what: str, where=None):
         if not isinstance(x, np.ndarray):

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backends
-from ..backends.arrays import classify, hand_back, host_array, result_rule, wrong_device
+from ..backends.arrays import classify, hand_back, host_operand, result_rule, wrong_device
 from ..descriptors.tensor import MAX_ELEMENTS
 from ..descriptors.types import DataType
 from ..errors import InvalidArgumentError, UnsupportedTypeError
@@ -187,15 +187,16 @@ class Call:
     """
 
     def __init__(self, inputs, device, what: str, seen=None):
-        """``seen``: (device, kinds, views) of device arrays already classified and viewed
-        (frontends/repeat.py's lookup), so that no array is looked up twice."""
+        """``seen``: (device, kinds, resolved operands) of device arrays already classified and
+        resolved (frontends/repeat.py's lookup, ``ArrayBridge.operand``), so that no array is looked
+        up twice."""
         self.what = what
         if seen is not None:
             self.rule = _one_library(inputs, what)
             self.dev = dev = seen[0]
             self.bridge = dev.backend.arrays
-            self.ops = [self._operand(x, i, k, what, where, view)
-                        for i, (x, (k, where), view) in enumerate(zip(inputs, seen[1], seen[2]))]
+            self.ops = [self._operand(x, i, k, what, where, resolved)
+                        for i, (x, (k, where), resolved) in enumerate(zip(inputs, seen[1], seen[2]))]
         elif device is not None and all(type(x) is np.ndarray for x in inputs):
             # the common case, without the general classification
             self.rule = NUMPY
@@ -240,24 +241,22 @@ class Call:
         c.signature = tuple((o.kind, o.dtype.str, o.shape, o.strides, c.alignment(o)) for o in ops)
         return c
 
-    def _operand(self, x, index: int, kind: str, what: str, where=None, view=None) -> Operand:
-        """The caller's memory, viewed without a copy unless a TensorDesc cannot describe its strides
-        (``view``: the bridge's view of ``x`` where it was taken already)."""
+    def _operand(self, x, index: int, kind: str, what: str, where=None, resolved=None) -> Operand:
+        """The caller's memory, viewed without a copy unless a TensorDesc cannot describe its strides,
+        by one bridge call (``resolved``: what that call gave where it was made already)."""
         bridge = self.bridge
-        if kind == "host":
-            arr = host_array(x)
+
+        def check(dtype):
+            data_type_of(dtype, what)
+        if resolved is not None:
+            arr, shape, dtype, strides = resolved
+            check(dtype)
+        elif kind == "host":
+            arr, shape, dtype, strides = host_operand(x, check)
         elif kind != bridge.kind:
             raise wrong_device(x, kind, where, self.dev.name, f"{what} input {index}")
         else:
-            arr = bridge.view(x, f"{what} input {index}", where) if view is None else view
-        dtype = arr.dtype if kind == "host" else bridge.dtype_of(x, arr)
-        data_type_of(dtype, what)
-        shape = arr.shape if kind == "host" else tuple(int(n) for n in arr.shape)
-        strides = interop.element_strides(shape, arr.strides, dtype.itemsize)
-        if strides is None:
-            # negative strides or strides that are not whole elements: the one case a copy is made
-            arr = (np.ascontiguousarray(arr) if arr.ndim else np.array(arr)) if kind == "host" else bridge.packed(arr)
-            strides = interop.element_strides(shape, arr.strides, dtype.itemsize)
+            arr, shape, dtype, strides = bridge.operand(x, f"{what} input {index}", where, check=check)
         return Operand(kind, arr, shape, dtype, strides)
 
     def _mode(self, dest=None, piece: bool = False) -> str:

@@ -8,8 +8,9 @@ and validated, the operator compiled and initialized, the launch's bindings chec
 tuples built -- holds for every later call with that signature. So the first call keeps a ``Plan``
 (in the device's DeviceCache, beside its launch), and a repeated call does only:
 
-1. compute the signature from the arrays (``lookup``: attribute reads; a device array is viewed
-   once, as the first call viewed it: CuPy arrays as they are, DLPack producers through CuPy);
+1. compute the signature from the arrays (``lookup``: attribute reads; a device array is resolved
+   once, by one bridge call, as the first call resolved it: CuPy arrays as they are, DLPack
+   producers through CuPy);
 2. re-describe the operands over the new arrays (``Call.again``: no type classification);
 3. allocate the result in the caller's library, order the streams, and launch: the launch hands
    the new addresses to the program, which substitutes them into its argument tuples
@@ -64,7 +65,8 @@ class Plan:
 
 def lookup(op_key, inputs, device, what: str):
     """(plan or None, the call's full key or None where no plan can take it, or (device, kinds,
-    views) of device arrays for the full path: an array is looked up once per call)."""
+    resolved operands) of device arrays for the full path: an array is looked up and resolved once
+    per call, ``ArrayBridge.operand``)."""
     seen = None
     if all(type(x) is np.ndarray for x in inputs):
         dev = get_device(device)
@@ -78,10 +80,12 @@ def lookup(op_key, inputs, device, what: str):
         bridge = dev.backend.arrays
         if any(k != bridge.kind for k, _ in kinds):
             return None, None           # the full path says which array is on which device
-        arrays = [bridge.view(x, f"{what} input {i}", where) for i, (x, (_, where)) in enumerate(zip(inputs, kinds))]
-        key = (op_key, tuple((type(x), bridge.dtype_of(x, a), tuple(a.shape), tuple(a.strides), bridge.alignment(a))
-                             for x, a in zip(inputs, arrays)))
-        seen = (dev, kinds, arrays)
+        # each array resolved once (view, shape, dtype, strides): the full path's Call takes them as they are
+        ops = [bridge.operand(x, f"{what} input {i}", where) for i, (x, (_, where)) in enumerate(zip(inputs, kinds))]
+        arrays = [o[0] for o in ops]
+        key = (op_key, tuple((type(x), dt, shape, st, bridge.alignment(a))
+                             for x, (a, shape, dt, st) in zip(inputs, ops)))
+        seen = (dev, kinds, ops)
     if dev.executor.removed is not None:
         return None, None
     cache = pool.device_cache(dev)
