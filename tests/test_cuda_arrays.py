@@ -76,6 +76,44 @@ def _device_input(kind, log):
     return cls(mem, (64, 1000), np.float32)
 
 
+def test_kernels_compile_ahead_side_by_side(fake, monkeypatch):
+    """Device.compile_ahead (issue 41): the programs of several descriptors compiled at once in
+    threads (NVRTC lets go of the GIL), each variant once, and loaded, so that compiling their
+    operators afterwards compiles nothing; a descriptor the device refuses is skipped."""
+    import threading
+    import time
+
+    from gpu_mean.backends import cuda_compile
+    dev, be, state, log = fake
+    f32, f16 = gm.DataType.FLOAT32, gm.DataType.FLOAT16
+    x, x16 = gm.TensorDesc(f32, (64, 1000)), gm.TensorDesc(f16, (64, 1000))
+    descs = [gm.ReduceDesc(gm.ReduceFunction.AVERAGE, x, gm.TensorDesc(f32, (64, 1)), (1,)),
+             gm.ReduceDesc(gm.ReduceFunction.AVERAGE, x16, gm.TensorDesc(f16, (64, 1)), (1,)),
+             gm.ElementWiseMeanDesc(x, x, x)]
+    bad = gm.ElementWiseMeanDesc(x, x16, x)                    # mixed types: refused, skipped
+    running, most, compiled = [0], [0], []
+    lock = threading.Lock()
+
+    def image(filename, macros, *a, **k):       # a stand-in for NVRTC that takes a while
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            compiled.append(filename)
+        time.sleep(0.2)
+        with lock:
+            running[0] -= 1
+        return b"image"
+    monkeypatch.setattr(cuda_compile, "image", image)
+    assert dev.compile_ahead(descs + descs[:1] + [bad], workers=3) == 3
+    assert sorted(compiled) == ["elementwise_gpu.cl", "reduce_gpu.cl", "reduce_gpu.cl"]
+    assert most[0] > 1, "the compiles ran one after another"
+    compiled.clear()
+    for d in descs:
+        dev.compile_operator(dev.create_operator(d))
+    assert compiled == []                                     # built ahead: nothing compiled again
+    assert dev.compile_ahead(descs) == 0
+
+
 def test_each_operand_is_resolved_by_one_bridge_call(fake, monkeypatch):
     """The functional call's first (full) path asks the bridge once per operand for all it needs
     (``ArrayBridge.operand``: view, shape, dtype, strides), and a repeated call re-describes its

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import re
 import shutil
 import subprocess
@@ -349,24 +350,63 @@ class CudaBackend(KernelBackend):
         with self.dev:
             self.cp.get_default_memory_pool().free_all_blocks()
 
+    def _image(self, filename: str, macros: dict) -> bytes:
+        """One variant's image for this GPU (cuda_compile.image: the disk cache, else NVRTC)."""
+        try:
+            return cuda_compile.image(filename, macros, self.cc, self.driver_major, device=self.info.name,
+                                      driver=self.driver_version)
+        except cuda_compile.NvrtcError as e:
+            raise KernelBuildError(f"NVRTC build of {filename} with {macros} failed:\n{e}") from e
+
+    def _load(self, image: bytes, filename: str, macros: dict):
+        mod = self.cp.cuda.function.Module()
+        try:
+            mod.load(image)
+        except self.native_errors as e:
+            if status_name(e) in LOAD_STATUS:
+                raise KernelBuildError(f"{self.info.name} cannot load {filename} with {macros}: {e}") from e
+            raise
+        return mod
+
     def function(self, filename: str, macros: dict, name: str):
         """A kernel of one variant, compiled and loaded on this backend's GPU (not the current one)."""
-        def build():
-            try:
-                image = cuda_compile.image(filename, macros, self.cc, self.driver_major, device=self.info.name,
-                                           driver=self.driver_version)
-            except cuda_compile.NvrtcError as e:
-                raise KernelBuildError(f"NVRTC build of {filename} with {macros} failed:\n{e}") from e
-            mod = self.cp.cuda.function.Module()
-            try:
-                mod.load(image)
-            except self.native_errors as e:
-                if status_name(e) in LOAD_STATUS:
-                    raise KernelBuildError(f"{self.info.name} cannot load {filename} with {macros}: {e}") from e
-                raise
-            return mod
         with self.dev:
-            return self._modules.get(cache_key(filename, macros), build).get_function(name)
+            return self._modules.get(cache_key(filename, macros),
+                                     lambda: self._load(self._image(filename, macros), filename, macros)
+                                     ).get_function(name)
+
+    def prebuild(self, plans, workers: int | None = None) -> int:
+        """Compile the programs of ``plans`` ahead, NVRTC runs side by side in threads (ctypes lets go
+        of the GIL; the suite's and conformance's cold runs on a GPU machine were mostly NVRTC, one
+        variant after another, docs/results/2026-11-28-h200/README.md), and load them here: the
+        operators compiled after find them built. Returns how many variants were compiled or loaded;
+        a variant that fails is left for its operator's own compile to report."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from .programs import program_source
+        todo = {}
+        for plan in plans:
+            f, m = program_source(self, plan)
+            k = cache_key(f, m)
+            if k not in todo and k not in self._modules:
+                todo[k] = (f, m)
+        if not todo:
+            return 0
+
+        def one(fm):
+            try:
+                return self._image(*fm)
+            except KernelBuildError:
+                return None
+        with ThreadPoolExecutor(max(1, min(workers or os.cpu_count() or 1, len(todo)))) as ex:
+            images = list(ex.map(one, todo.values()))
+        done = 0
+        with self.dev:
+            for k, (f, m), img in zip(todo, todo.values(), images):
+                if img is not None:
+                    self._modules.get(k, lambda img=img, f=f, m=m: self._load(img, f, m))
+                    done += 1
+        return done
 
     # -- the kernel verbs (programs.KernelBackend): the GPU-shaped kernels of opencl_kernels/ (the
     # same text, launches and geometry the opencl:0-gpupaths test device runs on PoCL), compiled

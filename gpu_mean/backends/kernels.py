@@ -92,5 +92,9 @@ class ProgramCache:
                 self._items.popitem(last=False)
         return prg
 
+    def __contains__(self, key) -> bool:
+        with self._lock:
+            return key in self._items
+
     def __len__(self) -> int:
         return len(self._items)

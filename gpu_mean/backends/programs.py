@@ -302,6 +302,13 @@ def elementwise_variant(be: KernelBackend, plan: planning.ElementwisePlan) -> el
                                            max_param_bytes=be.max_param_bytes, checked=be.checked)
 
 
+def program_source(be: KernelBackend, plan) -> tuple:
+    """(kernel file, macros) of the one program ``be.compile(plan)`` builds (every kernel a plan
+    launches comes from one variant's text), without building it: what a backend compiles ahead."""
+    v = reduce_variant(be, plan) if isinstance(plan, planning.ReducePlan) else elementwise_variant(be, plan)
+    return v.file, v.macros
+
+
 class _Checked:
     """A checked program's status buffer (gpu_mean/backends/checked.py): armed with the bounds before
     the first launch of a run, read after every launch."""

@@ -309,6 +309,25 @@ class Device:
         program = self.executor.guard(f"compiling {op.desc.name}", self.backend.compile, plan, flags)
         return CompiledOperator(self, op, flags, plan, program)
 
+    def compile_ahead(self, descs, workers: int | None = None) -> int:
+        """Build the programs of operator descriptors ahead, side by side where the backend can
+        (CUDA: NVRTC in ``workers`` threads, default one per CPU), so that compiling their operators
+        later finds them built: a conformance pass or a profile pays the slowest compile, not their
+        sum. A descriptor the device refuses is skipped (its own create_operator says why). Returns
+        how many programs were built ahead: 0 where the backend builds one at a time (the CPU device,
+        OpenCL)."""
+        self.executor.check_alive()
+        pre = getattr(self.backend, "prebuild", None)
+        if pre is None:
+            return 0
+        plans = []
+        for d in descs:
+            try:
+                plans.append(planning.plan_operator(self.create_operator(d).desc))
+            except (InvalidArgumentError, UnsupportedError):
+                continue
+        return self.executor.guard("compiling ahead", pre, plans, workers)
+
     def create_operator_initializer(self, ops=()) -> OperatorInitializer:
         self.executor.check_alive()
         return OperatorInitializer(self, ops)

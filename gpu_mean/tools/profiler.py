@@ -318,6 +318,10 @@ def profile(dev, case_list: list[Case], repeat: int, peers: bool, log=print, dat
     case's input bytes, writes its output bytes) and read kernel over as many bytes (and the peers);
     returns (result dicts, skipped dicts)."""
     results, skipped, limits = [], [], {}
+    # every case's kernels built first, side by side where the backend can (CUDA: NVRTC in threads)
+    built = dev.compile_ahead([c.desc() for c in case_list if not skip_reason(dev, c)])
+    if built:
+        log(f"  {built} programs built ahead, side by side")
     for case in case_list:
         if case.op == "identity" and case.layout == "packed" and case.dtype == F32:
             continue   # the copy kernel is no longer a baseline; IDENTITY is not a mean
