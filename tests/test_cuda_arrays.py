@@ -112,6 +112,16 @@ def test_kernels_compile_ahead_side_by_side(fake, monkeypatch):
         dev.compile_operator(dev.create_operator(d))
     assert compiled == []                                     # built ahead: nothing compiled again
     assert dev.compile_ahead(descs) == 0
+    # a variant the GPU cannot load is left for its operator's own compile to report
+    x2 = gm.TensorDesc(f32, (64, 7))
+    d2 = gm.ReduceDesc(gm.ReduceFunction.AVERAGE, x2, gm.TensorDesc(f32, (64, 1)), (1,))
+
+    def refuse(image, filename, macros):
+        raise gm.KernelBuildError("cannot load")
+    monkeypatch.setattr(be, "_load", refuse)
+    assert dev.compile_ahead([d2]) == 0
+    with pytest.raises(gm.KernelBuildError):
+        dev.compile_operator(dev.create_operator(d2))
 
 
 def test_each_operand_is_resolved_by_one_bridge_call(fake, monkeypatch):
@@ -184,6 +194,19 @@ def test_a_fake_cupy_dask_float_chunk_takes_exact_pairs_on_its_gpu(fake):
         assert [e for e in work[launch:] if e[0] == "d2h"]                # the pairs and flags come back
         mean = partials.aggregate_mean([p, p], axes, keepdims=True, dtype=dtype)
         assert isinstance(mean, FakeCupyArray) and mean.shape == kept and mean.dtype == dtype
+
+
+def test_a_fake_cupy_dask_chunk_on_another_gpu_is_refused_before_a_launch(fake):
+    """A CuPy chunk that lives on another GPU than the worker's device: no kernel reads it (its
+    pointer means nothing here); the chunk step's error names both devices."""
+    pytest.importorskip("dask.array")
+    from gpu_mean.dask import partials
+    dev, be, state, log = fake
+    block = FakeCupyArray(DevPtr(bytearray(8 * 300 * 4), 0, log), (8, 300), np.float32, device=2)
+    log.clear()
+    with pytest.raises(gm.InvalidArgumentError, match="cuda:2"):
+        partials.chunk_sum(block, (1,), device=dev)
+    assert not [e for e in log if e[0] == "launch"]
 
 
 def test_a_fake_cupy_dask_chunk_is_summed_in_place_on_its_gpu(fake):

@@ -20,10 +20,10 @@ IDS = ["float32", "float16", "bfloat16"]
 UNIT = {np.dtype(np.float32): -149, np.dtype(np.float16): -24, BF16: -133}
 # (shape, reduced axes): columns (inner a multiple of 8), rows (8 lanes and a tail of 5), every axis,
 # a middle axis, the tall (rows, 16) chunk, columns of 1024 + 8 (a work-item's last, short tile); the
-# GPU shape's alone (a work-item a column): an inner size of 5, rows of 3 (one short row of lanes),
-# rows of 300 segments long (GPU: several segments of 256 rows at least)
+# GPU shape's alone (a work-item a column): an inner size of 5, rows of 3, rows of 1100 (several
+# segments of 256 rows at least); rows of 100 (GPU: a work-item a row, no lanes below 256 values)
 LAYOUTS = [((300, 64), (0,)), ((5, 1029), (1,)), ((40, 72), (0, 1)), ((3, 200, 16), (1,)), ((4100, 16), (0,)),
-           ((70, 1032), (0,)), ((37, 5), (0,)), ((9, 3), (1,)), ((2, 1100, 3), (1,))]
+           ((70, 1032), (0,)), ((37, 5), (0,)), ((9, 3), (1,)), ((2, 1100, 3), (1,)), ((6, 100), (1,))]
 
 
 def exact_totals(x: np.ndarray, axes) -> list:
@@ -93,6 +93,21 @@ def test_unsupported_layouts_give_none(device):
         if got is not None:
             assert np.array_equal(got[0], np.sum(x, axis=axes, keepdims=True)) and not got[1].any()
     assert (device.dd_partials(np.ones((4, 8), np.float32), (0,), dt) is None) == (not _has_pairs(device))
+
+
+def test_a_reduced_axis_of_one_gives_the_values(device):
+    """No reduced axis past size 1 (a chunk one row deep): each total is its one value, exactly, a
+    -0.0 kept, an inf flagged (its digits carry the flag)."""
+    x = np.array([[[1.5, -0.0, 3e38, np.inf, 2.0 ** -140, -7.25]]], np.float32).reshape(2, 1, 3)
+    got = device.dd_partials(x, (1,), data_type_of(x.dtype, "test"))
+    if not _has_pairs(device):
+        assert got is None
+        return
+    h, c, flagged = got
+    assert h.shape == (2, 1, 3) and not c.any()
+    assert np.array_equal(h[~flagged], x.astype(np.float64)[~flagged])
+    assert list(flagged.ravel()) == [False, False, False, True, False, False]
+    assert h[0, 0, 1] == 0 and np.signbit(h[0, 0, 1])
 
 
 def test_a_chunk_past_one_buffer_takes_the_digits(device):

@@ -160,26 +160,33 @@ class Device:
         be = self.backend
         if getattr(be, "dd_partials", None) is None or x.size == 0 or x.size >= 1 << 32:
             return None
+        if dt not in (DataType.FLOAT32, DataType.FLOAT16, DataType.BFLOAT16) or not self.info.fp64:
+            return None
         if self.max_alloc_bytes is not None and x.nbytes > self.max_alloc_bytes:
             return None     # past one buffer of this Device: exact_partials cuts it into pieces
         axes = tuple(sorted(int(a) for a in axes))
         if isinstance(x, np.ndarray):
             x = np.ascontiguousarray(x)
-        elif be.cpu_shaped:
-            return None
+        elif be.cpu_shaped or not be.arrays.owns(x):
+            return None     # another device's array: the caller's path names the mismatch
         elif tuple(x.strides) != tuple(s * x.dtype.itemsize for s in _packed(x.shape)):
             x = be.arrays.packed(x)     # a device array: read where it lies, packed
         kept = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
         plan = planning.plan_reduce(KernelOp.REDUCE_MEAN, dt, x.shape, _packed(x.shape),
                                     tuple(0 if d in axes else s for d, s in enumerate(_packed(kept))), axes)
-        if len(plan.red_shape) != 1:        # no reduced axis past size 1, or more than one block of them
+        if not plan.red_shape:              # no reduced axis past size 1: each total is one value
+            return self._single_values(x, dt, kept)
+        if len(plan.red_shape) != 1:        # more than one block of reduced axes
             return None
         rows, inner = plan.red_shape[0], plan.red_strides[0]     # packed: the reduced run's stride
         n_o = plan.n_out // inner
         lanes = inner == 1
         tail = None
-        if lanes and not be.cpu_shaped:     # rows as (rows / 8, 8) lanes, the last lanes' row short
-            shape = (n_o, -(-rows // 8), 8, rows)
+        if lanes and not be.cpu_shaped:
+            # rows as (rows / 8, 8) lanes, the last lanes' row short, where the 8 lanes' pairs read back
+            # are few beside the row's values; shorter rows a work-item each
+            shape = (n_o, -(-rows // 8), 8, rows) if rows >= DDP_GPU_LANES_MIN_ROWS else (n_o, rows, 1, rows)
+            lanes = rows >= DDP_GPU_LANES_MIN_ROWS
         elif lanes:        # a reduction over the last axis: its rows as (rows / 8, 8) lanes, the rest here
             n_rows, tail = rows // 8, x.reshape(n_o, rows)[:, rows // 8 * 8:]
             if n_rows == 0:
@@ -201,6 +208,21 @@ class Device:
                 h, c, b = wide.dd_add_exact(h, c, ph, pc)
                 bad |= b
         return h.reshape(kept), c.reshape(kept), bad.reshape(kept)
+
+    def _single_values(self, x, dt: DataType, kept: tuple) -> tuple:
+        """dd_partials where every output has one value: the values themselves as FLOAT64 (exact), a
+        device array's copied to the host; an inf or NaN flagged (its digits carry the flags)."""
+        import numpy as np
+        if not isinstance(x, np.ndarray):
+            be = self.backend
+            native, off, nbytes = be.arrays.memory(x, x.nbytes)
+            with self.executor.lock:
+                be.arrays.before([x])
+                raw = self.executor.guard("exact double-double partials", be.read, native, off, nbytes)
+            x = np.frombuffer(raw, dt.numpy_dtype)
+        h = np.asarray(x, dtype=np.float64).reshape(kept)
+        with np.errstate(invalid="ignore"):
+            return h, np.zeros_like(h), ~np.isfinite(h)
 
     def device_totals(self, dt: DataType, n_total: int):
         """Exact totals of ``n_total`` outputs of ``dt`` values kept on this device (issue 26: a split
@@ -373,6 +395,11 @@ class Device:
             label = {"opencl": "an OpenCL", "cuda": "a CUDA"}[kind]
             raise UnsupportedError(f"{self.name} is not {label} device; it has no {attr} handle")
         return getattr(self.backend, attr)
+
+
+# dd_partials on the GPU shape: rows of at least this many values as 8 lanes (each output's 8 pairs, 136
+# bytes a segment, read back beside 1 KB of values at least); shorter ones a work-item a row
+DDP_GPU_LANES_MIN_ROWS = 256
 
 
 def _packed(shape: tuple) -> tuple:

@@ -103,19 +103,19 @@ def dd_add_exact(h, c, xh, xc):
 def dd_add_exact_along(h, c, bad, axis: int):
     """The pairs (h, c) added over ``axis`` by ``dd_add_exact`` (halves added pairwise, a level at a
     time: numpy passes over the whole arrays, however many pairs the axis holds), with their flags
-    ``bad`` and the additions' own: (h', c', bad') without that axis."""
-    while h.shape[axis] > 1:
-        k = h.shape[axis] // 2
-        lo, hi2, rest = slice(0, k), slice(k, 2 * k), slice(2 * k, None)
-
-        def at(a, s):
-            return a[(slice(None),) * axis + (s,)]
-        nh, nc, b = dd_add_exact(at(h, lo), at(c, lo), at(h, hi2), at(c, hi2))
-        nb = at(bad, lo) | at(bad, hi2) | b
-        if h.shape[axis] % 2:       # the odd one out, kept for the next level
-            nh, nc, nb = (np.concatenate([n, at(a, rest)], axis) for n, a in ((nh, h), (nc, c), (nb, bad)))
+    ``bad`` and the additions' own: (h', c', bad') without that axis. The axis is moved to the front
+    once, so that every level's halves are contiguous (no copies in by_blocks)."""
+    if h.shape[axis] == 1:
+        return np.take(h, 0, axis), np.take(c, 0, axis), np.take(bad, 0, axis)
+    h, c, bad = (np.ascontiguousarray(np.moveaxis(a, axis, 0)) for a in (h, c, bad))
+    while h.shape[0] > 1:
+        k = h.shape[0] // 2
+        nh, nc, b = dd_add_exact(h[:k], c[:k], h[k:2 * k], c[k:2 * k])
+        nb = bad[:k] | bad[k:2 * k] | b
+        if h.shape[0] % 2:          # the odd one out, kept for the next level
+            nh, nc, nb = (np.concatenate([n, a[2 * k:]], 0) for n, a in ((nh, h), (nc, c), (nb, bad)))
         h, c, bad = nh, nc, nb
-    return (np.take(h, 0, axis), np.take(c, 0, axis), np.take(bad, 0, axis))
+    return h[0], c[0], bad[0]
 
 
 def _dd_add_exact(h, c, xh, xc):
