@@ -358,13 +358,15 @@ def finish(p: PartialSum, dtype):
     """The mean from a total: one division, one rounding (floats), truncation toward zero (integers).
     A count of 0 (a zero-size reduced dimension) gives NaN for floats and 0 for integers."""
     dtype = np.dtype(dtype)
-    if p.exact_dd:
-        res = _finish_dd(p, dtype)
-        return sys.modules["cupy"].asarray(res) if p.cupy else res
-    if p.digits is not None:
-        res = (np.full(p.digits.shape[1:], np.nan, dtype) if p.count == 0
-               else exact.mean_from_limbs(p.digits, p.flags, p.count, p.of, dtype))
-        return sys.modules["cupy"].asarray(res) if p.cupy else res
+    if p.exact_dd or p.digits is not None:
+        if p.exact_dd:
+            res = _finish_dd(p, dtype)
+        else:
+            res = (np.full(p.digits.shape[1:], np.nan, dtype) if p.count == 0
+                   else exact.mean_from_limbs(p.digits, p.flags, p.count, p.of, dtype))
+        # a CuPy graph's mean back on the GPU; BFLOAT16 stays on the host, as the FLOAT64 partials'
+        # (a CuPy without ml_dtypes' bfloat16 holds none)
+        return sys.modules["cupy"].asarray(res) if p.cupy and not is_bfloat16(dtype) else res
     hi = p.hi
     cp = sys.modules["cupy"] if p.cupy else None
     xp = cp or np
