@@ -277,11 +277,12 @@ def test_many_outputs_go_by_blocks(device):
     check_bits(partials.finish(p, f32).reshape(-1), want_reduce(x, (0,), f32).reshape(-1), "by blocks")
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 11])
+@pytest.mark.parametrize("n", [1, 2, 3, 8, 11, 37, 64])
 def test_pairs_add_along_an_axis_exactly(n):
-    """Segments' and lanes' pairs added pairwise a level at a time (wide.dd_add_exact_along), the odd
-    one out of a level kept for the next: every unflagged total is the exact sum (fractions), a flag
-    anywhere along the axis or an erring addition flags the output."""
+    """Segments' and lanes' pairs added along an axis (wide.dd_add_exact_along): a few one after
+    another, more pairwise a level at a time, the odd one out of a level kept for the next: every
+    unflagged total is the exact sum (fractions), a flag anywhere along the axis or an erring
+    addition flags the output."""
     from gpu_mean.runtime import wide
     rng = np.random.default_rng(4302 + n)
     # chunk totals as the kernels leave them: float32 values' sums, a few with a tail

@@ -103,10 +103,18 @@ def dd_add_exact(h, c, xh, xc):
 def dd_add_exact_along(h, c, bad, axis: int):
     """The pairs (h, c) added over ``axis`` by ``dd_add_exact`` (halves added pairwise, a level at a
     time: numpy passes over the whole arrays, however many pairs the axis holds), with their flags
-    ``bad`` and the additions' own: (h', c', bad') without that axis. The axis is moved to the front
-    once, so that every level's halves are contiguous (no copies in by_blocks)."""
-    if h.shape[axis] == 1:
-        return np.take(h, 0, axis), np.take(c, 0, axis), np.take(bad, 0, axis)
+    ``bad`` and the additions' own: (h', c', bad') without that axis. A few (the 8 lanes; the CPU
+    shape's segments) are added one after another over views; more (the GPU shape's segments) a level
+    at a time with the axis moved to the front once, so that every level's halves are contiguous."""
+    n = h.shape[axis]
+    if n <= 16:
+        def at(a, i):
+            return a[(slice(None),) * axis + (i,)]
+        th, tc, tb = at(h, 0), at(c, 0), at(bad, 0)
+        for i in range(1, n):
+            th, tc, b = dd_add_exact(th, tc, at(h, i), at(c, i))
+            tb = tb | b | at(bad, i)
+        return th, tc, tb
     h, c, bad = (np.ascontiguousarray(np.moveaxis(a, axis, 0)) for a in (h, c, bad))
     while h.shape[0] > 1:
         k = h.shape[0] // 2
