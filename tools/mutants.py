@@ -55,7 +55,7 @@ MUTANTS = (
            ("tests/test_dask_partials.py::test_pairs_are_the_exact_totals_or_flagged",), "opencl:0-gpupaths",
            "a row's last lanes read past its end: the next output's first values join its total"),
     Mutant("ddp-odd-segment-dropped", "gpu_mean/runtime/wide.py",
-           "            nh, nc, nb = (np.concatenate([n, a[2 * k:]], 0)", "            nh, nc, nb = ((n) ",
+           "            nh, nc, nb = (np.concatenate([s, a[2 * k:]], 0)", "            nh, nc, nb = ((s) ",
            ("tests/test_dask_partials.py::test_pairs_add_along_an_axis_exactly",), "cpu",
            "an odd count of segments or lanes loses the last one's pair"),
     Mutant("ddp-cupy-chunks-wide", "gpu_mean/dask/partials.py",

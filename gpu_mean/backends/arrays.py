@@ -3,7 +3,7 @@
 Every backend has an ``ArrayBridge`` (``backend.arrays``), beside its alloc / copy / compile /
 launch verbs. The runtime and the frontends ask it, and never name CuPy, PyTorch or pyopencl:
 
-* ``operand(x, what, where=None, view=None)``: what a call needs of one caller's array, in one
+* ``operand(x, what, where=None, view=None, check=None)``: what a call needs of one caller's array, in one
   call: (native array, shape, dtype, element strides), the array viewed without a copy unless a
   TensorDesc cannot describe its strides (then ``packed``; ``check(dtype)`` first); ``host_operand``
   the same for host arrays on any device.
@@ -122,19 +122,26 @@ def int16_view(x):
     return None
 
 
-def host_operand(x, check=None) -> tuple:
-    """(numpy array, shape, dtype, element strides) of a host array (``host_array``), copied only
-    where a TensorDesc cannot describe its strides (negative, or not whole elements); ``check(dtype)``
-    runs before any copy."""
-    arr = host_array(x)
-    dtype = arr.dtype
+def _operand(arr, shape: tuple, dtype, pack, check) -> tuple:
+    """(array, shape, dtype, element strides): ``check(dtype)`` first, then ``pack(arr)`` (the one
+    copy) only where a TensorDesc cannot describe the strides (negative, or not whole elements)."""
     if check is not None:
         check(dtype)
-    strides = element_strides(arr.shape, arr.strides, dtype.itemsize)
+    strides = element_strides(shape, arr.strides, dtype.itemsize)
     if strides is None:
-        arr = np.ascontiguousarray(arr) if arr.ndim else np.array(arr)
-        strides = element_strides(arr.shape, arr.strides, dtype.itemsize)
-    return arr, arr.shape, dtype, strides
+        arr = pack(arr)
+        strides = element_strides(shape, arr.strides, dtype.itemsize)
+    return arr, shape, dtype, strides
+
+
+def host_operand(x, check=None) -> tuple:
+    """``ArrayBridge.operand`` for a host array (``host_array``) on any device."""
+    arr = host_array(x)
+    return _operand(arr, arr.shape, arr.dtype, _packed_host, check)
+
+
+def _packed_host(arr: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(arr) if arr.ndim else np.array(arr)
 
 
 def host_array(x) -> np.ndarray:
@@ -175,15 +182,7 @@ class ArrayBridge:
         where the caller took it already), packed on the device only where a TensorDesc cannot
         describe its strides; ``check(dtype)`` runs before any copy."""
         arr = self.view(x, what, where) if view is None else view
-        dtype = self.dtype_of(x, arr)
-        if check is not None:
-            check(dtype)
-        shape = tuple(int(n) for n in arr.shape)
-        strides = element_strides(shape, arr.strides, dtype.itemsize)
-        if strides is None:
-            arr = self.packed(arr)
-            strides = element_strides(shape, arr.strides, dtype.itemsize)
-        return arr, shape, dtype, strides
+        return _operand(arr, tuple(int(n) for n in arr.shape), self.dtype_of(x, arr), self.packed, check)
 
     def view(self, x, what: str, where=None):
         if not isinstance(x, np.ndarray):
@@ -209,7 +208,7 @@ class ArrayBridge:
         return a
 
     def packed(self, arr):
-        return np.ascontiguousarray(arr) if arr.ndim else np.array(arr)
+        return _packed_host(arr)
 
     def before(self, arrays) -> None:
         pass

@@ -402,7 +402,7 @@ class CudaBackend(KernelBackend):
             images = list(ex.map(one, todo.values()))
         done = 0
         with self.dev:
-            for k, (f, m), img in zip(todo, todo.values(), images):
+            for (k, (f, m)), img in zip(todo.items(), images):
                 if img is None:
                     continue
                 try:

@@ -100,14 +100,15 @@ class KernelBackend(Backend):
         return prog
 
     def dd_partials(self, dt, data, n_o: int, rows: int, inner: int, os: int):
-        """The exact double-double partials of ``data``, a packed host array of ``dt`` values (or, on
-        the GPU shape, a packed device array this backend's bridge owns: a CuPy chunk) viewed as
-        (n_o, rows, inner) with row stride ``inner`` and outer stride ``os`` (inner a multiple of 8; n_o
-        and rows at least 1; on the GPU shape the last row may be short: only elements below ``os`` of
-        an outer index are read), summed over the rows (opencl_kernels/reduce_cpu_ddp.h, reduce_gpu_ddp.h):
-        (h, c, flag) on the host, each (n_o, n_s, inner), the rows cut into n_s segments; h + c is the
-        exact total of a segment's column where flag is 0. None where the device has no such kernel (no
-        fp64, not FLOAT32 / FLOAT16 / BFLOAT16). The caller holds the device's lock."""
+        """The exact double-double partials of ``data``, a packed host array of ``dt`` values (or, on the
+        GPU shape, a packed device array this backend's bridge owns: a CuPy chunk) viewed as (n_o, rows,
+        inner) with row stride ``inner`` and outer stride ``os`` (n_o and rows at least 1; CPU shape:
+        inner a multiple of 8; GPU shape: any inner, and the last row may be short: only elements below
+        ``os`` of an outer index are read), summed over the rows (opencl_kernels/reduce_cpu_ddp.h,
+        reduce_gpu_ddp.h): (h, c, flag) on the host, each (n_o, n_s, inner), the rows cut into n_s
+        segments; h + c is the exact total of a segment's column where flag is 0. None where the device
+        has no such kernel (no fp64, not FLOAT32 / FLOAT16 / BFLOAT16). The caller holds the device's
+        lock."""
         if not self.fp64 or dt not in reduce_kernels.DDP_TYPES:
             return None
         progs = self.__dict__.setdefault("_ddp_programs", {})
@@ -196,10 +197,8 @@ class DDPartialsProgram:
 
     def run(self, data, n_o: int, rows: int, inner: int, os: int) -> tuple:
         be = self.be
-        if be.cpu_shaped:
-            n_s, seg, launch = reduce_kernels.ddp_launch(n_o, rows, inner, be.compute_units)
-        else:
-            n_s, seg, launch = reduce_kernels.ddp_gpu_launch(n_o, rows, inner, be.gpu_sms)
+        n_s, seg, launch = reduce_kernels.ddp_launch(n_o, rows, inner, cpu_shaped=be.cpu_shaped,
+                                                     compute_units=be.compute_units, sms=be.gpu_sms)
         nl = n_o * n_s * inner
         inp, nbytes = self._input(data)
         out = be.alloc(16 * nl)

@@ -660,8 +660,9 @@ def combine_launch(kernel: str, n_out: int, cpu_shaped: bool) -> Launch:
 DDP_TYPES = (D.FLOAT32, D.FLOAT16, D.BFLOAT16)
 DDP_MIN_SEG = 1 << 10       # rows per segment at least (each segment's pairs are read back and added)
 # vectors of 8 columns a work-item sums (reduce_cpu_ddp.h: GM_DDP_V): rows of up to 4096 columns, 16 KB
-# contiguous, the block state 64 KB (a (2048, 32768) FLOAT32 chunk over axis 0 on PoCL, 1 thread, best
-# of 7 beside numpy's 16-22 ms, noisy: V = 16 30.3, 64 25.1, 128 21-23, 256 20.3, 512 19-23, 1024 20.0 ms)
+# contiguous, the block state 64 KB (a (2048, 32768) FLOAT32 chunk over axis 0 on PoCL, 1 thread, beside
+# numpy's 16-22 ms, noisy; 4 rows a pass: V = 16 30.3, 64 25.1, 128 21-23, 256 20.3, 512 19-23, 1024
+# 20.0 ms; 8 rows a pass: 256, 512 and 1024 all 16.4-18.7 ms)
 DDP_V = 512
 DDP_GPU_WG = 256            # the GPU shape's work-group (a work-item a column and segment)
 DDP_GPU_MIN_SEG = 256       # its rows per segment at least (a segment's pair is 17 bytes read back)
@@ -685,24 +686,18 @@ def ddp_macros(dt: D, *, cpu_shaped: bool = True, compute_units: int = 1, sms: i
     return m
 
 
-def ddp_launch(n_o: int, rows: int, inner: int, compute_units: int) -> tuple:
-    """(n_s, seg, launch) of gm_dd_partials_serial: the rows cut into n_s segments of seg rows, so that
-    the device has about 16 work-items per compute unit, no segment shorter than DDP_MIN_SEG rows; a
-    work-item per (outer index, segment, DDP_V vectors of columns), a work-group each (PoCL spreads them)."""
-    tiles = n_o * _cdiv(inner, 8 * DDP_V)
-    n_s = max(1, min(_cdiv(compute_units * 16, tiles), rows // DDP_MIN_SEG))
+def ddp_launch(n_o: int, rows: int, inner: int, *, cpu_shaped: bool, compute_units: int = 1, sms: int = 1) -> tuple:
+    """(n_s, seg, launch) of the shape's kernel: the rows cut into n_s segments of seg rows, enough for
+    the device (CPU shape: about 16 work-items per compute unit, a work-item per outer index, segment
+    and DDP_V vectors of columns, a work-group each, which PoCL spreads; GPU shape: about 2048 a SM,
+    a work-item per outer index, segment and column, the grid capped at CUDA's limit, which the kernel
+    loops over), but no segment shorter than the shape's DDP_MIN_SEG / DDP_GPU_MIN_SEG rows."""
+    items = n_o * (_cdiv(inner, 8 * DDP_V) if cpu_shaped else inner)       # a segment's work-items
+    want, least = (compute_units * 16, DDP_MIN_SEG) if cpu_shaped else (sms * 2048, DDP_GPU_MIN_SEG)
+    n_s = max(1, min(_cdiv(want, items), rows // least))
     seg = _cdiv(rows, n_s)
     n_s = _cdiv(rows, seg)
-    return n_s, seg, Launch("gm_dd_partials_serial", (tiles * n_s,), (1,))
-
-
-def ddp_gpu_launch(n_o: int, rows: int, inner: int, sms: int) -> tuple:
-    """(n_s, seg, launch) of gm_dd_partials: the rows cut into n_s segments of seg rows, so that the GPU
-    has about 2048 work-items per SM (a work-item per outer index, segment and column), no segment
-    shorter than DDP_GPU_MIN_SEG rows; the grid capped at CUDA's limit (the kernel loops over it)."""
-    cols = n_o * inner
-    n_s = max(1, min(_cdiv(sms * 2048, cols), rows // DDP_GPU_MIN_SEG))
-    seg = _cdiv(rows, n_s)
-    n_s = _cdiv(rows, seg)
-    groups = max(1, min(_cdiv(cols * n_s, DDP_GPU_WG), gpu_geometry.MAX_X))
+    if cpu_shaped:
+        return n_s, seg, Launch("gm_dd_partials_serial", (items * n_s,), (1,))
+    groups = max(1, min(_cdiv(items * n_s, DDP_GPU_WG), gpu_geometry.MAX_X))
     return n_s, seg, Launch("gm_dd_partials", (groups * DDP_GPU_WG,), (DDP_GPU_WG,))

@@ -205,12 +205,10 @@ def chunk_sum(block, axis=None, keepdims=True, device=None, computing_meta=False
 def _cupy_dd(block, axes, count: int, device) -> PartialSum | None:
     """A CuPy chunk's exact double-double totals on its GPU (``Device.dd_partials``: the GPU shape's
     kernel reads the chunk where it lies), as a PartialSum on the host marked ``cupy``; None where
-    the device has no such kernel or layout (the chunk then takes the FLOAT64 partials)."""
-    dt = data_type_of(block.dtype, "ReduceMean")
-    if not dt.is_float or dt == DataType.FLOAT64:
-        return None
+    the device has no such kernel, type (integers, FLOAT64) or layout (the chunk then takes the wide
+    partials)."""
     dev = _sum_device(device, None, cupy_module(block))
-    dd = dev.dd_partials(block, axes, dt)
+    dd = dev.dd_partials(block, axes, data_type_of(block.dtype, "ReduceMean"))
     if dd is None:
         return None
     stats["launched"] += 1

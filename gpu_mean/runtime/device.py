@@ -180,13 +180,12 @@ class Device:
             return None
         rows, inner = plan.red_shape[0], plan.red_strides[0]     # packed: the reduced run's stride
         n_o = plan.n_out // inner
-        lanes = inner == 1
+        # GPU shape: rows as 8 lanes only where the lanes' 8 pairs read back are few beside the row's
+        # values; shorter rows a work-item each (inner 1, below)
+        lanes = inner == 1 and (be.cpu_shaped or rows >= DDP_GPU_LANES_MIN_ROWS)
         tail = None
-        if lanes and not be.cpu_shaped:
-            # rows as (rows / 8, 8) lanes, the last lanes' row short, where the 8 lanes' pairs read back
-            # are few beside the row's values; shorter rows a work-item each
-            shape = (n_o, -(-rows // 8), 8, rows) if rows >= DDP_GPU_LANES_MIN_ROWS else (n_o, rows, 1, rows)
-            lanes = rows >= DDP_GPU_LANES_MIN_ROWS
+        if lanes and not be.cpu_shaped:     # rows as (rows / 8, 8) lanes, the last lanes' row short
+            shape = (n_o, -(-rows // 8), 8, rows)
         elif lanes:        # a reduction over the last axis: its rows as (rows / 8, 8) lanes, the rest here
             n_rows, tail = rows // 8, x.reshape(n_o, rows)[:, rows // 8 * 8:]
             if n_rows == 0:

@@ -101,11 +101,11 @@ def dd_add_exact(h, c, xh, xc):
 
 
 def dd_add_exact_along(h, c, bad, axis: int):
-    """The pairs (h, c) added over ``axis`` by ``dd_add_exact`` (halves added pairwise, a level at a
-    time: numpy passes over the whole arrays, however many pairs the axis holds), with their flags
-    ``bad`` and the additions' own: (h', c', bad') without that axis. A few (the 8 lanes; the CPU
-    shape's segments) are added one after another over views; more (the GPU shape's segments) a level
-    at a time with the axis moved to the front once, so that every level's halves are contiguous."""
+    """The pairs (h, c) added over ``axis`` by ``dd_add_exact``, with their flags ``bad`` and the
+    additions' own: (h', c', bad') without that axis. A few (the 8 lanes; the CPU shape's segments)
+    are added one after another over views; more (the GPU shape's thousands of segments) pairwise, a
+    level at a time, with the axis moved to the front once so that every level's halves are contiguous:
+    numpy passes over whole arrays, however many pairs the axis holds."""
     n = h.shape[axis]
     if n <= 16:
         def at(a, i):
@@ -121,7 +121,7 @@ def dd_add_exact_along(h, c, bad, axis: int):
         nh, nc, b = dd_add_exact(h[:k], c[:k], h[k:2 * k], c[k:2 * k])
         nb = bad[:k] | bad[k:2 * k] | b
         if h.shape[0] % 2:          # the odd one out, kept for the next level
-            nh, nc, nb = (np.concatenate([n, a[2 * k:]], 0) for n, a in ((nh, h), (nc, c), (nb, bad)))
+            nh, nc, nb = (np.concatenate([s, a[2 * k:]], 0) for s, a in ((nh, h), (nc, c), (nb, bad)))
         h, c, bad = nh, nc, nb
     return h[0], c[0], bad[0]
 

@@ -318,14 +318,14 @@ def profile(dev, case_list: list[Case], repeat: int, peers: bool, log=print, dat
     case's input bytes, writes its output bytes) and read kernel over as many bytes (and the peers);
     returns (result dicts, skipped dicts)."""
     results, skipped, limits = [], [], {}
+    reasons = [skip_reason(dev, c) for c in case_list]
     # every case's kernels built first, side by side where the backend can (CUDA: NVRTC in threads)
-    built = dev.compile_ahead([c.desc() for c in case_list if not skip_reason(dev, c)])
+    built = dev.compile_ahead([c.desc() for c, why in zip(case_list, reasons) if not why])
     if built:
         log(f"  {built} programs built ahead, side by side")
-    for case in case_list:
+    for case, why in zip(case_list, reasons):
         if case.op == "identity" and case.layout == "packed" and case.dtype == F32:
             continue   # the copy kernel is no longer a baseline; IDENTITY is not a mean
-        why = skip_reason(dev, case)
         if why:
             skipped.append({"case": case.name, "shape": list(case.shape), "reason": why})
             log(f"  skipped {case.name} {case.shape}: {why}")
