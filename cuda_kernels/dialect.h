@@ -3,7 +3,7 @@
 //
 // A CUDA build of a kernel file is: the variant's #define lines, this header, then the file itself;
 // an OpenCL build is the #define lines, opencl_kernels/dialect.h, then the same file
-// (gpu_mean/backends/kernels.py: kernel_text). docs/design.md, "Kernels", says what a kernel file may
+// (gpu_mean/kernels/source.py: kernel_text). docs/design.md, "Kernels", says what a kernel file may
 // use: OpenCL C's scalar types, address spaces, work-item functions, barrier, vload_half/vstore_half_rte,
 // plus the few names below that OpenCL C has no word for (GM_*). Vector types (float8, ...) are not
 // mapped: kernels that use them are CPU-shaped and live inside #if GM_CPU_SHAPE, which CUDA never sets.

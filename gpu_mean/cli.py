@@ -96,7 +96,7 @@ PEERS = ("numpy", "onnxruntime", "openvino", "cupy", "torch")
 PEER_MODULES = {"numpy": ("numpy",), "onnxruntime": ("onnxruntime", "onnx"), "openvino": ("openvino",),
                 "cupy": ("cupy",), "torch": ("torch",)}
 PROFILE_OPS = ("mean", "nary", "reduce")   # what profile times; the copy kernel and IDENTITY are not a choice
-DATA_KINDS = ("normal", "uniform", "ones", "centered")   # profile --data: tools/profiler.py DATA_KINDS
+DATA_KINDS = ("normal", "uniform", "ones", "centered")   # profile --data: checks/profiler.py DATA_KINDS
 
 
 def _importable(*modules) -> bool:
@@ -142,7 +142,7 @@ def cmd_conformance(args) -> int:
     why = args.json and _folder_problem(args.json)
     if why:
         return _usage("conformance", f"--json {args.json}: {why}")
-    from .tools import conformance
+    from .checks import conformance
     return conformance.main(args.device, args.feature_level, args.quick, args.json, args.op, args.dtype)
 
 
@@ -177,17 +177,17 @@ def cmd_profile(args) -> int:
             present = [p for p in PEERS if _importable(*PEER_MODULES[p])]
             return _usage("profile", f"--peers {','.join(missing)}: not installed; installed peers: "
                           f"{', '.join(present) or 'none'}")
-    from .tools import profile_report
+    from .checks import profile_report
     return profile_report.main(args.device, args.size_mb, args.repeat, args.peers, args.op, args.dtype,
                                args.shape, args.axes, args.sweep, args.json, args.plot, data=args.data)
 
 
 def cmd_kernels(args) -> int:
-    from .tools import kernel_listing
+    from .checks import kernel_listing
     if args.shape is None:
         return _usage("kernels", "give --shape, e.g. --shape 4096,16")
     if args.access:
-        from .tools import access_model
+        from .checks import access_model
         return access_model.main(args.op, args.dtype, args.shape, args.axes, data=args.data, json_path=args.json,
                                  index=_opencl_index(args.device))
     return kernel_listing.main(args.device or "auto", args.op, args.dtype, args.shape, args.axes, args.source)
@@ -218,7 +218,7 @@ def _kernel_device(spec: str) -> str:
 
 
 def cmd_demo(args) -> int:
-    from .tools import demo
+    from .checks import demo
     return demo.main(args.device)
 
 

@@ -9,7 +9,7 @@
 // Unchecked (GM_CHECKED 0, every production build): GM_AT(...) is p + i, nothing else.
 // Checked: every kernel takes one more argument, the status buffer gm_chk (longs, laid out below; the
 // host fills the bounds before a launch and reads the status after it:
-// gpu_mean/backends/checked.py). GM_AT tests lo <= i and i + w <= hi against the argument's bounds
+// gpu_mean/kernels/checked.py). GM_AT tests lo <= i and i + w <= hi against the argument's bounds
 // (element indices, as the kernel indexes that pointer); a violation records the first one (argument,
 // index, width, bounds, work-item) and counts them, and the access goes to a sink inside gm_chk
 // instead, so that a checked kernel never reads or writes outside its bindings itself. The checked
@@ -57,7 +57,7 @@ GM_INLINE int gm_in_bounds(__global long* gm_chk, int arg, long i, long w) {
 #define GM_TRACE 0
 #endif
 #if GM_TRACE
-// The trace mode of the checked build (the access model, gpu_mean/tools/access_model.py; never in a
+// The trace mode of the checked build (the access model, gpu_mean/checks/access_model.py; never in a
 // production build, OpenCL only): GM_AT also appends a record of 4 longs per access to the trace
 // region of gm_chk. [8] the records claimed (an int; past the capacity they are counted, not kept),
 // [9] the capacity in records, [10] the region's first word. A record: the element index; the site

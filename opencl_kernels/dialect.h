@@ -1,6 +1,6 @@
 // gpu_mean's kernel dialect for OpenCL: the few names the kernel files use that OpenCL C has no word
 // for. cuda_kernels/dialect.h maps the same names (and OpenCL C itself) onto CUDA; an OpenCL build is
-// the variant's #define lines, this header, then the kernel file (gpu_mean/backends/kernels.py).
+// the variant's #define lines, this header, then the kernel file (gpu_mean/kernels/source.py).
 #if USE_FP64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #endif

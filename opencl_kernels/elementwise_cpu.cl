@@ -1,5 +1,5 @@
 // Element-wise MEAN, ADD, IDENTITY and the one-pass n-ary mean (gm.ext): the CPU-shaped kernels
-// (*_serial, GM_CPU_SHAPE = 1: OpenCL CPU devices; gpu_mean/backends/elementwise_kernels.py:
+// (*_serial, GM_CPU_SHAPE = 1: OpenCL CPU devices; gpu_mean/kernels/elementwise_kernels.py:
 // cpu_variant, ElementwiseVariant.file). Each work-item a long run of OpenCL vectors (4 lanes; 16 for
 // FLOAT16), software prefetch. The shared arithmetic and metadata: elementwise.h; the macros:
 // elementwise_gpu.cl's comment (the CPU shape's list).

@@ -1,7 +1,7 @@
 // Element-wise MEAN, ADD, IDENTITY and the one-pass n-ary mean (gm.ext): one source for OpenCL and
 // CUDA (cuda_kernels/dialect.h maps it; docs/design.md, "Kernels").
 //
-// Two kernel shapes, chosen by the host per device kind (gpu_mean/backends/elementwise_kernels.py,
+// Two kernel shapes, chosen by the host per device kind (gpu_mean/kernels/elementwise_kernels.py,
 // ElementwiseVariant.file), over one shared part (elementwise.h: the arithmetic, GM_COMBINE and
 // GM_ACC_*, written once for scalars and OpenCL vectors alike; the metadata gm_dims):
 //   GPU-shaped (this file: gm_ew_contig_vec/_scalar, gm_ew_rows_vec/_scalar, gm_ew_strided):

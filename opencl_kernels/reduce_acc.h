@@ -1,5 +1,5 @@
 // The reductions' accumulator, one per variant, chosen by the macros the host sets
-// (gpu_mean/backends/reduce_kernels.py: type_macros). Each acc_*.h defines one kind behind one
+// (gpu_mean/kernels/reduce_kernels.py: type_macros). Each acc_*.h defines one kind behind one
 // interface: the type gm_acc (also the chunk partial's layout), GM_ACC_ZERO(a), GM_ACC_ADD(a, x),
 // GM_ACC_MERGE(a, b), GM_ACC_TOTAL(a) (what STORE_RESULT takes) and GM_ACC_FIELDS(X) (the warp
 // shuffle's fields); the correctly rounded kinds (GM_EXACT) add their bound test gm_settle, GM_BITS_T

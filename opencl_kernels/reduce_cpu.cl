@@ -1,7 +1,7 @@
 // The reductions' CPU-shaped kernels (names ending _serial): REDUCE AVERAGE (FLOAT32, FLOAT16), the
 // exact integer mean reduction, the extension types' mean reduction (BFLOAT16, FLOAT64, INT64,
 // UINT64) and the wide sum (gm.ext), as OpenCL CPU devices such as PoCL run them. The host takes this
-// file where the device is an OpenCL CPU (gpu_mean/backends/reduce_kernels.py: cpu_variant,
+// file where the device is an OpenCL CPU (gpu_mean/kernels/reduce_kernels.py: cpu_variant,
 // kernel_file; it sets GM_CPU_SHAPE 1); reduce_gpu.cl is the other shape. Each work-item runs a
 // serial, vectorized loop; no barriers, no local memory. One source for OpenCL and CUDA all the same
 // (docs/design.md, "Kernels"), though only OpenCL runs it.

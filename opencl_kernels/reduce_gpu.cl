@@ -2,11 +2,11 @@
 // reduction, the extension types' mean reduction (BFLOAT16, FLOAT64, INT64, UINT64) and the wide sum
 // (gm.ext), as CUDA and OpenCL GPUs run them: one source for both APIs (cuda_kernels/dialect.h maps
 // it; docs/design.md, "Kernels"). The host takes this file for every device that is not an OpenCL CPU
-// (gpu_mean/backends/reduce_kernels.py: gpu_variant, kernel_file); reduce_cpu.cl is the other shape.
+// (gpu_mean/kernels/reduce_kernels.py: gpu_variant, kernel_file); reduce_cpu.cl is the other shape.
 //
 // Work-groups cooperate on an output with coalesced loads, a local-memory tree (a warp shuffle on
 // CUDA, same order) and barriers; every kernel loops over its grid, so the host caps the grid at
-// CUDA's limits (gpu_mean/backends/gpu_geometry.py, shared by both backends). The opencl:0-gpupaths
+// CUDA's limits (gpu_mean/kernels/gpu_geometry.py, shared by both backends). The opencl:0-gpupaths
 // test device runs them on PoCL with CUDA's geometry.
 //   gm_reduce_row, gm_reduce_col, gm_reduce_general  one pass per class of the plan
 //   gm_reduce_short (SHORT_LPR)                       rows of at most 32 values, a few lanes each

@@ -40,7 +40,7 @@
 #endif
 #endif
 
-// The plan's shapes and strides in elements (gpu_mean/backends/reduce_kernels.py: meta_struct).
+// The plan's shapes and strides in elements (gpu_mean/kernels/reduce_kernels.py: meta_struct).
 typedef struct {
     long keep_shape[KNA], keep_in[KNA], keep_out[KNA];
     long red_shape[RNA], red_in[RNA];

@@ -20,7 +20,7 @@ from gpu_mean import backends
 # prefetch, many reduction chunks) on the device present, so that a machine without a GPU tests them;
 # "opencl:0-gpupaths-nofp64" the same without fp64, as an OpenCL GPU without cl_khr_fp64 runs them.
 ALL_DEVICE_IDS = ["cpu", "opencl:0", "opencl:0-nofp64", "opencl:0-gpupaths", "opencl:0-gpupaths-nofp64", "cuda:0"]
-# The bounds-checked kernel builds (gpu_mean/backends/checked.py) of both kernel shapes: by default
+# The bounds-checked kernel builds (gpu_mean/kernels/checked.py) of both kernel shapes: by default
 # only the tests that ask for them (``device_or_checked``, ``checked_device``: the fuzzer, the
 # conformance pass, the planted out-of-bounds kernels) run on them; naming one in
 # GPU_MEAN_TEST_DEVICES runs the whole suite on it.

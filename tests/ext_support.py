@@ -1,5 +1,5 @@
 """What a device must do with a data type, in the tests' own table (not the code's,
-gpu_mean/backends/support.py, which create_operator reads): compute it (the tests then check the
+gpu_mean/kernels/support.py, which create_operator reads): compute it (the tests then check the
 exact oracle) or refuse it at create_operator with an UnsupportedTypeError saying why. Every
 backend's kernels compute every mean operation over every type of DirectML's four and the four
 extension types (issue 21, built); the one refusal is FLOAT64 on a device without fp64. When a

@@ -12,7 +12,7 @@ import types
 import numpy as np
 
 from gpu_mean.backends import cuda, cuda_compile
-from gpu_mean.backends.kernels import ProgramCache
+from gpu_mean.kernels.source import ProgramCache
 from gpu_mean.runtime.device import DeviceInfo
 
 

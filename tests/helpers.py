@@ -83,7 +83,7 @@ def reduce_plan(dt, shape, axes):
 
 def cpu_reduce_choice(dt, shape, axes, fp64: bool):
     """The CPU shape's geometry and kernel variant for that plan (two compute units)."""
-    from gpu_mean.backends import opencl_geometry, reduce_kernels
+    from gpu_mean.kernels import opencl_geometry, reduce_kernels
     plan = reduce_plan(dt, shape, axes)
     return plan, opencl_geometry.reduce_geometry(plan, compute_units=2), \
         reduce_kernels.cpu_variant(plan, compute_units=2, fp64=fp64)

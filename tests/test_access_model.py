@@ -1,5 +1,5 @@
 """The access model of the GPU-shaped kernels (issue 40, point 5; docs/design.md, "The access model";
-gpu_mean/tools/access_model.py): the model itself on hand-made records and a hand-made kernel with
+gpu_mean/checks/access_model.py): the model itself on hand-made records and a hand-made kernel with
 known figures, then every main-pass load of the profiler's reduction classes R1-R6, in small shapes of
 the same class, at >= 0.9 sector efficiency on opencl:0-gpupaths built checked in the trace mode.
 The default run traces the classes on FLOAT16 only, and the strict xfails on every type
@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 from gpu_mean import cli
-from gpu_mean.backends import checked, opencl
-from gpu_mean.backends.kernels import kernel_source
-from gpu_mean.backends.reduce_kernels import Launch
-from gpu_mean.backends.typespell import header
+from gpu_mean.backends import opencl
+from gpu_mean.checks import access_model as am
 from gpu_mean.descriptors.types import DataType
-from gpu_mean.tools import access_model as am
+from gpu_mean.kernels import checked
+from gpu_mean.kernels.reduce_kernels import Launch
+from gpu_mean.kernels.source import kernel_source
+from gpu_mean.kernels.typespell import header
 
 
 def _opencl_reason() -> str | None:
@@ -136,7 +137,7 @@ def test_an_overflowing_trace_is_counted():
 
 # -- the reduction classes --------------------------------------------------------------------------
 
-# small shapes of the profiler's classes (tools/profiler.py: class_cases), 2^16 elements each
+# small shapes of the profiler's classes (checks/profiler.py: class_cases), 2^16 elements each
 CLASSES = {"R1": ((65536,), (0,)), "R2": ((16, 4096), (1,)), "R3": ((8192, 8), (1,)),
            "R4": ((16, 4096), (0,)), "R5": ((4096, 16), (0,)), "R6": ((16, 64, 8, 8), (0, 2, 3))}
 TYPES = {"f32": DataType.FLOAT32, "f16": DataType.FLOAT16, "bf16": DataType.BFLOAT16}

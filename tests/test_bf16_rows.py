@@ -22,7 +22,7 @@ from helpers import (
 )
 
 from gpu_mean import DataType as D
-from gpu_mean.backends import opencl_geometry, reduce_kernels
+from gpu_mean.kernels import opencl_geometry, reduce_kernels
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 BF_MAX = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)

@@ -1,4 +1,4 @@
-"""The bounds-checked kernel build (gpu_mean/backends/checked.py, opencl_kernels/common.h).
+"""The bounds-checked kernel build (gpu_mean/kernels/checked.py, opencl_kernels/common.h).
 
 Planted bugs: a launch that hands a kernel an offset one element too far (the classic off-by-one of
 host code) makes every kernel family read past its input or write past its output. On the unchecked
@@ -16,9 +16,10 @@ import pytest
 
 import gpu_mean as gm
 from gpu_mean import DataType as D
-from gpu_mean.backends import checked, opencl
-from gpu_mean.backends.kernels import kernel_source
-from gpu_mean.backends.typespell import header
+from gpu_mean.backends import opencl
+from gpu_mean.kernels import checked
+from gpu_mean.kernels.source import kernel_source
+from gpu_mean.kernels.typespell import header
 
 pytestmark = pytest.mark.skipif(not opencl.discover()[0], reason="no OpenCL device")
 

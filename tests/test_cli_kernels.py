@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from gpu_mean import cli
-from gpu_mean.backends import cuda_compile, gpu_geometry, opencl, reduce_kernels
-from gpu_mean.backends.kernels import kernel_text
+from gpu_mean.backends import cuda_compile, opencl
+from gpu_mean.kernels import gpu_geometry, reduce_kernels
+from gpu_mean.kernels.source import kernel_text
 from gpu_mean.runtime import planning
 
 REDUCE = ["--op", "reduce", "--dtype", "f32", "--shape", "4096,16", "--axes", "1"]
@@ -66,7 +67,7 @@ def test_opencl_prints_the_programs_launches_and_source(capsys, spec):
     rc, out, _ = run(capsys, "--device", spec, *REDUCE, "--source")
     assert rc == 0
     be = opencl.make_backend(0, gpu_paths=spec.endswith("gpupaths"))
-    from gpu_mean.backends import programs
+    from gpu_mean.kernels import programs
     v = programs.reduce_variant(be, reduce_plan((4096, 16), (1,)))
     shape = "CPU" if be.cpu_shaped else "GPU"
     assert f"(opencl, {shape} shape)" in out and f"opencl_kernels/{v.file}" in out

@@ -24,8 +24,8 @@ from fake_cupy import inside as _inside
 import gpu_mean as gm
 from gpu_mean import backends, cli
 from gpu_mean.backends import cuda, cuda_compile
+from gpu_mean.checks import demo
 from gpu_mean.errors import KernelBuildError, UnsupportedError
-from gpu_mean.tools import demo
 
 
 def test_kernels_compile_and_load_through_a_fake_compiler_and_driver(monkeypatch):
@@ -313,7 +313,7 @@ def test_stream_ordering_reuses_one_event_without_timing(monkeypatch):
     user = FakeStream(log)
     _fake_cupy_for_interop(monkeypatch, user)
     be.info = types.SimpleNamespace(name="fake GPU", index=1, backend="cuda")
-    from gpu_mean.backends.arrays_cuda import CudaArrays
+    from gpu_mean.bridges.cuda import CudaArrays
     bridge = CudaArrays(be)
     FakeEvent.made.clear()
     for _ in range(5):

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import gpu_mean as gm
-from gpu_mean.backends import gpu_geometry as geo
 from gpu_mean.descriptors.tensor import packed_strides
 from gpu_mean.descriptors.types import DataType as D
 from gpu_mean.descriptors.types import KernelOp
+from gpu_mean.kernels import gpu_geometry as geo
 from gpu_mean.runtime import planning
 
 

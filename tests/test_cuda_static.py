@@ -17,14 +17,14 @@ import pytest
 from fake_cupy import CPointer
 
 import gpu_mean as gm
-from gpu_mean.backends import elementwise_kernels as ewk
-from gpu_mean.backends import programs, reduce_kernels
 from gpu_mean.backends.cuda import CudaBackend
 from gpu_mean.backends.cuda_compile import BASE_OPTIONS, variant_source
-from gpu_mean.backends.kernels import assembled, kernel_dir
-from gpu_mean.backends.programs import ReduceProgram
 from gpu_mean.descriptors.types import DataType as D
 from gpu_mean.descriptors.types import KernelOp
+from gpu_mean.kernels import elementwise_kernels as ewk
+from gpu_mean.kernels import programs, reduce_kernels
+from gpu_mean.kernels.programs import ReduceProgram
+from gpu_mean.kernels.source import assembled, kernel_dir
 from gpu_mean.runtime import planning
 
 NVCC = shutil.which("nvcc")

@@ -14,8 +14,8 @@ import oracle
 import pytest
 from test_correct_rounding import BF16, nonfinite_rows, rows_of
 
-from gpu_mean.backends.kernels import kernel_source
-from gpu_mean.backends.typespell import header
+from gpu_mean.kernels.source import kernel_source
+from gpu_mean.kernels.typespell import header
 
 F32, F16, F64 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.float64)
 FLT_MAX = float(np.finfo(np.float32).max)

@@ -211,7 +211,7 @@ def test_cuda_glue_with_a_stand_in_gpu(monkeypatch):
     conversion give the CPU device's digits."""
     from fake_cupy import fake_backend
 
-    from gpu_mean.backends import programs
+    from gpu_mean.kernels import programs
     be = fake_backend([])
     be.checked, be.fp64 = False, True
     mem, built, launched = {}, [], []
@@ -350,7 +350,7 @@ def test_split_pieces_combine_on_the_device(device_or_checked, dt, monkeypatch):
     held64(device, dt)
     if device.info.backend == "cpu":
         pytest.skip("the CPU device adds its pieces' digits in numpy")
-    from gpu_mean.backends import programs
+    from gpu_mean.kernels import programs
     reads, means, real_mean = [], [], programs.LimbsTotals.mean
     monkeypatch.setattr(programs.LimbsProgram, "run", lambda self, data: reads.append(1) / 0)
     monkeypatch.setattr(programs.LimbsTotals, "mean",

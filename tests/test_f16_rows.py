@@ -13,7 +13,7 @@ from helpers import check_reduce_mean, cpu_reduce_choice, reduce_mean_desc, redu
 from test_fast_paths_exact import _near_midpoints
 
 from gpu_mean import DataType as D
-from gpu_mean.backends import opencl_geometry, reduce_kernels
+from gpu_mean.kernels import opencl_geometry, reduce_kernels
 
 
 def _mean(device, x: np.ndarray, axes) -> np.ndarray:

@@ -19,7 +19,7 @@ from test_correct_rounding import check_bits, want_reduce
 
 import gpu_mean as gm
 from gpu_mean import DataType as D
-from gpu_mean.backends import programs, reduce_kernels
+from gpu_mean.kernels import programs, reduce_kernels
 from gpu_mean.runtime import planning
 
 T = gm.TensorDesc
@@ -267,7 +267,7 @@ def test_f64_settle8_is_the_scalar_test(n):
 
     from test_exact_kernel import program_text
 
-    from gpu_mean.backends.kernels import kernel_source
+    from gpu_mean.kernels.source import kernel_source
     cl = pytest.importorskip("pyopencl")
     from gpu_mean.backends import opencl
     try:

@@ -15,7 +15,7 @@ from helpers import run
 
 import gpu_mean as gm
 from gpu_mean import DataType as D
-from gpu_mean.backends import reduce_kernels
+from gpu_mean.kernels import reduce_kernels
 
 T = gm.TensorDesc
 TINY = 2.0 ** -24       # the smallest half

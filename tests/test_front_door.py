@@ -13,8 +13,8 @@ from fake_cupy import DevPtr, FakeCupyArray, fake_cuda_backend
 from oracle import reduce_mean as oracle_reduce_mean
 
 import gpu_mean as gm
-from gpu_mean.backends import programs
 from gpu_mean.frontends import arrays, functional
+from gpu_mean.kernels import programs
 from gpu_mean.runtime import bindings, execution
 
 
@@ -142,7 +142,7 @@ def test_a_released_launch_is_not_replayed(device):
 def test_reduce_variant_slots_match_the_arguments():
     """ReduceVariant.MAIN_SLOTS and finalize_slots name where main_args and finalize_args put the
     bound input's and output's buffer and offset (the repeated launch substitutes them there)."""
-    from gpu_mean.backends import reduce_kernels
+    from gpu_mean.kernels import reduce_kernels
     inp, out, part, flag, meta = (object() for _ in range(5))
     for exact in (False, True):
         v = reduce_kernels.ReduceVariant(macros={}, main=None, tail=(), finalize=None, n_chunks=2,

@@ -23,12 +23,12 @@ from helpers import check_reduce_mean, exact_values
 
 import gpu_mean as gm
 from gpu_mean import DataType as D
-from gpu_mean.backends import reduce_kernels
+from gpu_mean.kernels import reduce_kernels
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 TYPES = {"float32": (np.dtype(np.float32), D.FLOAT32), "float16": (np.dtype(np.float16), D.FLOAT16),
          "bfloat16": (BF16, D.BFLOAT16)}
-# the profiler's reduction classes (gpu_mean/tools/cases.py), small enough for PoCL
+# the profiler's reduction classes (gpu_mean/checks/cases.py), small enough for PoCL
 CLASSES = {"R1": ((1 << 16,), (0,)), "R2": ((16, 4096), (1,)), "R3": ((1 << 13, 8), (1,)),
            "R4": ((512, 1024), (0,)), "R5": ((1 << 13, 16), (0,)), "R6": ((4, 16, 32, 32), (0, 2, 3))}
 

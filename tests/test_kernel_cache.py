@@ -25,8 +25,8 @@ from test_cuda_nvrtc import nvrtc_missing
 
 import gpu_mean as gm
 from gpu_mean.backends import cuda_compile, diskcache
-from gpu_mean.tools import oracle
-from gpu_mean.tools.progress import CompileNotice, compile_notice
+from gpu_mean.checks import oracle
+from gpu_mean.checks.progress import CompileNotice, compile_notice
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = diskcache.make_key("opencl", "__kernel void k() {}", ("-w",), device="d", driver="1")
@@ -525,7 +525,7 @@ needs_nvrtc = pytest.mark.skipif(nvrtc_missing() is not None, reason=f"NVRTC is 
 
 
 def _cuda_macros():
-    from gpu_mean.backends import reduce_kernels
+    from gpu_mean.kernels import reduce_kernels
     from gpu_mean.runtime import planning
     xd, yd = gm.TensorDesc(gm.DataType.FLOAT32, (64, 4096)), gm.TensorDesc(gm.DataType.FLOAT32, (64, 1))
     plan = planning.plan_operator(gm.ReduceDesc(gm.ReduceFunction.AVERAGE, xd, yd, axes=(1,)))

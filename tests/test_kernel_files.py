@@ -11,9 +11,10 @@ from collections import defaultdict
 
 import pytest
 
-from gpu_mean.backends import elementwise_kernels, kernels, reduce_kernels
-from gpu_mean.backends.kernels import assembled, includes, kernel_dir, kernel_source, kernel_text
-from gpu_mean.backends.typespell import header
+from gpu_mean.kernels import elementwise_kernels, reduce_kernels
+from gpu_mean.kernels import source as kernels
+from gpu_mean.kernels.source import assembled, includes, kernel_dir, kernel_source, kernel_text
+from gpu_mean.kernels.typespell import header
 
 KERNELS = kernel_dir("opencl_kernels")
 PROGRAM_FILES = sorted(p.name for p in KERNELS.glob("*.cl"))

@@ -50,7 +50,7 @@ def big():
 
 
 def f16(q: Fraction) -> np.float16:
-    from gpu_mean.tools.oracle import round_fraction
+    from gpu_mean.checks.oracle import round_fraction
     return np.float16(round_fraction(q, np.float16))
 
 

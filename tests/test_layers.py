@@ -1,6 +1,7 @@
-"""The layering rules of docs/design.md ("Layers"), read from the source: no import circles in
-gpu_mean/ (imports inside functions count: a lazy import is still a dependency), and the runtime
-and the frontends never import or look up CuPy, pyopencl or PyTorch (each backend's ArrayBridge does)."""
+"""The layering rules of docs/design.md ("Layers"), read from the source: every import goes down the
+layers' order, none sideways between bridges and kernels, no import circles in gpu_mean/ (imports
+inside functions count: a lazy import is still a dependency), and the runtime and the frontends never
+import or look up CuPy, pyopencl or PyTorch (each backend's ArrayBridge does)."""
 from __future__ import annotations
 
 import ast
@@ -90,9 +91,47 @@ def test_the_cycle_finder_finds_a_cycle():
 def test_the_graph_sees_relative_lazy_and_submodule_imports():
     g = import_graph()
     assert "gpu_mean.frontends.pool" in g["gpu_mean.frontends.arrays"]            # from . import pool
-    assert "gpu_mean.backends.arrays" in g["gpu_mean.backends.base"]              # inside a function
-    assert "gpu_mean.runtime.interop" in g["gpu_mean.backends.arrays"]            # from ..runtime.interop
+    assert "gpu_mean.kernels.programs" in g["gpu_mean.backends.cuda"]             # inside a function
+    assert "gpu_mean.runtime.interop" in g["gpu_mean.bridges.arrays"]             # from ..runtime.interop
     assert "gpu_mean.frontends.arrays" in g["gpu_mean.dask.partials"]
+
+
+# docs/design.md's layers, lowest first: a module imports only from layers below its own (or its own
+# package). bridges and kernels share a rank and know nothing of each other.
+RANK = {"errors": 0, "_version": 0, "descriptors": 1, "runtime": 2, "bridges": 3, "kernels": 3,
+        "backends": 4, "frontends": 5, "ext": 5, "dask": 6, "onnx_backend": 6, "openvino": 6,
+        "gpu_mean": 6, "checks": 7, "cli": 8, "__main__": 9}
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "gpu_mean"
+
+
+def upward_imports(graph: dict) -> list:
+    bad = []
+    for a, targets in sorted(graph.items()):
+        for b in sorted(targets):
+            la, lb = layer(a), layer(b)
+            if la != lb and RANK[lb] >= RANK[la]:
+                bad.append(f"{a} -> {b}")
+    return bad
+
+
+def test_every_module_has_a_layer():
+    assert sorted({layer(m) for m in modules()} - set(RANK)) == []
+
+
+def test_imports_go_down_the_layers():
+    assert upward_imports(import_graph()) == []
+
+
+def test_the_layer_check_sees_an_upward_import():
+    assert upward_imports({"gpu_mean.runtime.backend": {"gpu_mean.bridges.arrays"},
+                           "gpu_mean.kernels.programs": {"gpu_mean.bridges.arrays"},
+                           "gpu_mean.backends.cpu": {"gpu_mean.bridges.arrays"}}) == [
+        "gpu_mean.kernels.programs -> gpu_mean.bridges.arrays",
+        "gpu_mean.runtime.backend -> gpu_mean.bridges.arrays"]
 
 
 def test_no_import_circles_in_gpu_mean():

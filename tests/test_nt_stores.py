@@ -12,8 +12,9 @@ from helpers import run
 
 import gpu_mean as gm
 from gpu_mean import DataType as D
-from gpu_mean.backends import elementwise_kernels, opencl, opencl_geometry
+from gpu_mean.backends import opencl
 from gpu_mean.descriptors.types import KernelOp
+from gpu_mean.kernels import elementwise_kernels, opencl_geometry
 
 pytestmark = pytest.mark.skipif(not opencl.discover()[0], reason="no OpenCL device")
 

@@ -87,7 +87,7 @@ def test_kernels_found_from_an_installed_wheel(tmp_path):
                    check=True)
     code = textwrap.dedent("""
         import numpy as np, gpu_mean as gm
-        from gpu_mean.backends.kernels import kernel_dir
+        from gpu_mean.kernels.source import kernel_dir
         print(kernel_dir("opencl_kernels"))
         print(kernel_dir("cuda_kernels"))
         dev = gm.create_device("opencl")

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import types
 
-from gpu_mean.backends import elementwise_kernels, reduce_kernels
-from gpu_mean.backends import opencl_geometry as launch
 from gpu_mean.descriptors.tensor import packed_strides
 from gpu_mean.descriptors.types import DataType, KernelOp
+from gpu_mean.kernels import elementwise_kernels, reduce_kernels
+from gpu_mean.kernels import opencl_geometry as launch
 from gpu_mean.runtime import planning
 
 F = DataType.FLOAT32
@@ -103,7 +103,7 @@ def test_reduce_geometry_cpu():
 
 
 def test_reduce_geometry_gpu_splits_more():
-    from gpu_mean.backends import gpu_geometry
+    from gpu_mean.kernels import gpu_geometry
     cpu = launch.reduce_geometry(_plan((8, 1 << 20), (1,)), compute_units=2)
     gpu = gpu_geometry.reduce_geometry(_plan((8, 1 << 20), (1,)), sms=132)
     assert gpu.n_chunks > cpu.n_chunks > 1
@@ -168,7 +168,7 @@ def test_ew_prefetch_only_for_dense_or_long_rows():
 
 
 def test_program_cache_is_bounded_and_keeps_the_recently_used():
-    from gpu_mean.backends.kernels import ProgramCache
+    from gpu_mean.kernels.source import ProgramCache
     cache, builds = ProgramCache(capacity=3), []
 
     def get(k):

@@ -12,8 +12,8 @@ import pytest
 
 import gpu_mean as gm
 from gpu_mean import cli
-from gpu_mean.tools import profile_report, profiler, readbw
-from gpu_mean.tools.cases import Case
+from gpu_mean.checks import profile_report, profiler, readbw
+from gpu_mean.checks.cases import Case
 
 F32 = gm.DataType.FLOAT32
 
@@ -222,7 +222,7 @@ def test_cli_help_states_the_defaults_it_uses():
 def test_progress_is_tqdm():
     from tqdm import tqdm
 
-    from gpu_mean.tools import progress
+    from gpu_mean.checks import progress
     with progress.progress_bar(3, enabled=False) as bar:
         bar.label("x")
         bar.step()
@@ -261,7 +261,7 @@ def test_cpu_peers_compute_the_case_they_are_timed_against(dtype):
     """Every CPU peer (numpy, onnxruntime, OpenVINO) computes the class's own result (all-ones inputs:
     a mean of ones, in the output's shape), and the n-ary peers get distinct arrays: one array passed k
     times is read once by a fused loop, which would time less memory traffic than ours moves."""
-    from gpu_mean.tools import peers
+    from gpu_mean.checks import peers
     ran = set()
     for case in profiler.class_cases(4096, (dtype,)):
         want = np.ones(case.shape, np.float32).mean(axis=case.axes) if case.family == "reduce" else \

@@ -174,8 +174,8 @@ PREFETCH_CASES = {
 @pytest.mark.parametrize("case", sorted(PREFETCH_CASES))
 @pytest.mark.parametrize("dt", [D.FLOAT32, D.FLOAT16, D.INT32], ids=lambda d: d.name)
 def test_prefetched_rows_and_columns(device, case, dt):
-    from gpu_mean.backends import opencl_geometry as launch
     from gpu_mean.descriptors.types import KernelOp
+    from gpu_mean.kernels import opencl_geometry as launch
     from gpu_mean.runtime import planning
     shape, axes, strides = PREFETCH_CASES[case]
     ti, to = T(dt, shape, strides), out_desc(dt, shape, axes)
@@ -236,7 +236,7 @@ SHORT_CASES = {"len8_rows9": (9, 8), "len8_rows4099": (4099, 8), "len16_rows1001
 @pytest.mark.parametrize("case", sorted(SHORT_CASES))
 @pytest.mark.parametrize("dt", [D.FLOAT32, D.FLOAT16, D.BFLOAT16, D.INT32, D.UINT32], ids=lambda d: d.name)
 def test_short_rows(device, case, dt):
-    from gpu_mean.backends import reduce_kernels
+    from gpu_mean.kernels import reduce_kernels
     from gpu_mean.runtime import planning
     shape, axes = SHORT_CASES[case], (1,)
     rng = np.random.default_rng(zlib.crc32(case.encode()))

@@ -10,9 +10,10 @@ from test_cuda_nvrtc import nvrtc_missing
 from test_cuda_static import RED_CASES, reduce_desc
 
 import gpu_mean as gm
-from gpu_mean.backends import cuda_compile, opencl, reduce_kernels
-from gpu_mean.backends.kernels import assembled, kernel_source
-from gpu_mean.backends.typespell import header
+from gpu_mean.backends import cuda_compile, opencl
+from gpu_mean.kernels import reduce_kernels
+from gpu_mean.kernels.source import assembled, kernel_source
+from gpu_mean.kernels.typespell import header
 from gpu_mean.runtime import planning
 
 # the OpenCL side is pyopencl's: without it (a minimal install, a GPU machine with CUDA only) skip, not fail

@@ -11,8 +11,8 @@ import pytest
 
 import gpu_mean as gm
 from gpu_mean import cli
-from gpu_mean.tools import conformance, oracle, profile_report, profiler
-from gpu_mean.tools.cases import Case
+from gpu_mean.checks import conformance, oracle, profile_report, profiler
+from gpu_mean.checks.cases import Case
 
 
 def test_devices_lists_present_and_absent(capsys):

@@ -16,7 +16,7 @@ from helpers import upload
 
 import gpu_mean as gm
 from gpu_mean import DataType as D
-from gpu_mean.backends import programs
+from gpu_mean.kernels import programs
 from gpu_mean.runtime import planning
 
 T = gm.TensorDesc

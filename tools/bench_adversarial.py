@@ -24,7 +24,7 @@ import ml_dtypes
 import numpy as np
 
 import gpu_mean as gm
-from gpu_mean.tools import profiler
+from gpu_mean.checks import profiler
 
 
 def data(kind: str, shape, npdt, rng, axes=()) -> np.ndarray:

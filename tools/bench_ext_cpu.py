@@ -15,7 +15,7 @@ import argparse
 import numpy as np
 
 import gpu_mean as gm
-from gpu_mean.tools.profiler import measure
+from gpu_mean.checks.profiler import measure
 
 D = gm.DataType
 T = gm.TensorDesc

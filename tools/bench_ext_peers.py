@@ -30,8 +30,8 @@ import platform
 import numpy as np
 
 import gpu_mean as gm
-from gpu_mean.tools.cases import Case, op_for
-from gpu_mean.tools.profiler import PAUSE_S, measure, prepare_device
+from gpu_mean.checks.cases import Case, op_for
+from gpu_mean.checks.profiler import PAUSE_S, measure, prepare_device
 
 D = gm.DataType
 TYPES = (D.BFLOAT16, D.FLOAT16, D.FLOAT64)

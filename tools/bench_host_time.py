@@ -18,7 +18,7 @@ from pathlib import Path
 
 PROBE = """
 import sys, numpy as np, gpu_mean as gm
-from gpu_mean.tools import profiler
+from gpu_mean.checks import profiler
 dev = gm.create_device(sys.argv[1])
 t = gm.TensorDesc(gm.DataType.FLOAT32, (16,))
 if sys.argv[2] == "reduce":

@@ -3,7 +3,7 @@
     git worktree add --detach /tmp/before <commit>
     python tools/bench_kernels.py --before /tmp/before --device opencl --mb 64 --rounds 3
 
-For every shape class of the profiler (gpu_mean.tools.profiler.class_cases), ``--rounds`` rounds each
+For every shape class of the profiler (gpu_mean.checks.profiler.class_cases), ``--rounds`` rounds each
 run one fresh process per tree, alternating (which tree goes first swaps every round), so that the
 machine's drift falls on both trees within seconds of each other; each process times the class
 through a recorded command list on device buffers, median of ``--repeat`` runs after a warm-up
@@ -31,7 +31,7 @@ from statistics import median
 
 PROBE = """
 import json, sys, gpu_mean as gm
-from gpu_mean.tools import profiler
+from gpu_mean.checks import profiler
 spec = sys.argv[1]
 if spec.startswith("opencl") and spec.endswith(("-nofp64", "-gpupaths")):   # the test variants (tests/conftest.py)
     from gpu_mean.backends import opencl
@@ -96,7 +96,7 @@ def main() -> int:
     trees = {"before": a.before.resolve(), "after": Path(__file__).resolve().parent.parent}
     n = a.mb * (1 << 20) // 4
     from gpu_mean import DataType
-    from gpu_mean.tools import profiler
+    from gpu_mean.checks import profiler
     cases = profiler.class_cases(n, tuple(DataType[t] for t in a.dtypes.split(",")))
     chosen = [i for i, c in enumerate(cases) if a.only in f"{c.klass} {c.dtype.name}"]
     print(f"{a.device}, {a.mb} MiB float32 inputs, GB/s, median of {a.rounds} alternating rounds "
@@ -123,7 +123,7 @@ def main() -> int:
 
 PAIR_PROBE = """
 import json, sys, time, gpu_mean as gm
-from gpu_mean.tools import profiler
+from gpu_mean.checks import profiler
 spec = sys.argv[1]
 if spec.startswith("opencl") and spec.endswith(("-nofp64", "-gpupaths")):
     from gpu_mean.backends import opencl
@@ -164,7 +164,7 @@ def pair_main(a) -> int:
     trees = {"before": a.before.resolve(), "after": Path(__file__).resolve().parent.parent}
     n = a.mb * (1 << 20) // 4
     from gpu_mean import DataType
-    from gpu_mean.tools import profiler
+    from gpu_mean.checks import profiler
     da, db = a.pair.split(",")
     cases = profiler.class_cases(n, (DataType[da], DataType[db]))
     half = len(cases) // 2

@@ -30,9 +30,9 @@ from statistics import median
 import numpy as np
 
 import gpu_mean as gm
-from gpu_mean.backends.arrays import aligned_empty
-from gpu_mean.tools import profiler
-from gpu_mean.tools.cases import distinct_elements
+from gpu_mean.bridges.arrays import aligned_empty
+from gpu_mean.checks import profiler
+from gpu_mean.checks.cases import distinct_elements
 
 NATIVE = r"""
 #include <immintrin.h>

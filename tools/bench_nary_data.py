@@ -32,7 +32,7 @@ import json, sys
 import numpy as np
 import gpu_mean as gm
 from gpu_mean.runtime.objects import BufferBinding
-from gpu_mean.tools import profiler
+from gpu_mean.checks import profiler
 spec, n, repeat, dtname, kind = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 dev = gm.create_device(spec)
 dt = getattr(gm.DataType, dtname)

@@ -14,8 +14,9 @@ import argparse
 import dataclasses
 
 import gpu_mean as gm
-from gpu_mean.backends import opencl, opencl_geometry
-from gpu_mean.tools import profiler
+from gpu_mean.backends import opencl
+from gpu_mean.checks import profiler
+from gpu_mean.kernels import opencl_geometry
 
 
 def main() -> int:

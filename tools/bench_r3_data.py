@@ -20,7 +20,7 @@ PROBE = r"""
 import numpy as np
 import gpu_mean as gm
 from gpu_mean.runtime.objects import BufferBinding
-from gpu_mean.tools import profiler
+from gpu_mean.checks import profiler
 dev = gm.create_device("opencl")
 rows = (32 << 20) // 4 // 8
 

@@ -63,7 +63,8 @@ CUDA_CHILD = """
 import json, time
 t0 = time.perf_counter()
 import gpu_mean as gm
-from gpu_mean.backends import cuda_compile, diskcache, reduce_kernels
+from gpu_mean.backends import cuda_compile, diskcache
+from gpu_mean.kernels import reduce_kernels
 from gpu_mean.runtime import planning
 xd, yd = gm.TensorDesc(gm.DataType.FLOAT32, (64, 1024)), gm.TensorDesc(gm.DataType.FLOAT32, (64, 1))
 plan = planning.plan_operator(gm.ReduceDesc(gm.ReduceFunction.AVERAGE, xd, yd, axes=(1,)))

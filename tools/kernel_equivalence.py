@@ -31,7 +31,7 @@ TOKEN = re.compile(r"0[xX][0-9a-fA-F.pP+\-]+[uUlLfF]*|\d+\.?\d*(?:[eEpP][+\-]?\d
 
 
 def old_text(rev: str, api: str, filename: str, macros: dict) -> str:
-    from gpu_mean.backends.typespell import header
+    from gpu_mean.kernels.typespell import header
 
     def show(path):
         return subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"], check=True,
@@ -72,7 +72,7 @@ def items(tokens: list[str]) -> list[tuple]:
 
 
 def compare(rev: str, api: str, filename: str, macros: dict) -> str:
-    from gpu_mean.backends.kernels import kernel_text
+    from gpu_mean.kernels.source import kernel_text
     a = items(preprocess(old_text(rev, api, filename, macros)))
     b = items(preprocess(kernel_text(api, filename, macros)))
     if a == b:
@@ -88,15 +88,15 @@ def planned_variants() -> list[tuple]:
     sys.path.insert(0, str(ROOT / "tests"))
     from test_cuda_static import all_plans
 
-    from gpu_mean.backends import elementwise_kernels as ewk
-    from gpu_mean.backends import reduce_kernels as rk
     from gpu_mean.descriptors.types import DataType as D
+    from gpu_mean.kernels import elementwise_kernels as ewk
+    from gpu_mean.kernels import reduce_kernels as rk
     from gpu_mean.runtime import planning
     out = []
     for _name, plan in all_plans():
         for fp64 in (True, False):
             if plan.dtype == D.FLOAT64 and not fp64:
-                continue        # refused before a kernel is planned (backends/support.py)
+                continue        # refused before a kernel is planned (kernels/support.py)
             for checked in (False, True):
                 if isinstance(plan, planning.ReducePlan):
                     vs = [rk.gpu_variant(plan, sms=132, fp64=fp64, checked=checked),
@@ -117,7 +117,8 @@ def pytest_configure(config):
     path = os.environ.get("GM_KERNEL_CAPTURE")
     if not path:
         return
-    from gpu_mean.backends import cuda_compile, kernels, opencl
+    from gpu_mean.backends import cuda_compile, opencl
+    from gpu_mean.kernels import source as kernels
     real = kernels.kernel_text
 
     def kernel_text(api, filename, macros):

@@ -14,8 +14,8 @@ import time
 import numpy as np
 
 import gpu_mean as gm
-from gpu_mean.backends import programs
-from gpu_mean.tools import profiler
+from gpu_mean.checks import profiler
+from gpu_mean.kernels import programs
 
 dev = gm.create_device(sys.argv[1] if len(sys.argv) > 1 else "opencl:0")
 dts = tuple(gm.DataType[t] for t in (sys.argv[2] if len(sys.argv) > 2 else "FLOAT32").split(","))

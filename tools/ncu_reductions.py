@@ -13,7 +13,7 @@ import cupyx.profiler
 import gpu_mean as gm
 
 N = 1 << 26          # elements per input: 256 MiB of float32
-# (name, shape, axes): the profiler's classes at N elements (gpu_mean/tools/profiler.py), then the
+# (name, shape, axes): the profiler's classes at N elements (gpu_mean/checks/profiler.py), then the
 # first run's slow calls (rows of 16, columns of 65536, rows of 65536)
 CLASSES = [("R1", (N,), [0]), ("R2", (N // 4096, 4096), [1]), ("R3", (N // 8, 8), [1]),
            ("R4", (N // 32768, 32768), [0]), ("R5", (N // 16, 16), [0]), ("R6", (16, 64, 256, 256), [0, 2, 3])]

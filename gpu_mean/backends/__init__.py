@@ -68,7 +68,7 @@ def find_backend(kind: str, index: int):
     return be
 
 
-CHECKED = "-checked"     # a device string's suffix: the bounds-checked kernel build (backends/checked.py)
+CHECKED = "-checked"     # a device string's suffix: the bounds-checked kernel build (kernels/checked.py)
 # an OpenCL device string's suffixes, in this order: the GPU-shaped kernels with the launch geometry CUDA
 # computes for a 132-SM GPU (on whatever device is there: how a machine without a GPU runs what a GPU
 # would), and the kernels of a device without fp64
@@ -135,7 +135,7 @@ def create_device(spec: str | None = None, feature_level=None, *, checked: bool 
                   max_alloc_bytes: int | None = None) -> Device:
     """``"cpu" | "opencl" | "opencl:N" | "cuda" | "cuda:N" | "auto"`` (default: $GPU_MEAN_DEVICE or auto).
     ``checked=True``, or the suffix ``-checked`` (``"opencl:0-checked"``), gives the device with every
-    kernel bounds-checked (gpu_mean/backends/checked.py): an out-of-bounds access raises
+    kernel bounds-checked (gpu_mean/kernels/checked.py): an out-of-bounds access raises
     KernelBoundsError instead of touching memory. It is slow; use it to debug or to test kernels.
     An OpenCL device also takes ``-gpupaths`` (the GPU-shaped kernels and the launch geometry CUDA
     computes for a 132-SM GPU, whatever the device: a machine without a GPU runs what one would) and

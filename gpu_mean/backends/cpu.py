@@ -7,10 +7,12 @@ import os
 
 import numpy as np
 
+from ..bridges.arrays import ArrayBridge
 from ..descriptors.types import KernelOp
+from ..kernels import support
 from ..runtime import numerics
+from ..runtime.backend import Backend, Program
 from ..runtime.device import DeviceInfo
-from .base import Backend, Program
 
 
 def layout(desc) -> tuple:
@@ -72,6 +74,13 @@ class CpuBackend(Backend):
 
     def compile(self, plan, flags):
         return CpuProgram(plan)
+
+    def kernel_refusal(self, op, dt):
+        return support.not_built("cpu", op, dt)
+
+    def make_arrays(self):
+        """numpy arrays and CPU DLPack arrays, taken in place."""
+        return ArrayBridge(self)
 
     def is_out_of_memory(self, exc):
         return isinstance(exc, MemoryError)

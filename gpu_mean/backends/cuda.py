@@ -14,11 +14,12 @@ import threading
 import numpy as np
 
 from ..errors import KernelBuildError, UnsupportedError
+from ..kernels import elementwise_kernels
+from ..kernels.programs import KernelBackend
+from ..kernels.source import ProgramCache
+from ..kernels.typespell import cache_key
 from ..runtime.device import DeviceInfo
-from . import cuda_compile, elementwise_kernels
-from .kernels import ProgramCache
-from .programs import KernelBackend
-from .typespell import cache_key
+from . import cuda_compile
 
 _PICK = ("pip install 'gpu_mean[cuda13]' for a CUDA 13 driver (580 or newer), 'gpu_mean[cuda12]' for a "
          "CUDA 12 driver")
@@ -216,7 +217,7 @@ class CudaBackend(KernelBackend):
         except cuda_compile.NvrtcError as e:
             self._set_unavailable(str(e))
 
-    checked = False     # every kernel bounds-checked (checked_twin; gpu_mean/backends/checked.py)
+    checked = False     # every kernel bounds-checked (checked_twin; gpu_mean/kernels/checked.py)
 
     def checked_twin(self) -> CudaBackend:
         """This GPU with every kernel bounds-checked: a backend of its own (modules, stream). Each launch
@@ -258,7 +259,7 @@ class CudaBackend(KernelBackend):
         self._stream = stream
 
     def make_arrays(self):
-        from .arrays_cuda import CudaArrays
+        from ..bridges.cuda import CudaArrays
         return CudaArrays(self)
 
     # -- memory
@@ -383,7 +384,7 @@ class CudaBackend(KernelBackend):
         a variant that fails is left for its operator's own compile to report."""
         from concurrent.futures import ThreadPoolExecutor
 
-        from .programs import program_source
+        from ..kernels.programs import program_source
         todo = {}
         for plan in plans:
             f, m = program_source(self, plan)

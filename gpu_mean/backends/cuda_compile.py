@@ -19,8 +19,8 @@ import sys
 from dataclasses import dataclass
 from functools import cache
 
+from ..kernels.source import kernel_text
 from . import diskcache
-from .kernels import kernel_text
 
 # What every kernel is compiled with. --fmad=false: x*scale+bias rounds twice, as the CPU reference
 # does. --ftz=false, --prec-div, --prec-sqrt: IEEE float32 (NVRTC's defaults, stated so that a
@@ -284,7 +284,7 @@ def cubin_resources(cubin: bytes) -> dict:
 
 def cubin_shared(cubin: bytes) -> dict:
     """{kernel: static shared memory bytes} of the kernels with any (their ``.nv.shared.<kernel>``
-    sections; the access model's occupancy, gpu_mean/tools/access_model.py); ValueError when the
+    sections; the access model's occupancy, gpu_mean/checks/access_model.py); ValueError when the
     bytes are not an ELF64 cubin."""
     import struct
     if cubin[:4] != b"\x7fELF" or cubin[4] != 2 or cubin[5] != 1:

@@ -13,16 +13,16 @@ import warnings
 
 import numpy as np
 
+from ..bridges.arrays import aligned_empty
 from ..descriptors.types import DataType
 from ..errors import KernelBuildError
+from ..kernels import opencl_geometry as geometry
+from ..kernels.checked import Trace
+from ..kernels.programs import KernelBackend
+from ..kernels.source import ProgramCache, kernel_text
+from ..kernels.typespell import cache_key
 from ..runtime.device import DeviceInfo
 from . import diskcache
-from . import opencl_geometry as geometry
-from .arrays import aligned_empty
-from .checked import Trace
-from .kernels import ProgramCache, kernel_text
-from .programs import KernelBackend
-from .typespell import cache_key
 
 _TRIVIAL = "__kernel void gm_probe(__global float* a) { a[get_global_id(0)] = 1.0f; }"
 # -w: PoCL prints clang's notes ("N warnings generated") on every build; a failed build still raises
@@ -191,9 +191,9 @@ def make_backend(index: int = 0, allow_fp64: bool = True, gpu_paths: bool = Fals
     """A fresh backend for device ``index`` with its own programs (tests and benchmarks):
     allow_fp64=False forces the no-fp64 kernels, gpu_paths=True the kernel variants, geometry and
     memory a GPU device gets, on whatever device it is; ``tuning`` replaces the CPU prefetch settings;
-    checked=True builds every kernel bounds-checked (gpu_mean/backends/checked.py); ``trace`` > 0 (with
+    checked=True builds every kernel bounds-checked (gpu_mean/kernels/checked.py); ``trace`` > 0 (with
     checked) the trace mode of that build, keeping up to ``trace`` access records per launch
-    (checked.Trace; the access model, gpu_mean/tools/access_model.py)."""
+    (checked.Trace; the access model, gpu_mean/checks/access_model.py)."""
     found, reason = discover()
     if not found:
         raise RuntimeError(reason)
@@ -290,12 +290,12 @@ class OpenCLBackend(KernelBackend):
         return out
 
     def make_arrays(self):
-        from .arrays_opencl import ClArrays
+        from ..bridges.opencl import ClArrays
         return ClArrays(self)
 
     def host_sync(self, native, nbytes: int) -> None:
         # ``native`` is a buffer the bridge made over host memory only where this device's kernels
-        # were seen to write into the host array itself (arrays_opencl.probe_host_ptr_alignment): the
+        # were seen to write into the host array itself (bridges/opencl.py: probe_host_ptr_alignment): the
         # writes are there once the in-order queue is done, and no map is needed
         self.finish()
 

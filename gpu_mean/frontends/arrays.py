@@ -17,7 +17,7 @@ pyopencl array                 OpenCL, in place            pyopencl, on the inpu
 
 bfloat16: numpy and pyopencl arrays of ``ml_dtypes.bfloat16`` (pyopencl stores any numpy dtype),
 CuPy's where CuPy has that dtype, and DLPack producers' bfloat16 tensors, read as their int16 bits
-through the library's own view (backends/arrays*.py); results go back as the caller's bfloat16.
+through the library's own view (bridges/arrays*.py); results go back as the caller's bfloat16.
 
 Python lists, scalars and other array-likes are taken as ``numpy.asarray`` takes them, with a
 numpy result; where numpy infers float64 or int64 (which the mean operators do not take) the error
@@ -25,14 +25,14 @@ says so, since narrowing silently would change values. A numpy masked array is r
 would be ignored (``numpy.ma.mean`` honours it).
 
 Which arrays a device takes in place, and how a result goes back, is the device backend's
-``ArrayBridge`` (gpu_mean/backends/arrays.py); this module only asks it.
+``ArrayBridge`` (gpu_mean/bridges/arrays.py); this module only asks it.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .. import backends
-from ..backends.arrays import classify, hand_back, host_operand, result_rule, wrong_device
+from ..bridges.arrays import classify, hand_back, host_operand, result_rule, wrong_device
 from ..descriptors.tensor import MAX_ELEMENTS
 from ..descriptors.types import DataType
 from ..errors import InvalidArgumentError, UnsupportedTypeError

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backends.arrays import classify, hand_back
+from ..bridges.arrays import classify, hand_back
 from . import pool
 from .arrays import Call, _device_for, get_device
 

@@ -35,7 +35,7 @@ import math
 
 import numpy as np
 
-from ..backends.arrays import aligned_empty, hand_back
+from ..bridges.arrays import aligned_empty, hand_back
 from ..descriptors.ext import ReduceSumDesc
 from ..descriptors.tables import EXTENSION_TYPES, WIDE_SUM_LOW_TYPE, WIDE_SUM_TYPE
 from ..descriptors.tensor import MAX_ELEMENTS, TensorDesc, packed_strides

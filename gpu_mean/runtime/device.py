@@ -54,7 +54,7 @@ class DeviceInfo:
     fp64: bool
     platform: str = ""
     unavailable: str | None = None  # why a listed device cannot be used (e.g. a GPU another process holds)
-    variant: str = ""       # "checked": the bounds-checked kernel build (gpu_mean/backends/checked.py)
+    variant: str = ""       # "checked": the bounds-checked kernel build (gpu_mean/kernels/checked.py)
 
     @property
     def max_feature_level(self) -> FeatureLevel:

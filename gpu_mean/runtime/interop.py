@@ -1,6 +1,6 @@
 """The layout arithmetic of arrays shared with other libraries (pure; no array library named):
 byte strides as TensorDesc element strides, the bytes an array spans, the alignment of an offset.
-Which arrays a device takes, and how, is each backend's ``ArrayBridge`` (gpu_mean/backends/arrays.py);
+Which arrays a device takes, and how, is each backend's ``ArrayBridge`` (gpu_mean/bridges/arrays.py);
 ``Buffer.as_tensor`` / ``Buffer.wrap_array`` (objects.py) put the two together."""
 from __future__ import annotations
 

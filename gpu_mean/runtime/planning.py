@@ -11,7 +11,7 @@ unit-tested without a device; every backend compiles a plan and never looks at a
   input and output), ``general`` (anything else: interleaved axes, broadcast or padded inputs).
 * Splitting: how many chunks the reduced run is cut into so that a device has enough independent work.
 * Temporary sizes of split reductions (the kernels' metadata structs are each family's business:
-  backends/reduce_kernels.py, backends/elementwise_kernels.py).
+  kernels/reduce_kernels.py, kernels/elementwise_kernels.py).
 
 Compute and accumulator types (docs/design.md, "numerics"): FLOAT16 and BFLOAT16 compute in FLOAT32
 and round once; the two-input integer mean sums in 64 bits (INT64/UINT64: halves added without

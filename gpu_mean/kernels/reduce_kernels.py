@@ -339,7 +339,7 @@ class ReduceVariant:
 
 def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, checked: bool = False) -> ReduceVariant:
     """The GPU-shaped kernels with the shared geometry (gpu_geometry.reduce_geometry); ``checked``:
-    the bounds-checked build (gpu_mean/backends/checked.py)."""
+    the bounds-checked build (gpu_mean/kernels/checked.py)."""
     g = gpu_geometry.reduce_geometry(plan, sms=sms)
     fin_grid, fin_block = g.finalize_geometry(plan.n_out)
     split = g.n_chunks > 1

@@ -60,7 +60,7 @@ def status_words(bounds: list[Bound], trace_capacity: int = 0, n_args: int | Non
 
 class Trace:
     """The trace mode of a checked backend (``backend.trace``; GM_TRACE, opencl_kernels/common.h): every
-    global access of every launch recorded, for the access model (gpu_mean/tools/access_model.py).
+    global access of every launch recorded, for the access model (gpu_mean/checks/access_model.py).
     ``launched`` notes each launch (the kernel, its geometry, the source it was built from); each
     status buffer's ``check`` hands its records to ``add``, which attaches them to the last launch."""
 

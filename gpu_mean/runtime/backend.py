@@ -6,7 +6,6 @@ import functools
 import numpy as np
 
 from ..descriptors.types import DataType, KernelOp
-from . import support
 
 
 class Program:
@@ -103,9 +102,9 @@ class Backend:
         return None
 
     def kernel_refusal(self, op: KernelOp, dt: DataType) -> str | None:
-        """Why this backend has no kernel for ``op`` over ``dt`` (None when it has one); the table is
-        ``backends/support.py``."""
-        return support.not_built(self.info.backend, op, dt)
+        """Why this backend has no kernel for ``op`` over ``dt`` (None when it has one). The native
+        backends read the one table of what each computes, ``gpu_mean/kernels/support.py``."""
+        raise NotImplementedError
 
     # A backend that can record a command list's launches once and replay them (CUDA graphs) sets
     # supports_graphs and implements capture(record) -> handle, where record() enqueues the launches,
@@ -121,12 +120,11 @@ class Backend:
     # -- arrays
     @functools.cached_property
     def arrays(self):
-        """This backend's ArrayBridge (gpu_mean/backends/arrays.py): the arrays its device takes in
+        """This backend's ArrayBridge (gpu_mean/bridges/arrays.py): the arrays its device takes in
         place and how results go back; made on first use (``make_arrays``)."""
         return self.make_arrays()
 
     def make_arrays(self):
-        """The ArrayBridge of a device in host memory that takes numpy and CPU DLPack arrays; a
-        backend whose arrays are another library's overrides this."""
-        from .arrays import ArrayBridge
-        return ArrayBridge(self)
+        """This device's ArrayBridge (gpu_mean/bridges/): the host bridge for the CPU device, CuPy's
+        or pyopencl's for a GPU. The runtime never imports a bridge; each backend names its own."""
+        raise NotImplementedError

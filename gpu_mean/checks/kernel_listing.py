@@ -1,15 +1,16 @@
 """gpu-mean kernels: the kernels one call would launch on a device, their launch geometry and, with
 --source, the text each compiler receives (docs/design.md, "Kernels"). Nothing is compiled or run:
-the plan, the variant and the launches are the ones the programs compute (backends/programs.py)."""
+the plan, the variant and the launches are the ones the programs compute (kernels/programs.py)."""
 from __future__ import annotations
 
 import sys
 
 from .. import backends
-from ..backends import cuda_compile, elementwise_kernels, programs, reduce_kernels
-from ..backends.kernels import kernel_text
+from ..backends import cuda_compile
 from ..descriptors.types import DataType
 from ..errors import DmlError
+from ..kernels import elementwise_kernels, programs, reduce_kernels
+from ..kernels.source import kernel_text
 from ..runtime import planning
 
 GPUPATHS = "-gpupaths"     # the test device (tests/conftest.py): an OpenCL device running the GPU shape

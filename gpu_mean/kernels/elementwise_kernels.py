@@ -369,7 +369,7 @@ class ElementwiseVariant:
 def gpu_variant(plan: planning.ElementwisePlan, *, api: str, sms: int, fp64: bool = True,
                 max_param_bytes: int = 4096, checked: bool = False) -> ElementwiseVariant:
     """The GPU-shaped kernels with the shared geometry (gpu_geometry's element-wise launches);
-    ``checked``: the bounds-checked build (gpu_mean/backends/checked.py)."""
+    ``checked``: the bounds-checked build (gpu_mean/kernels/checked.py)."""
     in_buf = api == "opencl" and not offsets_fit(plan.n_inputs, max_param_bytes)
     m = gpu_macros(plan, api, fp64, in_buf, checked)
     vec, block = m["VEC"], gpu_geometry.BLOCK

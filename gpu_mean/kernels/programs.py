@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..runtime import planning
-from . import checked, elementwise_kernels, reduce_kernels
+from ..runtime.backend import Backend, Program
+from . import checked, elementwise_kernels, reduce_kernels, support
 from . import opencl_geometry as geometry
-from .base import Backend, Program
 from .reduce_kernels import Launch
 
 VEC_ALIGN = 16      # the vector kernels' loads and stores: every operand's address a multiple of this
@@ -49,6 +49,9 @@ class KernelBackend(Backend):
     max_param_bytes = 4096
     tuning = geometry.DEFAULT_TUNING
     compute_units = 1
+
+    def kernel_refusal(self, op, dt):
+        return support.not_built(self.info.backend, op, dt)
 
     def kernel(self, filename: str, macros: dict, name: str):
         raise NotImplementedError
@@ -309,7 +312,7 @@ def program_source(be: KernelBackend, plan) -> tuple:
 
 
 class _Checked:
-    """A checked program's status buffer (gpu_mean/backends/checked.py): armed with the bounds before
+    """A checked program's status buffer (gpu_mean/kernels/checked.py): armed with the bounds before
     the first launch of a run, read after every launch."""
 
     def __init__(self, be: KernelBackend, n_args: int):

@@ -1,5 +1,5 @@
 """The device conformance suite: for a device at a feature level, what each operator supports and
-whether every result matches the exact oracle (``gpu_mean.tools.oracle``, independent of the CPU
+whether every result matches the exact oracle (``gpu_mean.checks.oracle``, independent of the CPU
 device) within its tolerance, plus the descriptors the level must reject.
 
 Tolerances (docs/design.md, "Numerics"): element-wise MEAN, ADD and IDENTITY bit-exact (0 ulp); REDUCE AVERAGE and the
@@ -26,7 +26,7 @@ from .cases import EXTENSIONS, OPERATORS, TABLES, Case
 from .negative import negative_cases
 from .progress import Progress, compile_notice, progress_bar
 
-REFERENCE = "exact oracle (gpu_mean.tools.oracle: rational arithmetic rounded once; not the CPU device)"
+REFERENCE = "exact oracle (gpu_mean.checks.oracle: rational arithmetic rounded once; not the CPU device)"
 
 
 def case_list(op: str, dt: DataType, ndim: int, quick: bool) -> list[Case]:

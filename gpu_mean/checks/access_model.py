@@ -6,7 +6,7 @@ carry the bytes it asks for; and the work-groups each launch fits per SM of an H
 How: the operator runs on ``opencl:0-gpupaths`` (PoCL, the GPU shape, CUDA's launch geometry for 132
 SMs) built checked in the trace mode (``GM_TRACE``, opencl_kernels/common.h): ``GM_AT`` appends a
 record per access (site, argument, element index, width, element size, work-group, work-item) to the
-status buffer, which the host reads after each launch (backends/checked.py: ``Trace``). Here the
+status buffer, which the host reads after each launch (kernels/checked.py: ``Trace``). Here the
 records of one site are grouped by (work-group, warp = local linear id // 32) and each work-item's
 k-th access at the site is paired with the other lanes' k-th: one executed instruction of the warp.
 Its addresses are element index x element size from the argument's start, each argument taken as
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..backends import checked
-from ..backends.kernels import _INCLUDE, kernel_source, kernel_text
 from ..descriptors.types import DataType
+from ..kernels import checked
+from ..kernels.source import _INCLUDE, kernel_source, kernel_text
 from ..runtime import planning
 from .cases import Case, op_for
 
