@@ -42,6 +42,12 @@ class Mutant:
 
 
 MUTANTS = (
+    Mutant("kernels-import-a-bridge", "gpu_mean/kernels/programs.py",
+           "from . import checked, elementwise_kernels, reduce_kernels, support\n",
+           "from . import checked, elementwise_kernels, reduce_kernels, support\n"
+           "from ..bridges import arrays as _bridge  # noqa: F401\n",
+           ("tests/test_layers.py",), "cpu",
+           "the kernels' host code imports a bridge: a sideways import between layers of one rank"),
     Mutant("ddp-span-proof-loose", "opencl_kernels/reduce_cpu_ddp.h",
            "return all(emx + 7 <= emn + (53 - GM_DD_PM1));", "return all(emx + 7 <= emn + (80 - GM_DD_PM1));",
            ("tests/test_dask_partials.py::test_pairs_are_the_exact_totals_or_flagged",), "opencl:0",
