@@ -48,25 +48,24 @@ class Format:
         self.digits = (top >> 4) + 1 + 3                 # buckets, plus carry room for 2^47 totals
         widest = max(w for _, w in self.pieces)
         self.rows = 1 << min(40, 62 - (widest + 15) - 1)  # rows per int64 block without overflow
+        self.mag_mask = self.udtype.type((1 << (bits - 1)) - 1)   # every bit but the sign
 
 
 _F16 = Format(16, 11, -14, 15, np.uint16)
 _F32 = Format(32, 24, -126, 127, np.uint32)
 _BF16 = Format(16, 8, -126, 127, np.uint16)
 _F64 = Format(64, 53, -1022, 1023, np.uint64)
+_FORMATS = {np.dtype(np.float16): _F16, np.dtype(np.float32): _F32, np.dtype(np.float64): _F64,
+            bfloat16_dtype(): _BF16}
 
 
 def fmt(dtype) -> Format:
-    dt = np.dtype(dtype)
-    if dt == np.float16:
-        return _F16
-    if dt == np.float32:
-        return _F32
-    if dt == np.float64:
-        return _F64
-    if dt == bfloat16_dtype():
-        return _BF16
-    raise TypeError(f"no float format for {dt}")
+    f = _FORMATS.get(dtype)
+    if f is None:
+        f = _FORMATS.get(np.dtype(dtype))
+        if f is None:
+            raise TypeError(f"no float format for {np.dtype(dtype)}")
+    return f
 
 
 def cast(q: np.ndarray, dtype) -> np.ndarray:
@@ -530,28 +529,30 @@ def magnitude_span(x: np.ndarray, dtype):
     float array, from its bits (one masked copy, two integer reductions); None where an inf or NaN
     is present; the exponent is None where every value is a zero."""
     f = fmt(dtype)
-    mask = f.udtype.type((1 << (f.bits - 1)) - 1)
     u = x.view(f.udtype)
     if x.size <= SPAN_BLOCK or x.ndim == 0:
-        blocks = (u,)
+        hi, lo = _magnitudes(u & f.mag_mask, f.bits)
     else:      # a block at a time: no masked copy of all of x
         step = max(1, SPAN_BLOCK // (x.size // x.shape[0]))
-        blocks = (u[i:i + step] for i in range(0, x.shape[0], step))
-    hi, lo = 0, 1 << f.bits          # the largest magnitude's bits; the smallest nonzero one's
-    for b in blocks:
-        mag = b & mask
-        hi = max(hi, int(mag.max()))
-        low = int(mag.min())
-        if low == 0:
-            nonzero = mag[mag != 0]
-            low = int(nonzero.min()) if nonzero.size else 1 << f.bits
-        lo = min(lo, low)
+        hi, lo = 0, 1 << f.bits
+        for i in range(0, x.shape[0], step):
+            h, low = _magnitudes(u[i:i + step] & f.mag_mask, f.bits)
+            hi, lo = max(hi, h), min(lo, low)
     if hi >> f.mbits == (1 << f.ebits) - 1:
         return None
     m = F64(f.udtype.type(hi).view(dtype))
     if lo >> f.bits:
         return m, None
     return m, max(lo >> f.mbits, 1) - (f.emax + f.mbits)
+
+
+def _magnitudes(mag: np.ndarray, bits: int) -> tuple:
+    """(largest, smallest nonzero) of magnitudes' bits; the smallest is 2^bits where all are zero."""
+    hi, lo = int(mag.max()), int(mag.min())
+    if lo == 0:
+        nonzero = mag[mag != 0]
+        lo = int(nonzero.min()) if nonzero.size else 1 << bits
+    return hi, lo
 
 
 def exact_f64_sum(n: int, m, ulp_exp) -> bool:
@@ -571,16 +572,16 @@ def reduce_narrow(x: np.ndarray, axes: tuple, dtype) -> np.ndarray:
     midpoint, an exact tie) is decided exactly from the sum itself (``settle_dd``), without the
     values' digits. Over a power of two the exact sum gives the exact mean, rounded once."""
     axes = tuple(axes)
-    n = math.prod(x.shape[a] for a in axes)
+    n = math.prod([x.shape[a] for a in axes])
     span = magnitude_span(x, dtype) if x.size else (F64(0), None)
     exact = span is not None and exact_f64_sum(n, *span)
     if exact and n & (n - 1) == 0:
         # an exact sum (any order) over a power of two: q is the exact mean, and one rounding of it
         # is the answer, ties to even included (only a zero's sign needs the values: below)
-        s = np.sum(x, axis=axes, dtype=F64, keepdims=True)
+        s = np.add.reduce(x, axis=axes, dtype=F64, keepdims=True)
         q = s * (1.0 / n)
-        out = cast(q, dtype) if np.dtype(dtype) == _BF16_DTYPE else q.astype(dtype)   # |q| <= max|x|
-        if q.all():
+        out = cast(q, dtype) if x.dtype == _BF16_DTYPE else q.astype(dtype)   # |q| <= max|x|
+        if np.count_nonzero(q) == q.size:
             return out
         depth = n - 1
     else:
