@@ -193,7 +193,8 @@ def test_cupy_chunks_stay_cupy_on_the_cuda_device(client):
 @pytest.mark.parametrize("layout", ["packed", "strided"])
 def test_chunks_are_used_in_place_or_through_reused_pooled_buffers(device, monkeypatch, layout):
     """A chunk takes gm.reduce_mean's path: where the device works in host memory a numpy chunk of
-    128 KiB or more is bound where it lies (no Buffer.write: no copy), elsewhere its bytes are copied
+    128 KiB or more is bound where it lies (no Buffer.write: no copy; the cpu device at any size),
+    elsewhere its bytes are copied
     once into pooled buffers, which the next chunks of its shape reuse; a strided chunk is described
     by its strides, never repacked."""
     made, writes = [], []
@@ -223,7 +224,8 @@ def test_chunks_are_used_in_place_or_through_reused_pooled_buffers(device, monke
     call = made[0]
     assert all(o.strides == ((512, 2) if layout == "strided" else (256, 1)) for c in made for o in c.ops)
     if call.bridge.host_memory:
-        assert {c.mode for c in made} <= {"device", "host in place"} and writes == []
+        # the cpu device computes from the chunk where it lies (direct); PoCL binds it in place
+        assert {c.mode for c in made} <= {"direct", "device", "host in place"} and writes == []
     else:
         assert {c.mode for c in made} == {"host"} and writes == [c.ops[0].span_bytes for c in made]
 

@@ -101,6 +101,50 @@ def test_a_repeated_call_on_host_arrays_skips_the_full_path(device, counted):
             assert {n: c for n, c in counted.items() if c} == {}, f"{shape}: a repeated call did the full path's work"
 
 
+@pytest.mark.parametrize("call", ["reduce_mean(x, [1])", "reduce_mean(x, [0])", "mean(x, y)"])
+def test_a_repeated_cpu_call_computes_where_the_arrays_lie(cpu, monkeypatch, call):
+    """numpy arrays on the cpu device, small and large: a repeated call makes no Call, copies and
+    launches nothing, takes no lock, and computes once (``Executor.compute``) from the bytes of the
+    new arrays themselves, giving each its own answer."""
+    work = {"describe the operands again (Call.again)": (arrays.Call, "again"),
+            "copy through the launch's buffers": (execution.Executor, "round_trip"),
+            "launch over bound memory": (execution.Executor, "run_bound"),
+            "write": (execution.Executor, "write"), "read": (execution.Executor, "read")}
+    counts = dict.fromkeys(work, 0)
+    for name, (owner, attr) in work.items():
+        fn = getattr(owner, attr)
+
+        def wrapper(*a, _fn=fn, _name=name, **k):
+            counts[_name] += 1
+            return _fn(*a, **k)
+        monkeypatch.setattr(owner, attr, wrapper)
+    computed = []
+    real = execution.Executor.compute
+
+    def compute(ex, program, spans):
+        computed.append(spans)
+        return real(ex, program, spans)
+    monkeypatch.setattr(execution.Executor, "compute", compute)
+    run = {"reduce_mean(x, [1])": lambda x, y: gm.reduce_mean(x, [1], device=cpu),
+           "reduce_mean(x, [0])": lambda x, y: gm.reduce_mean(x, [0], device=cpu),
+           "mean(x, y)": lambda x, y: gm.mean(x, y, device=cpu)}[call]
+    want = {"reduce_mean(x, [1])": lambda x, y: reduce_mean_ref(x, (1,)),
+            "reduce_mean(x, [0])": lambda x, y: reduce_mean_ref(x, (0,)),
+            "mean(x, y)": lambda x, y: ((x.astype(np.float64) + y) / 2).astype(np.float32)}[call]
+    rng = np.random.default_rng(8)
+    for shape in ((16, 16), (256, 256)):
+        run(*(rng.standard_normal(shape).astype(np.float32) for _ in range(2)))
+        for _ in range(2):
+            x, y = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+            counts.update(dict.fromkeys(counts, 0))
+            computed.clear()
+            res = run(x, y)
+            np.testing.assert_array_equal(res, want(x, y))
+            assert {n: c for n, c in counts.items() if c} == {}, f"{shape}: a repeated call did more than compute"
+            assert len(computed) == 1
+            assert all(np.shares_memory(s, a) for s, a in zip(computed[0], (x, y)))
+
+
 def test_a_signature_that_differs_takes_the_full_path(device):
     """Another shape, stride, data type, axis or keepdims is another signature: each gets its own
     answer (a plan reused across signatures would give a wrong shape or wrong values)."""
@@ -161,8 +205,11 @@ def test_reduce_variant_slots_match_the_arguments():
 
 def test_a_repeated_launch_holds_the_device_lock(device):
     """The repeated launch enqueues under the device's lock (Executor.run_bound), as every other
-    launch: the queue or stream and the backend's bookkeeping are shared by every thread."""
+    launch: the queue or stream and the backend's bookkeeping are shared by every thread. (The cpu
+    device has no queue: it computes from the caller's arrays, test_a_repeated_cpu_call_...)"""
     from test_interop import native
+    if device.info.backend == "cpu":
+        pytest.skip("the cpu device launches nothing: test_a_repeated_cpu_call_computes_where_the_arrays_lie")
     x = native(device, np.random.default_rng(7).standard_normal((256, 256)).astype(np.float32))
     gm.reduce_mean(x, [1], device=device)
     gm.reduce_mean(x, [1], device=device)

@@ -204,11 +204,19 @@ def test_strided_views_are_bound_in_place(device, monkeypatch, view, source, siz
     allocs = Spy(monkeypatch, device, "create_buffer")
     runs = Spy(monkeypatch, execution.Executor, "run_bound")     # every launch over bound memory
     uploads = Spy(monkeypatch, pool.Launch, "run_host")
+    computes = Spy(monkeypatch, execution.Executor, "compute")   # the CPU device's computations
     r = gm.reduce_mean(v, [0], keepdims=False, device=device)
     m = gm.mean(v, v, device=device)
     assert allocs.calls == []       # nothing beyond the output, which the array library allocates
     np.testing.assert_array_equal(host(r), want_r)
     np.testing.assert_array_equal(host(m), want_m)
+    if device.info.backend == "cpu":
+        # numpy computes from the caller's memory where it lies, at any size: no copy, no launch
+        assert len(computes.calls) == 2 and runs.calls == uploads.calls == []
+        for (_, _, spans), _ in computes.calls:
+            assert all(np.shares_memory(s, src) for s in spans)
+        return
+    assert computes.calls == []
     if must_bind_in_place(device, source, v):
         assert uploads.calls == [], "a host array the device must bind in place was copied"
     if uploads.calls:               # host arrays for a GPU: the uploaded bytes are the caller's own
@@ -222,11 +230,11 @@ def test_strided_views_are_bound_in_place(device, monkeypatch, view, source, siz
 
 
 def must_bind_in_place(dev, source: str, v) -> bool:
-    """The tests' own statement of where the functional calls bind an array without copying it: a
-    device array always (the cpu device's arrays are numpy's); a numpy array on a device that
-    computes in host memory (the cpu device, an OpenCL CPU device such as PoCL) once its span reaches
-    128 KiB, below which a copy costs less than wrapping it; never a numpy array for a GPU with
-    memory of its own."""
+    """The tests' own statement of where the functional calls bind an array without copying it, on
+    a device with kernels (the cpu device computes from the caller's memory at any size): a device
+    array always; a numpy array on an OpenCL device that computes in host memory (PoCL) once its
+    span reaches 128 KiB, below which a copy costs less than wrapping it; never a numpy array for a
+    GPU with memory of its own."""
     if source == "native" and dev.info.backend != "cpu":
         return True
     span = sum((n - 1) * st for n, st in zip(v.shape, v.strides)) + v.itemsize
@@ -251,10 +259,14 @@ def test_negative_strides_are_copied(device, monkeypatch):
         pytest.skip("pyopencl arrays take no negative steps")
     v = src[::-1]
     runs = Spy(monkeypatch, execution.Executor, "run_bound")
+    computes = Spy(monkeypatch, execution.Executor, "compute")
     r = gm.reduce_mean(v, [1], keepdims=False, device=device)
     np.testing.assert_array_equal(host(r), X[::-1].mean(1))
+    assert runs.calls or computes.calls
     for (_, _, ins, _, _), _ in runs.calls:
         assert not _same_memory(device, ins[0][0], src)
+    for (_, _, spans), _ in computes.calls:
+        assert not any(np.shares_memory(s, src) for s in spans)
 
 
 def test_host_loop_allocates_nothing_after_the_first_call(device, monkeypatch):

@@ -49,7 +49,9 @@ def test_held_memory_is_read_where_the_device_keeps_it(monkeypatch):
 
 @pytest.fixture
 def copies(monkeypatch):
-    """Host arrays of any size go through pooled copies (the pool's path), not bound in place."""
+    """Host arrays of any size go through pooled copies (the pool's path), not bound in place, and
+    the CPU device through its buffers, not computing from the arrays where they lie."""
+    monkeypatch.setattr(arrays, "CPU_DIRECT", False)
     monkeypatch.setattr(arrays, "CPU_IN_PLACE_MIN_BYTES", 1 << 62)
     monkeypatch.setattr(arrays, "HOST_IN_PLACE_MIN_BYTES", 1 << 62)
 

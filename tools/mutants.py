@@ -42,6 +42,14 @@ class Mutant:
 
 
 MUTANTS = (
+    Mutant("cpu-direct-off", "gpu_mean/frontends/arrays.py", "CPU_DIRECT = True", "CPU_DIRECT = False",
+           ("tests/test_front_door.py::test_a_repeated_cpu_call_computes_where_the_arrays_lie",), "cpu",
+           "the cpu device copies small arrays through pooled buffers again instead of computing where they lie"),
+    Mutant("proven-sum-in-float32", "gpu_mean/runtime/exact.py",
+           "return (rows.astype(F64) @ np.ones(rows.shape[1]))",
+           "return (rows @ np.ones(rows.shape[1], np.float32))",
+           ("tests/test_front_door.py::test_a_repeated_cpu_call_computes_where_the_arrays_lie",), "cpu",
+           "the BLAS row sums of a proven-exact sum accumulate in FLOAT32: rounded sums, wrong means"),
     Mutant("kernels-import-a-bridge", "gpu_mean/kernels/programs.py",
            "from . import checked, elementwise_kernels, reduce_kernels, support\n",
            "from . import checked, elementwise_kernels, reduce_kernels, support\n"

@@ -52,6 +52,10 @@ NUMPY = ("numpy", None)
 # call, copy vs in place): 1 KiB 37 vs 49, 16 KiB 41 vs 54, 64 KiB 52 vs 59, 128 KiB (mean of two
 # 64 KiB) 81 vs 79, 256 KiB 96 vs 85.
 CPU_IN_PLACE_MIN_BYTES = 128 << 10
+# The CPU device computes a functional call from the caller's arrays where they lie, at any size, with
+# no copy and no launch ("direct"; docs/design.md, "The life of one functional call"). Off, it takes
+# the path every other device takes (tests of the pool switch it off: the cpu device is on every machine).
+CPU_DIRECT = True
 # The same trade on an OpenCL device that works in host memory (PoCL), where binding in place
 # also makes a USE_HOST_PTR buffer per array and maps the result.
 HOST_IN_PLACE_MIN_BYTES = 128 << 10
@@ -177,8 +181,10 @@ class Call:
     """The operands of one call, classified once (one library, one device) and viewed on that
     device without copies; ``mode`` says how they are bound:
 
-    * "device": the caller's device arrays, or host arrays on the CPU device (its native memory)
-      from CPU_IN_PLACE_MIN_BYTES on, bound in place (``Launch.run_device``);
+    * "direct": host arrays on the CPU device, any size: numpy computes the result from their bytes
+      where they lie (``Launch.run_direct``; CPU_DIRECT off, the tests of the pool: "device" from
+      CPU_IN_PLACE_MIN_BYTES on, "host" below);
+    * "device": the caller's device arrays, bound in place (``Launch.run_device``);
     * "host in place": numpy arrays on an OpenCL device that works in host memory, bound in place
       through USE_HOST_PTR buffers, the result written into a numpy array (``Launch.run_host``);
     * "host": host arrays copied into pooled buffers (``Launch.run_host``; CUDA: pinned staging);
@@ -278,6 +284,8 @@ class Call:
         if not bridge.host_memory:
             return "host"
         if bridge.kind == "host":
+            if CPU_DIRECT:
+                return "direct"
             return "device" if span >= CPU_IN_PLACE_MIN_BYTES else "host"
         if span < HOST_IN_PLACE_MIN_BYTES:
             return "host"
@@ -322,6 +330,12 @@ class Call:
 
     def _run(self, ln, dest, to_host):
         mode = self.mode
+        if mode == "direct":
+            res = ln.run_direct([o.span() for o in self.ops])
+            if dest is None:
+                return res
+            dest[...] = res.reshape(dest.shape)
+            return dest
         if mode == "host":
             res = ln.run_host([o.span() for o in self.ops])
             if dest is None:

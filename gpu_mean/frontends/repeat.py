@@ -12,7 +12,9 @@ tuples built -- holds for every later call with that signature. So the first cal
    once, by one bridge call, as the first call resolved it: CuPy arrays as they are, DLPack
    producers through CuPy);
 2. re-describe the operands over the new arrays (``Call.again``: no type classification);
-3. allocate the result in the caller's library, order the streams, and launch: the launch hands
+3. on the CPU device, compute the result from the new arrays' bytes where they lie (no Call, no
+   copy, no launch: ``Launch.run_direct``); elsewhere,
+   allocate the result in the caller's library, order the streams, and launch: the launch hands
    the new addresses to the program, which substitutes them into its argument tuples
    (``Launch.run_device``, ``Executor.run_bound``), or, for host arrays copied through the launch's
    own buffers, writes them and replays the recorded command list;
@@ -29,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..bridges.arrays import classify, hand_back
+from ..runtime.interop import host_span
 from . import pool
 from .arrays import Call, _device_for, get_device
 
@@ -39,18 +42,25 @@ MISS = object()                        # lookup / Plan.run: take the full path
 class Plan:
     """One call signature's call (``Call``, its operands to be replaced) and its cached launch."""
 
-    __slots__ = ("call", "launch")
+    __slots__ = ("call", "launch", "direct")
 
     def __init__(self, call: Call):
         # the first call's arrays are not kept: the plan must not hold the caller's memory
         template = call.again([None] * len(call.ops), bind=False)
         template.__dict__.pop("natives", None)
         self.call, self.launch = template, call.launch
+        # the CPU device: each array's bytes as the first call's were, no Call to re-describe them
+        self.direct = tuple(o.span_bytes for o in call.ops) if call.mode == "direct" else None
 
     def run(self, arrays):
         ln = self.launch
         if ln.released:
             return MISS
+        if self.direct is not None:
+            try:
+                return ln.run_direct([host_span(a, n) for a, n in zip(arrays, self.direct)])
+            except pool.Released:
+                return MISS
         c = self.call.again(arrays)
         if c is None:
             return MISS

@@ -546,6 +546,26 @@ def magnitude_span(x: np.ndarray, dtype):
     return m, max(lo >> f.mbits, 1) - (f.emax + f.mbits)
 
 
+BLAS_SUM_MIN = 1 << 14     # values from which proven_sum's matrix-vector product beats add.reduce
+
+
+def proven_sum(x: np.ndarray, axes: tuple) -> np.ndarray:
+    """The FLOAT64 sum over ``axes`` (kept as size 1) of values whose sum ``exact_f64_sum`` proved
+    exact in any order: a matrix-vector product with ones (BLAS: 31 against add.reduce's 41 us at
+    256x256 float32) where the reduced axes are the trailing or the leading ones of a C-contiguous
+    array of BLAS_SUM_MIN values or more; numpy's add.reduce elsewhere. No addition rounds, so the
+    order cannot change the sum."""
+    nd, k = x.ndim, len(axes)
+    if x.size >= BLAS_SUM_MIN and 0 < k < nd and x.flags.c_contiguous:
+        if axes == tuple(range(nd - k, nd)):
+            rows = x.reshape(math.prod(x.shape[:nd - k]), -1)
+            return (rows.astype(F64) @ np.ones(rows.shape[1])).reshape(x.shape[:nd - k] + (1,) * k)
+        if axes == tuple(range(k)):
+            cols = x.reshape(-1, math.prod(x.shape[k:]))
+            return (np.ones(cols.shape[0]) @ cols.astype(F64)).reshape((1,) * k + x.shape[k:])
+    return np.add.reduce(x, axis=axes, dtype=F64, keepdims=True)
+
+
 def _magnitudes(mag: np.ndarray, bits: int) -> tuple:
     """(largest, smallest nonzero) of magnitudes' bits; the smallest is 2^bits where all are zero."""
     hi, lo = int(mag.max()), int(mag.min())
@@ -578,7 +598,7 @@ def reduce_narrow(x: np.ndarray, axes: tuple, dtype) -> np.ndarray:
     if exact and n & (n - 1) == 0:
         # an exact sum (any order) over a power of two: q is the exact mean, and one rounding of it
         # is the answer, ties to even included (only a zero's sign needs the values: below)
-        s = np.add.reduce(x, axis=axes, dtype=F64, keepdims=True)
+        s = proven_sum(x, axes)
         q = s * (1.0 / n)
         out = cast(q, dtype) if x.dtype == _BF16_DTYPE else q.astype(dtype)   # |q| <= max|x|
         if np.count_nonzero(q) == q.size:
@@ -586,7 +606,7 @@ def reduce_narrow(x: np.ndarray, axes: tuple, dtype) -> np.ndarray:
         depth = n - 1
     else:
         with np.errstate(over="ignore", invalid="ignore"):
-            s, depth = tree_sum(x, axes)
+            s, depth = (proven_sum(x, axes), n - 1) if exact else tree_sum(x, axes)
             q = s / F64(n)
     if exact:
         m = span[0]
