@@ -121,7 +121,8 @@ def run_one(name: str, argv: list, tree: Path, case: str, env_extra: dict) -> di
                            env=env, cwd=tree, capture_output=True, text=True)
         wall = time.perf_counter() - t0
         if r.returncode:
-            raise BenchError(f"{name} case {case!r} in {tree} failed (exit {r.returncode}):\n{r.stderr.strip()}")
+            tail = "\n".join(r.stderr.strip().splitlines()[-30:])
+            raise BenchError(f"{name} case {case!r} in {tree} failed (exit {r.returncode}):\n{tail}")
         report = json.loads(out.read_text())
     finally:
         out.unlink(missing_ok=True)
