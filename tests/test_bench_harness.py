@@ -122,3 +122,19 @@ def test_machine_smoke(tmp_path):
     if shutil.which("gcc") is None or "avx512f" not in Path("/proc/cpuinfo").read_text():
         pytest.skip("the machine benchmark's native loops need gcc and AVX-512")
     bench("machine", "--device", "cpu", "--mb", "1", "--repeat", "1", "--only", "R1 full FLOAT32", "--rounds", "1")
+
+
+def test_every_readme_command_parses():
+    """Each `python tools/bench.py ...` the README shows names a benchmark and options it has (optional
+    parts in brackets included)."""
+    import re
+    import shlex
+    sys.path.insert(0, str(ROOT / "tools"))
+    import bench as harness
+    text = (ROOT / "README.md").read_text()
+    found = re.findall(r"`(python tools/bench\.py [^`]*)`", text)                # inline, maybe over two lines
+    found += re.findall(r"^(python tools/bench\.py .*)$", text, re.M)            # the lines of a bash block
+    cmds = [shlex.split(c.split("#")[0].replace("[", "").replace("]", ""))[2:] for c in found if "--list" not in c]
+    assert len(cmds) >= 8
+    for argv in cmds:
+        harness.parser().parse_args(argv)
