@@ -189,7 +189,7 @@ class FakeCupyArray:
 
     def __init__(self, data, shape, dtype, strides=None, device=1):
         # plain Python arithmetic: CuPy's own bookkeeping is C, and the front door's benchmark times
-        # gpu_mean's Python through this stand-in (tools/bench_front_door.py)
+        # gpu_mean's Python through this stand-in (tools/bench.py front_door)
         self.data, self.shape, self.dtype = data, tuple(shape), np.dtype(dtype)
         if strides is None:
             step, strides = self.dtype.itemsize, []

@@ -205,7 +205,7 @@ def test_sweep_reaches_several_times_the_cache():
     assert profiler.sweep_sizes(32 * 2**20, 100_000) == [16384, 65536, 100_000]
 
 
-def test_profile_cases_for_bench_prefetch():
+def test_profile_cases_by_name():
     names = [c.name for c in profiler.cases((64, 1024, 4))]
     assert "copy f32" in names and "reduce f32 axes [0, 2]" in names and "mean f16 a+b" in names
 

@@ -13,9 +13,9 @@
 #     sweep        sizes to 4x the L2 with its plot (the plot skipped, saying so, without matplotlib)
 #     ncu          Nsight Compute on the slow reductions (when ncu is on the PATH)
 #     front-door   host time per small functional call on CuPy and PyTorch arrays against cupy.mean and
-#                  torch.mean (tools/bench_front_door.py; the dry run times the stand-in for CuPy)
+#                  torch.mean (tools/bench.py front_door; the dry run times the stand-in for CuPy)
 #   and only when GPU_PASS_STEPS names it (its cold NVRTC build, about 45 s, does not fit the 10 minutes):
-#     ddp          gpu_mean.dask's chunk step on CuPy chunks against cupy.sum (tools/bench_ddp.py)
+#     ddp          gpu_mean.dask's chunk step on CuPy chunks against cupy.sum (tools/bench.py ddp)
 # Usage: bash tools/gpu_pass.sh [OUTDIR]
 #   OUTDIR default: docs/results/<UTC date>-<GPU name> (ready to commit); the dry run
 #   (GPU_PASS_DEVICE=cpu) writes to out/gpu-pass-<date>-cpu instead. With $OUT set (the device tool's
@@ -191,11 +191,11 @@ else
 fi
 
 FRONT=$([ "$DEV" = cuda ] && echo cuda || echo fake)
-step 9 front-door 20 $PY tools/bench_front_door.py --devices "$FRONT" --before none --rounds 1 --calls 200 \
+step 9 front-door 20 $PY tools/bench.py front_door --devices "$FRONT" --before none --rounds 1 --calls 200 \
   --json "$OUTDIR/front-door.json"
 
 if [ "$DEV" = cuda ]; then DDP=(--device cuda --mb 256); else DDP=(--device opencl --mb 4); fi
-step 10 ddp 90 $PY tools/bench_ddp.py "${DDP[@]}" --repeat 5 --json "$OUTDIR/ddp.json"
+step 10 ddp 90 $PY tools/bench.py ddp "${DDP[@]}" --before none --repeat 5 --json "$OUTDIR/ddp.json"
 
 RUN=$(cat "$OUTDIR"/.rows/*.rc | wc -l)
 BAD=$(grep -vcx 0 "$OUTDIR"/.rows/*.rc /dev/null | awk -F: '{s += $2} END {print s + 0}')

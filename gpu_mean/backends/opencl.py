@@ -82,7 +82,7 @@ def keeps_binaries(device) -> bool:
     POCL_KERNEL_CACHE=0), and answering a request for a binary makes it compile every kernel of the
     program once more, for a dynamic work-group size: measured on the CI machine, a first call with
     a cold PoCL cache took 0.3 s longer with the binary fetched, and about 0.01 s less once PoCL's
-    cache was warm (tools/bench_startup.py, docs/results/2026-11-24-startup-cache.md). Every other
+    cache was warm (tools/bench.py startup, docs/results/2026-11-24-startup-cache.md). Every other
     driver's binary is kept."""
     pocl = "portable computing language" in device.platform.name.lower()
     return not pocl or os.environ.get("POCL_KERNEL_CACHE", "1").strip() == "0"

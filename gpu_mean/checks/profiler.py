@@ -37,7 +37,7 @@ from ..errors import DmlError
 from ..runtime.objects import BufferBinding
 from . import readbw
 from .cases import Case, op_for
-from .peers import gpu_peers, numpy_peer, openvino_peer, ort_peer  # noqa: F401  (ort_peer: tools/bench_prefetch.py)
+from .peers import gpu_peers, numpy_peer, openvino_peer, ort_peer  # noqa: F401  (ort_peer: the retired bench_prefetch)
 
 F32, F16 = DataType.FLOAT32, DataType.FLOAT16
 DEFINITIONS = [

@@ -1,6 +1,6 @@
 """OpenCL launch geometry of the CPU-shaped kernels (OpenCL CPU devices): pure functions of a plan,
 the device's shape and the tuning values, tested without a device. Tuning values travel in a frozen
-``OpenCLTuning`` (tools/bench_prefetch.py builds a backend with prefetch off by passing another one,
+``OpenCLTuning`` (the retired tools/bench_prefetch.py built a backend with prefetch off by passing another one,
 never by patching this module). GPU-shaped launches: gpu_geometry.py."""
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def reduce_geometry(plan: planning.ReducePlan, *, compute_units: int, tuning: Op
     them over the cores (a (1, 32) NDRange would otherwise be one work-group, one core). The column
     kernel takes up to 1024 columns per work-item: every row read is up to 4 KB contiguous and the
     accumulators (8 KB of doubles) stay in L1 beside the four row streams. Measured on PoCL (CI VM,
-    tools/bench_kernels.py --only R4, 32 MiB, 9 rounds side by side): (256, 32768) over axis 0,
+    tools/bench.py kernels --only R4, 32 MiB, 9 rounds side by side): (256, 32768) over axis 0,
     FLOAT32, 2048 -> 1024 columns 24.3 -> 49.2 GB/s; in another run 2048 -> 512 25.2 -> 43.0.
     """
     if cols is None:

@@ -149,7 +149,7 @@ def reduce_sum(x: np.ndarray, axes: tuple, out_dt: DataType, in_dt: DataType | N
 _EXT_WIDE = (DataType.FLOAT64, DataType.INT64, DataType.UINT64)
 # Elements per block of the extension types' arithmetic: its dozen temporaries stay in the cache and
 # in memory the allocator reuses (whole-tensor temporaries are fresh mappings, each page faulted in).
-# Measured with tools/bench_ext_cpu.py on the 2-core CI VM: see docs/results/2026-11-24-ext-cpu.md.
+# Measured on the 2-core CI VM (tools/bench.py ext_cpu): docs/results/2026-11-24-ext-cpu.md.
 BLOCK = 1 << 16
 
 
