@@ -61,3 +61,23 @@ def test_the_check_sees_a_claim(tmp_path):
                  "v = 5  # never measured on a GPU\n")
     assert [c.split(":")[1] for c in claims("", [f])] == ["1", "2", "5", "6"]
     assert [c.split(":")[1] for c in claims("an NVIDIA H200 run", [f])] == ["5"]   # H100 is not H200
+
+
+STAGING = re.compile(r"\b(staging plan|stage \d+, built|the plan for the rest)\b", re.I)
+
+
+def design_problems(text: str) -> list[str]:
+    """What keeps docs/design.md from being a half-hour read of the design as it is (issue 38): 700
+    lines or more, or a line of a change's history (a staging plan, a stage's status)."""
+    lines = text.splitlines()
+    found = [f"{len(lines)} lines (at most 699)"] if len(lines) >= 700 else []
+    return found + [f"line {n}: {line.strip()}" for n, line in enumerate(lines, 1) if STAGING.search(line)]
+
+
+def test_the_design_is_short_and_says_what_is():
+    assert design_problems((ROOT / "docs" / "design.md").read_text()) == []
+
+
+def test_the_design_check_sees_length_and_history():
+    assert design_problems("x\n" * 700) == ["700 lines (at most 699)"]
+    assert design_problems("a\n## Staging plan\nb") == ["line 2: ## Staging plan"]
