@@ -145,6 +145,22 @@ def test_a_repeated_cpu_call_computes_where_the_arrays_lie(cpu, monkeypatch, cal
             assert all(np.shares_memory(s, a) for s, a in zip(computed[0], (x, y)))
 
 
+def test_repeated_calls_on_packed_views_read_each_new_array(device):
+    """A numpy view the call must pack first (negative strides, strides that are not whole elements)
+    gets no plan: each repeated call packs its own array (a plan over the first call's packed copy
+    read the next arrays' memory with the copy's strides: garbage, from outside the array)."""
+    rng = np.random.default_rng(9)
+    raw = np.zeros((16, 16 * 4 + 1), np.uint8)
+    for _ in range(3):
+        x, y = (rng.standard_normal((16, 16)).astype(np.float32) for _ in range(2))
+        np.testing.assert_array_equal(gm.reduce_mean(x[::-1], [1], device=device), reduce_mean_ref(x[::-1], (1,)))
+        np.testing.assert_array_equal(gm.mean(x[:, ::-1], y, device=device),
+                                      ((x[:, ::-1].astype(np.float64) + y) / 2).astype(np.float32))
+        odd = raw[:, 1:].view(np.float32)       # rows 65 bytes apart: not whole elements
+        odd[...] = x
+        np.testing.assert_array_equal(gm.reduce_mean(odd, [0], device=device), reduce_mean_ref(x, (0,)))
+
+
 def test_a_signature_that_differs_takes_the_full_path(device):
     """Another shape, stride, data type, axis or keepdims is another signature: each gets its own
     answer (a plan reused across signatures would give a wrong shape or wrong values)."""

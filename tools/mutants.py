@@ -42,6 +42,11 @@ class Mutant:
 
 
 MUTANTS = (
+    Mutant("plan-over-packed-views", "gpu_mean/frontends/repeat.py",
+           "    if seen_ is None and any(s < 0 or s % dt.itemsize for dt, _, strides in k[1] for s in strides):",
+           "    if False:",
+           ("tests/test_front_door.py::test_repeated_calls_on_packed_views_read_each_new_array",), "cpu",
+           "a plan kept for a numpy view the call packed: later calls read their arrays with the copy's strides"),
     Mutant("cpu-direct-off", "gpu_mean/frontends/arrays.py", "CPU_DIRECT = True", "CPU_DIRECT = False",
            ("tests/test_front_door.py::test_a_repeated_cpu_call_computes_where_the_arrays_lie",), "cpu",
            "the cpu device copies small arrays through pooled buffers again instead of computing where they lie"),

@@ -133,7 +133,11 @@ def keep(key, call: Call) -> None:
     """Keep the plan of a call that ran whole (not split, not empty) on the full path."""
     if key is None or getattr(call, "launch", None) is None or call.mode == "split":
         return
-    cache, k, _ = key
+    cache, k, seen_ = key
+    if seen_ is None and any(s < 0 or s % dt.itemsize for dt, _, strides in k[1] for s in strides):
+        # a numpy array the call packed first (negative strides, strides that are not whole elements):
+        # a plan would read the next array's memory with the packed copy's strides
+        return
     with cache.lock:
         cache.plans[k] = Plan(call)
         cache.plans.move_to_end(k)
