@@ -121,9 +121,9 @@ def test_a_repeated_cpu_call_computes_where_the_arrays_lie(cpu, monkeypatch, cal
     computed = []
     real = execution.Executor.compute
 
-    def compute(ex, program, spans):
-        computed.append(spans)
-        return real(ex, program, spans)
+    def compute(ex, program, arrays):
+        computed.append(arrays)
+        return real(ex, program, arrays)
     monkeypatch.setattr(execution.Executor, "compute", compute)
     run = {"reduce_mean(x, [1])": lambda x, y: gm.reduce_mean(x, [1], device=cpu),
            "reduce_mean(x, [0])": lambda x, y: gm.reduce_mean(x, [0], device=cpu),

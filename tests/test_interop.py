@@ -213,8 +213,8 @@ def test_strided_views_are_bound_in_place(device, monkeypatch, view, source, siz
     if device.info.backend == "cpu":
         # numpy computes from the caller's memory where it lies, at any size: no copy, no launch
         assert len(computes.calls) == 2 and runs.calls == uploads.calls == []
-        for (_, _, spans), _ in computes.calls:
-            assert all(np.shares_memory(s, src) for s in spans)
+        for (_, _, arrays), _ in computes.calls:
+            assert all(np.shares_memory(s, src) for s in arrays)
         return
     assert computes.calls == []
     if must_bind_in_place(device, source, v):
@@ -265,8 +265,8 @@ def test_negative_strides_are_copied(device, monkeypatch):
     assert runs.calls or computes.calls
     for (_, _, ins, _, _), _ in runs.calls:
         assert not _same_memory(device, ins[0][0], src)
-    for (_, _, spans), _ in computes.calls:
-        assert not any(np.shares_memory(s, src) for s in spans)
+    for (_, _, arrays), _ in computes.calls:
+        assert not any(np.shares_memory(s, src) for s in arrays)
 
 
 def test_host_loop_allocates_nothing_after_the_first_call(device, monkeypatch):

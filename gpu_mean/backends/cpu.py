@@ -10,7 +10,7 @@ import numpy as np
 from ..bridges.arrays import ArrayBridge
 from ..descriptors.types import KernelOp
 from ..kernels import support
-from ..runtime import numerics
+from ..runtime import interop, numerics
 from ..runtime.backend import Backend, Program
 from ..runtime.device import DeviceInfo
 
@@ -42,12 +42,20 @@ class CpuProgram(Program):
         n_out = len(plan.tensors) - getattr(plan, "n_inputs", 1)
         layouts = [layout(t) for t in plan.tensors]
         self.in_layouts, self.out_layouts = layouts[:-n_out], layouts[-n_out:]
+        # each input's bytes from its first element through its last
+        self.in_spans = [sum((n - 1) * s for n, s in zip(sz, st)) + dt.itemsize for sz, dt, st in self.in_layouts]
 
-    def compute(self, spans) -> np.ndarray:
-        """The result as a new array from the inputs' bytes where they lie (``spans``: each input's
-        bytes from its first element through its last, read in place): the functional calls' path
-        on this device (``Executor.compute``), with no copy in and no buffer out."""
-        xs = [np.ndarray(sz, dt, buffer=s, strides=st) for s, (sz, dt, st) in zip(spans, self.in_layouts)]
+    def compute(self, arrays) -> np.ndarray:
+        """The result as a new array, computed from the caller's input arrays where they lie (each as
+        the plan describes it: strides >= 0, whole elements): the functional calls' path on this device
+        (``Executor.compute``), with no copy in and no buffer out. An array laid out as the plan's
+        tensor is read as it is; another (dimensions merged, broadcast) through a view of its bytes."""
+        xs = []
+        for a, (sz, dt, st), nbytes in zip(arrays, self.in_layouts, self.in_spans):
+            if a.shape == sz and a.strides == st and a.dtype == dt:
+                xs.append(a)
+            else:
+                xs.append(np.ndarray(sz, dt, buffer=interop.host_span(a, nbytes), strides=st))
         r = _compute(self.plan, xs)
         if isinstance(r, tuple):      # a wide sum's total: the functional calls' have one word
             (r,) = r

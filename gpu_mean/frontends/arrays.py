@@ -331,7 +331,7 @@ class Call:
     def _run(self, ln, dest, to_host):
         mode = self.mode
         if mode == "direct":
-            res = ln.run_direct([o.span() for o in self.ops])
+            res = ln.run_direct([o.array for o in self.ops])
             if dest is None:
                 return res
             dest[...] = res.reshape(dest.shape)

@@ -246,12 +246,12 @@ class Launch:
             raw = self.dev.executor.round_trip(writes, self.cl, self.output.native, self.out_count * dtype.itemsize)
             return raw.view(dtype)
 
-    def run_direct(self, spans) -> np.ndarray:
-        """The CPU device: the result computed from the inputs' bytes where they lie (``spans``), a
-        new array of the result's shape; nothing is bound, copied or recorded."""
+    def run_direct(self, arrays) -> np.ndarray:
+        """The CPU device: the result computed from the caller's arrays where they lie, a new array of
+        the result's shape; nothing is bound, copied or recorded."""
         if self.released:
             raise Released
-        return self.dev.executor.compute(self.cop.program, spans).reshape(self.out_shape)
+        return self.dev.executor.compute(self.cop.program, arrays).reshape(self.out_shape)
 
     def run_device(self, inputs, output) -> None:
         """Bind the callers' memory (BufferBindings) and enqueue; nothing waits on the host. The first

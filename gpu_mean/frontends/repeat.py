@@ -31,7 +31,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..bridges.arrays import classify, hand_back
-from ..runtime.interop import host_span
 from . import pool
 from .arrays import Call, _device_for, get_device
 
@@ -49,16 +48,16 @@ class Plan:
         template = call.again([None] * len(call.ops), bind=False)
         template.__dict__.pop("natives", None)
         self.call, self.launch = template, call.launch
-        # the CPU device: each array's bytes as the first call's were, no Call to re-describe them
-        self.direct = tuple(o.span_bytes for o in call.ops) if call.mode == "direct" else None
+        # the CPU device: the arrays go as they are (the signature fixed their layout); no Call
+        self.direct = call.mode == "direct"
 
     def run(self, arrays):
         ln = self.launch
         if ln.released:
             return MISS
-        if self.direct is not None:
+        if self.direct:
             try:
-                return ln.run_direct([host_span(a, n) for a, n in zip(arrays, self.direct)])
+                return ln.run_direct(arrays)
             except pool.Released:
                 return MISS
         c = self.call.again(arrays)

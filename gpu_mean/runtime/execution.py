@@ -91,12 +91,12 @@ class Executor:
             self._execute_list(cl)
             return self.guard("a read", be.read, native, 0, nbytes)
 
-    def compute(self, program, spans):
-        """A program's result computed on the host from its inputs' bytes where they lie (a device
+    def compute(self, program, arrays):
+        """A program's result computed on the host from the caller's arrays where they lie (a device
         whose memory is host memory and whose programs are numpy: ``CpuProgram.compute``). numpy
         holds no device state, so no lock; faults as every backend call's (``guard``)."""
         self.check_alive()
-        return self.guard("a computation", program.compute, spans)
+        return self.guard("a computation", program.compute, arrays)
 
     def read(self, native, offset: int, nbytes: int):
         self.check_alive()
