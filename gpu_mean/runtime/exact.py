@@ -547,16 +547,18 @@ def magnitude_span(x: np.ndarray, dtype):
 
 
 BLAS_SUM_MIN = 1 << 14     # values from which proven_sum's matrix-vector product beats add.reduce
+BLAS_SUM_MAX = 1 << 20     # and up to which its FLOAT64 copy (8 MiB at most) is made; add.reduce past it
 
 
 def proven_sum(x: np.ndarray, axes: tuple) -> np.ndarray:
     """The FLOAT64 sum over ``axes`` (kept as size 1) of values whose sum ``exact_f64_sum`` proved
-    exact in any order: a matrix-vector product with ones (BLAS: 31 against add.reduce's 41 us at
-    256x256 float32) where the reduced axes are the trailing or the leading ones of a C-contiguous
-    array of BLAS_SUM_MIN values or more; numpy's add.reduce elsewhere. No addition rounds, so the
-    order cannot change the sum."""
+    exact in any order: where the reduced axes are the trailing or the leading ones of a C-contiguous
+    array of BLAS_SUM_MIN to BLAS_SUM_MAX values, a FLOAT64 copy summed as a matrix-vector product with
+    ones (BLAS: 29 against add.reduce's 41 us at 256x256 float32); numpy's add.reduce elsewhere (it
+    converts in small buffers: no copy of a large array). No addition rounds, so the order cannot
+    change the sum."""
     nd, k = x.ndim, len(axes)
-    if x.size >= BLAS_SUM_MIN and 0 < k < nd and x.flags.c_contiguous:
+    if BLAS_SUM_MIN <= x.size <= BLAS_SUM_MAX and 0 < k < nd and x.flags.c_contiguous:
         if axes == tuple(range(nd - k, nd)):
             rows = x.reshape(math.prod(x.shape[:nd - k]), -1)
             return (rows.astype(F64) @ np.ones(rows.shape[1])).reshape(x.shape[:nd - k] + (1,) * k)
