@@ -79,7 +79,7 @@ def test_a_before_that_is_no_commit_is_one_line_naming_it():
 
 def test_every_benchmark_is_listed():
     names = [ln.split()[0] for ln in bench("--list").stdout.splitlines()]
-    assert names == ["ddp", "ext_cpu", "front_door", "kernels", "large", "machine", "startup"]
+    assert names == ["dask", "ddp", "ext_cpu", "front_door", "kernels", "large", "machine", "startup"]
 
 
 # -- smoke runs: each benchmark at its smallest size, one round, this tree ---------------------------
@@ -115,6 +115,46 @@ def test_smoke_opencl(name, tmp_path):
     out = tmp_path / "r.json"
     bench(name.split("-")[0], *args, "--rounds", "1", "--json", str(out))
     assert json.loads(out.read_text())["rows"]
+
+
+DASK_SMOKE = {
+    "dask": ["--stream-mb", "2", "--compare-mb", "2", "--chunk-mb", "1", "--repeat", "1"],    # scaling, compare
+    "dask-wide": ["--wide", "--wide-shape", "64", "256", "--wide-chunk-rows", "32", "--kinds", "centered",
+                  "--only", "axis 1", "--repeat", "1"],
+}
+
+
+@pytest.mark.parametrize("name", list(DASK_SMOKE))
+def test_dask_smoke(name, tmp_path):
+    """gpu_mean.dask against dask.array.mean on a LocalCluster per process, cpu device, smallest sizes
+    (about 9 s and 4 s on 2 cores); each process checks its workers imported the tree's gpu_mean."""
+    pytest.importorskip("dask.array")
+    pytest.importorskip("distributed")
+    out = tmp_path / "r.json"
+    bench("dask", *DASK_SMOKE[name], "--device", "cpu", "--rounds", "1", "--json", str(out))
+    res = json.loads(out.read_text())
+    rows = {x["row"].split()[0]: x for x in res["rows"] if x["figure"] == ("scaling" if "scaling" in x["row"]
+                                                                            else "vs_dask")}
+    assert set(rows) == ({"scaling", "reduce_mean", "mean(a,"} if name == "dask" else {"centered"}), rows
+    assert all(x["after"] > 0 for x in rows.values())
+    assert all(Path(x["gpu_mean"]).resolve().is_relative_to(ROOT.resolve()) for x in res["runs"])
+
+
+def test_dask_workers_importing_another_tree_are_an_error(monkeypatch, tmp_path):
+    """A worker whose gpu_mean is not the tree under test's fails the run, naming both."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from benches import dask as bench_dask
+
+    import gpu_mean
+
+    class Client:                   # runs the function here: this process's gpu_mean
+        def run(self, fn):
+            return {"tcp://worker": fn()}
+    monkeypatch.setenv("BENCH_TREE", str(Path(gpu_mean.__file__).resolve().parent.parent))
+    bench_dask.check_workers(Client())
+    monkeypatch.setenv("BENCH_TREE", str(tmp_path))
+    with pytest.raises(RuntimeError, match=f"gpu_mean from .* not from the tree under test {tmp_path}"):
+        bench_dask.check_workers(Client())
 
 
 def test_machine_smoke(tmp_path):
