@@ -3,14 +3,15 @@
 // stored from its double quotient, rounded once more, with flag 0; exact ties of the rounding, which
 // no error bound settles, need no redo then. The argument (docs/design.md, "The columns' span proof"):
 //   every value is a multiple of 2^q, q = e - bias - p + 1 for the smallest nonzero magnitude's
-//   exponent field e (1 for subnormals); if GM_ABS_SUM (the computed sum of magnitudes, padded as the
-//   bound pads it) < 2^(q + 52), every partial sum in any order is a multiple of 2^q below 2^(q + 52):
-//   exact in FLOAT64, so the sum s is the exact total S. With ceil(log2 n) <= 52 - p (the host's
+//   exponent field e (1 for subnormals); if GM_ABS_SUM (m padded: the sum of the magnitudes of every
+//   partial sum computed, so at least each) < 2^(q + 52), every addition is exact, by induction: its
+//   operands are exact multiples of 2^q, so is their sum y, and fl(y) = y while |y| < 2^(q + 53),
+//   while a |y| past it would round to a partial at least 2^(q + 53). So s is the exact total S. With ceil(log2 n) <= 52 - p (the host's
 //   condition), no mean off a midpoint of the format lies within half an ulp of FLOAT64 of one, so
 //   rounding the double quotient once more is the correctly rounded mean, ties included (a midpoint
 //   has p + 1 bits: the quotient is then exact).
 // The smallest exponent field of a work-item's or chunk's values travels inside its accumulator: in
-// the low byte of m (sum|x|), m rounded up past that byte first, so that m only grows and the bound
+// the low byte of m, m rounded up past that byte first, so that m only grows and the bound
 // stays a bound (by at most 2^-44 of m). A partial whose m is 0 holds zeros alone (GM_E_NONE: no
 // field); one whose m is not finite, or is 2^1023 or more, carries no field (0: no proof).
 //

@@ -472,3 +472,24 @@ def test_nary_in_place(device, dt, k, layout):
     cop = device.compile_operator(device.create_operator(gm.ext.NaryMeanDesc([t] * k, t)))
     cop.execute(inputs=binds, outputs=[binds[0]])
     check_bits(bufs[0].read_tensor(t, 32), want, f"{dt} n-ary of {k} in place, {layout}")
+
+
+@pytest.mark.parametrize("dt", [np.dtype(np.float32), BF16], ids=["float32", "bfloat16"])
+def test_small_values_a_double_sum_drops_are_not_lost(device, dt):
+    """Rows of (2^20, s, -2^20) triples, s about 2^-34, and one value b: a FLOAT64 sum drops s
+    whenever it meets 2^20 in a partial sum, whatever the order the kernel adds in, so the double
+    quotient errs by about the mean's ulp (b sets the mean near 2^-11, where an ulp is 2^-34, about
+    what the dropped values weigh). Only a valid error bound sends such outputs to the exact pass; a
+    bound too small (the mutants gpu-running-bound-too-tight, -skips-merges) stores a wrong rounding.
+    Rows and columns: both kernel shapes' loops."""
+    held(device, dt)
+    rng = np.random.default_rng(40)
+    rows, n = 64, 3 * 512 + 1
+    x = np.empty((rows, n), np.float64)
+    x[:, 0:-1:3], x[:, 2:-1:3] = 2.0 ** 20, -(2.0 ** 20)
+    x[:, 1:-1:3] = np.ldexp(rng.uniform(1.0, 2.0, (rows, n // 3)), -34) * rng.choice([1.0, 1.0, -1.0], (rows, n // 3))
+    x[:, -1] = n * np.ldexp(rng.uniform(1.0, 2.0, rows), -11)
+    x = as_type(x, dt)
+    check_bits(gm.reduce_mean(x, axes=[1], device=device), want_reduce(x, (1,), dt), f"{dt} rows")
+    xt = np.ascontiguousarray(x.T)
+    check_bits(gm.reduce_mean(xt, axes=[0], device=device), want_reduce(xt, (0,), dt), f"{dt} columns")

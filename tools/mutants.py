@@ -42,6 +42,16 @@ class Mutant:
 
 
 MUTANTS = (
+    Mutant("gpu-running-bound-too-tight", "opencl_kernels/acc_double_exact.h",
+           "#define GM_ERR(a, n, depth) (GM_U53 * GM_ABS_SUM(a, n))",
+           "#define GM_ERR(a, n, depth) (GM_U53 * GM_ABS_SUM(a, n) * 0x1p-40)",
+           ("tests/test_correct_rounding.py::test_small_values_a_double_sum_drops_are_not_lost",), "opencl:0-gpupaths",
+           "the GPU shape's running error bound 2^40 too small: outputs whose double sum erred are stored settled"),
+    Mutant("gpu-running-bound-skips-merges", "opencl_kernels/acc_double_exact.h",
+           "#define GM_ACC_MERGE(a, b) { (a).s += (b).s; (a).m += (b).m + fabs((a).s); }",
+           "#define GM_ACC_MERGE(a, b) { (a).s += (b).s; (a).m = fmax((a).m, (b).m); }",
+           ("tests/test_correct_rounding.py::test_small_values_a_double_sum_drops_are_not_lost",), "opencl:0-gpupaths",
+           "the running bound leaves out the merges' rounding errors (and the other operand's): too small a bound"),
     Mutant("plan-over-packed-views", "gpu_mean/frontends/repeat.py",
            "    if seen_ is None and any(s < 0 or s % dt.itemsize for dt, _, strides in k[1] for s in strides):",
            "    if False:",
