@@ -76,6 +76,15 @@ GM_INLINE gm_acc gm_shfl_down(gm_acc a, int offset) {
 }
 #endif
 
+// The row kernel's trees merge accumulators that carry the span proof's exponent field in m's low
+// byte (GM_MSPAN_P, reduce_gpu_span.h): the merged field is the smaller one.
+#if GM_MSPAN_P
+#define GM_TREE_MERGE(a, b) { const uint te_ = min(gm_e_unpack(a), gm_e_unpack(b)); GM_ACC_MERGE(a, b); \
+                              (a) = gm_e_pack((a), te_); }
+#else
+#define GM_TREE_MERGE(a, b) GM_ACC_MERGE(a, b)
+#endif
+
 // The sum of every 32-wide slice of the work-group, returned to the slice's first work-item: a
 // halving tree over offsets 16, 8, 4, 2, 1. The warp shuffle and the portable local-memory form add
 // in the same order, so CUDA and PoCL give the same bits for the same geometry. Every work-item of
@@ -84,7 +93,7 @@ GM_INLINE gm_acc gm_slice_sum(gm_acc v, LOCAL_PTR gm_acc* scratch, int lid) {
 #if GM_WARP_SHUFFLE
     for (int o = 16; o > 0; o >>= 1) {
         gm_acc w = gm_shfl_down(v, o);
-        GM_ACC_MERGE(v, w);
+        GM_TREE_MERGE(v, w);
     }
 #else
     scratch[lid] = v;
@@ -92,7 +101,7 @@ GM_INLINE gm_acc gm_slice_sum(gm_acc v, LOCAL_PTR gm_acc* scratch, int lid) {
     for (int o = 16; o > 0; o >>= 1) {
         if ((lid & 31) < o) {   // reads [o, 2o) of the slice, writes [0, o): no overlap
             gm_acc w = scratch[lid + o];
-            GM_ACC_MERGE(v, w);
+            GM_TREE_MERGE(v, w);
             scratch[lid] = v;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -119,14 +128,26 @@ GM_INLINE gm_acc gm_group_sum(gm_acc v, LOCAL_PTR gm_acc* scratch, int lid, int 
 // in ushorts) and converted one by one by EL_ACC.
 typedef struct __attribute__((aligned(16))) { EL_T v[V16]; } gm_v16;
 #define GM_IN16(i) (*(__global const gm_v16*)GM_AT(GM_A_IN, const T, in, i, V16))
-#define GM_ADD16(a, x) { for (int j_ = 0; j_ < V16; ++j_) GM_ACC_ADD(a, EL_ACC((x).v[j_])); }
+#define GM_ADD16(a, x) { for (int j_ = 0; j_ < V16; ++j_) GM_RUN_ADD(a, EL_ACC((x).v[j_])); }
+#endif
+
+// GM_MSPAN_P: the run's values' smallest magnitude bits - 1 kept beside the sums (*lo, GM_LO_ADD)
+#if GM_MSPAN_P
+#define GM_LO_P , uint* lo
+#define GM_LO_A(x) , (x)
+#define GM_RUN_ADD(a, x) { const ACC rx_ = (x); GM_ACC_ADD(a, rx_); GM_LO_ADD(*lo, rx_); }
+#else
+#define GM_LO_P
+#define GM_LO_A(x)
+#define GM_RUN_ADD(a, x) GM_ACC_ADD(a, x)
 #endif
 
 // This work-item's share of the dense run in[base + i0, base + i1), with four accumulators so that
 // four loads are in flight. V16, where the run's first element is 16-byte aligned (the same test for
 // every work-item of the run): 16-byte vectors lane, lane + width, ... over the whole vectors, then
 // the rest element by element. Otherwise elements lane, lane + width, ...
-GM_INLINE gm_acc gm_run_sum(__global const T* in, long base, long i0, long i1, int lane, int width GM_CHK_P) {
+GM_INLINE gm_acc gm_run_sum(__global const T* in, long base, long i0, long i1, int lane, int width GM_LO_P
+                            GM_CHK_P) {
     gm_acc s0, s1, s2, s3;
     GM_ACC_ZERO(s0); GM_ACC_ZERO(s1); GM_ACC_ZERO(s2); GM_ACC_ZERO(s3);
     long i = i0 + lane;
@@ -147,12 +168,12 @@ GM_INLINE gm_acc gm_run_sum(__global const T* in, long base, long i0, long i1, i
     }
 #endif
     for (; i + 3 * width < i1; i += 4 * width) {
-        GM_ACC_ADD(s0, GM_IN1(base + i));
-        GM_ACC_ADD(s1, GM_IN1(base + i + width));
-        GM_ACC_ADD(s2, GM_IN1(base + i + 2 * width));
-        GM_ACC_ADD(s3, GM_IN1(base + i + 3 * width));
+        GM_RUN_ADD(s0, GM_IN1(base + i));
+        GM_RUN_ADD(s1, GM_IN1(base + i + width));
+        GM_RUN_ADD(s2, GM_IN1(base + i + 2 * width));
+        GM_RUN_ADD(s3, GM_IN1(base + i + 3 * width));
     }
-    for (; i < i1; i += width) GM_ACC_ADD(s0, GM_IN1(base + i));
+    for (; i < i1; i += width) GM_RUN_ADD(s0, GM_IN1(base + i));
     GM_ACC_MERGE(s0, s1); GM_ACC_MERGE(s2, s3); GM_ACC_MERGE(s0, s2);
     return s0;
 }
@@ -188,17 +209,24 @@ __kernel void gm_reduce_row(__global const T* restrict in, ulong in_off, __globa
             const long k = k0 + lid / width;
             gm_acc s;
             GM_ACC_ZERO(s);
+#if GM_MSPAN_P
+            uint lo = 0xffffffffu;      // the smallest magnitude's bits - 1 (GM_RUN_ADD)
+#endif
             if (k < n_out) {
                 const long base = (long)in_off + gm_keep_offset(m, k, 1);
 #if ROW_MULTI
                 for (long r = chunk * clen, r1 = min(runs, r + clen); r < r1; ++r) {
-                    gm_acc t = gm_run_sum(in, base + gm_run_offset(m, r), 0, len, lane, width GM_CHK_A);
+                    gm_acc t = gm_run_sum(in, base + gm_run_offset(m, r), 0, len, lane, width GM_LO_A(&lo) GM_CHK_A);
                     GM_ACC_MERGE(s, t);
                 }
 #else
-                s = gm_run_sum(in, base, chunk * clen, min(len, chunk * clen + clen), lane, width GM_CHK_A);
+                s = gm_run_sum(in, base, chunk * clen, min(len, chunk * clen + clen), lane, width GM_LO_A(&lo)
+                               GM_CHK_A);
 #endif
             }
+#if GM_MSPAN_P
+            s = gm_e_pack(s, gm_e_of(lo));     // the field rides in m through the trees (GM_TREE_MERGE)
+#endif
 #if WARP_ROWS
             s = gm_slice_sum(s, scratch, lid);
 #else
@@ -206,8 +234,16 @@ __kernel void gm_reduce_row(__global const T* restrict in, ulong in_off, __globa
 #endif
             GM_OPEN_DECL(was_open)
             if (lane == 0 && k < n_out) {
-                GM_OPENED(was_open, gm_emit(s, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k, chunk,
-                                            n_out GM_CHK_A));
+                int store = 1;
+#if GM_MSPAN_P
+                // a whole row proven exact is stored from its sum (flag 0); a chunk's partial keeps the field
+                if (!use_part) store = !gm_mspan_store(s, gm_e_unpack(s), n, out, (long)out_off + gm_keep_offset(m, k, 2),
+                                                       flag, (long)flag_off + k GM_CHK_A);
+#endif
+                if (store) {
+                    GM_OPENED(was_open, gm_emit(s, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k,
+                                                chunk, n_out GM_CHK_A));
+                }
             }
 #if GM_EXACT
             // the open outputs of this block redone by the group (use_part: none is stored here)

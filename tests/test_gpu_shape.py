@@ -251,3 +251,27 @@ def test_columns_at_the_span_limit(device, n, width, tname):
     if lost:
         assert (got[11::period].astype(np.float64) == 1.0 + 2.0 ** -23).all()
     assert (got[0::period].astype(np.float64) == 1.0).all() and (got[1::period].astype(np.float64) == -1.0).all()
+
+
+@pytest.mark.parametrize("n, height", [(512, 64), (48, 64), (1 << 14, 12)])
+@pytest.mark.parametrize("tname", ["float32", "bfloat16"])
+def test_rows_at_the_span_limit(device, n, height, tname):
+    """_limit_columns' values as rows of n, in the row kernel: whole rows (512, 48: a slice or a group
+    per row) and rows split in chunks (2^14 values, 12 rows: the partials carry the field to the
+    finalize pass), on every device: the oracle's bits. On the GPU-shaped devices with fp64 the ties
+    and the proven rows are settled by the main pass: nothing open but the row whose FLOAT64 sum
+    loses its tie-breaker (before issue 40's row proof: every exact tie open, as in R2 at 1 GiB, 3
+    of 65536 BFLOAT16 rows of normal data)."""
+    npdt, dt = TYPES[tname]
+    rows = _limit_columns(npdt, n).T
+    x = np.tile(rows, (-(-height // rows.shape[0]), 1))[:height].copy()
+    got = check_reduce_mean(device, dt, x, (1,))
+    period = rows.shape[0]
+    lost = period == 12
+    if getattr(device.backend, "gpu_paths", False) and device.info.fp64:
+        v = reduce_op(device, dt, x.shape, (1,))[0].program.variant
+        assert v.main.kernel == "gm_reduce_row" and (v.n_chunks > 1) == (n == 1 << 14)
+        assert run_counted(device, dt, x, (1,))[2] == (len(range(11, height, period)) if lost else 0)
+    if lost:
+        assert (got[11::period].astype(np.float64) == 1.0 + 2.0 ** -23).all()
+    assert (got[0::period].astype(np.float64) == 1.0).all() and (got[1::period].astype(np.float64) == -1.0).all()

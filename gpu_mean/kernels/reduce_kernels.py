@@ -359,7 +359,7 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
     v16 = row_vectors(plan, g)
     if v16:
         m.update({"V16": v16, "EL_T": EL_FORMS[plan.dtype][0], "EL_ACC(x)": EL_FORMS[plan.dtype][1]})
-    if g.kernel == "col" and gpu_col_span(plan, fp64):
+    if g.kernel in ("col", "row") and gpu_col_span(plan, fp64):
         m["GM_MSPAN_P"] = gpu_col_span(plan, fp64)
     i64, n_out = np.int64, plan.n_out
     tail = (i64(n_out), i64(g.length), i64(g.chunk), i64(g.n_chunks), np.uint64(plan.n_reduce))
@@ -432,7 +432,7 @@ def short_span(plan: planning.ReducePlan, fp64: bool) -> int:
 
 
 def gpu_col_span(plan: planning.ReducePlan, fp64: bool) -> int:
-    """GM_MSPAN_P of gm_reduce_col and its finalize pass (reduce_gpu_span.h): the format's precision p
+    """GM_MSPAN_P of gm_reduce_col, gm_reduce_row and their finalize pass (reduce_gpu_span.h): the format's precision p
     (FLOAT32 24, BFLOAT16 8) where short_span's conditions hold and ceil(log2 n) <= 52 - p (the span
     proof's rounding argument), else 0 (off)."""
     if short_span(plan, fp64) <= 0:
