@@ -43,11 +43,13 @@ class Mutant:
 
 MUTANTS = (
     Mutant("gpu-row-span-off", "gpu_mean/kernels/reduce_kernels.py",
-           'if g.kernel in ("col", "row") and gpu_col_span(plan, fp64):', 'if g.kernel in ("col",) and gpu_col_span(plan, fp64):',
+           'if g.kernel in ("col", "row") and gpu_col_span(plan, fp64):',
+           'if g.kernel in ("col",) and gpu_col_span(plan, fp64):',
            ("tests/test_gpu_shape.py::test_rows_at_the_span_limit",), "opencl:0-gpupaths",
            "the row kernel without the span proof: its exact ties stay open (redone), as before issue 40's rows"),
     Mutant("gpu-row-tree-field-max", "opencl_kernels/reduce_gpu.cl",
-           "const uint te_ = min(gm_e_unpack(a), gm_e_unpack(b));", "const uint te_ = max(gm_e_unpack(a), gm_e_unpack(b));",
+           "const uint te_ = min(gm_e_unpack(a), gm_e_unpack(b));",
+           "const uint te_ = max(gm_e_unpack(a), gm_e_unpack(b));",
            ("tests/test_gpu_shape.py::test_rows_at_the_span_limit",), "opencl:0-gpupaths",
            "the row trees keep the larger exponent field: a row whose double sum lost its tie-breaker is 'proven'"),
     Mutant("gpu-running-bound-too-tight", "opencl_kernels/acc_double_exact.h",
