@@ -237,8 +237,10 @@ __kernel void gm_reduce_row(__global const T* restrict in, ulong in_off, __globa
                 int store = 1;
 #if GM_MSPAN_P
                 // a whole row proven exact is stored from its sum (flag 0); a chunk's partial keeps the field
-                if (!use_part) store = !gm_mspan_store(s, gm_e_unpack(s), n, out, (long)out_off + gm_keep_offset(m, k, 2),
-                                                       flag, (long)flag_off + k GM_CHK_A);
+                if (!use_part) {
+                    store = !gm_mspan_store(s, gm_e_unpack(s), n, out, (long)out_off + gm_keep_offset(m, k, 2), flag,
+                                            (long)flag_off + k GM_CHK_A);
+                }
 #endif
                 if (store) {
                     GM_OPENED(was_open, gm_emit(s, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k,
