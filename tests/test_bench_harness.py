@@ -178,3 +178,26 @@ def test_every_readme_command_parses():
     assert len(cmds) >= 8
     for argv in cmds:
         harness.parser().parse_args(argv)
+
+
+@pytest.mark.parametrize("name, before", [("gpu_mean.checks.profiler", "gpu_mean.tools.profiler"),
+                                          ("gpu_mean.kernels.source", "gpu_mean.backends.kernels"),
+                                          ("gpu_mean.kernels.reduce_kernels", "gpu_mean.backends.reduce_kernels"),
+                                          ("gpu_mean.bridges.arrays", "gpu_mean.backends.arrays")])
+def test_a_benchmark_finds_a_module_by_its_name_before_the_layout(monkeypatch, name, before):
+    """A --before tree from before issue 38's layout names the modules a benchmark imports as they
+    were (gpu_mean/tools, backends/): benches.gm_module falls back to that name."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import benches
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    tried, found = [], object()
+
+    def old_tree(module):
+        tried.append(module)
+        if module == name:
+            raise ModuleNotFoundError(module)
+        return found
+    monkeypatch.setattr(benches.importlib, "import_module", old_tree)
+    assert benches.gm_module(name) is found and tried == [name, before]

@@ -37,8 +37,9 @@ def _n(args) -> int:
 
 
 def _cases(args, dtypes: str):
+    from benches import gm_module
     from gpu_mean import DataType
-    from gpu_mean.checks import profiler
+    profiler = gm_module("gpu_mean.checks.profiler")
     return profiler.class_cases(_n(args), tuple(DataType[t] for t in dtypes.split(",")))
 
 
@@ -63,7 +64,8 @@ def device(spec: str):
 
 
 def prepared(dev, case, data: str):
-    from gpu_mean.checks import profiler
+    from benches import gm_module
+    profiler = gm_module("gpu_mean.checks.profiler")
     if data == "normal":       # seeded standard normal values (zero mean: the bound tests' hard case)
         import numpy as np
         rng = np.random.default_rng(24)

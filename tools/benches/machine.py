@@ -30,7 +30,8 @@ def add_arguments(ap) -> None:
 
 
 def _cases(args):
-    from gpu_mean.checks import profiler
+    from benches import gm_module
+    profiler = gm_module("gpu_mean.checks.profiler")
     return profiler.class_cases(int(args.mb * (1 << 20)) // 4)
 
 
@@ -58,7 +59,9 @@ class Native:
     def __init__(self, so, k: int, nbytes: int):
         import numpy as np
 
-        from gpu_mean.bridges.arrays import aligned_empty
+        from benches import gm_module
+
+        aligned_empty = gm_module("gpu_mean.bridges.arrays").aligned_empty
         self.so, self.k = so, k
         per = nbytes // (k + 1) if k else nbytes
         self.n = per // 4 // 64 * 64
@@ -82,7 +85,9 @@ class NativeCols:
     def __init__(self, so, row_bytes: int, block_bytes: int, nbytes: int):
         import numpy as np
 
-        from gpu_mean.bridges.arrays import aligned_empty
+        from benches import gm_module
+
+        aligned_empty = gm_module("gpu_mean.bridges.arrays").aligned_empty
         self.so = so
         self.cols, self.blk = row_bytes // 4, min(block_bytes // 4, row_bytes // 4)
         self.rows = -(-nbytes // row_bytes) // 4 * 4
@@ -99,7 +104,9 @@ def full_inputs(case) -> int:
     """0 for a reduction (reads only), else the element-wise class's inputs read at full size."""
     import numpy as np
 
-    from gpu_mean.checks.cases import distinct_elements
+    from benches import gm_module
+
+    distinct_elements = gm_module("gpu_mean.checks.cases").distinct_elements
     d = case.desc()
     if case.family == "reduce":
         return 0
@@ -109,8 +116,9 @@ def full_inputs(case) -> int:
 
 def run(args, which: str) -> dict:
     import gpu_mean as gm
+    from benches import gm_module
     from benches.timing import interleaved, median
-    from gpu_mean.checks import profiler
+    profiler = gm_module("gpu_mean.checks.profiler")
     case = _cases(args)[int(which)]
     so = build_native()
     dev = gm.create_device(args.device)
