@@ -34,10 +34,10 @@ FULL_PATH = {
 }
 
 
-@pytest.fixture
-def counted(monkeypatch):
-    counts = dict.fromkeys(FULL_PATH, 0)
-    for name, (owner, attr) in FULL_PATH.items():
+def count_calls(monkeypatch, table: dict) -> dict:
+    """{name: calls} of the methods of ``table`` ({name: (owner, attribute)}), which still run."""
+    counts = dict.fromkeys(table, 0)
+    for name, (owner, attr) in table.items():
         fn = getattr(owner, attr)
 
         def wrapper(*a, _fn=fn, _name=name, **k):
@@ -45,6 +45,11 @@ def counted(monkeypatch):
             return _fn(*a, **k)
         monkeypatch.setattr(owner, attr, wrapper)
     return counts
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    return count_calls(monkeypatch, FULL_PATH)
 
 
 @pytest.fixture
@@ -110,14 +115,7 @@ def test_a_repeated_cpu_call_computes_where_the_arrays_lie(cpu, monkeypatch, cal
             "copy through the launch's buffers": (execution.Executor, "round_trip"),
             "launch over bound memory": (execution.Executor, "run_bound"),
             "write": (execution.Executor, "write"), "read": (execution.Executor, "read")}
-    counts = dict.fromkeys(work, 0)
-    for name, (owner, attr) in work.items():
-        fn = getattr(owner, attr)
-
-        def wrapper(*a, _fn=fn, _name=name, **k):
-            counts[_name] += 1
-            return _fn(*a, **k)
-        monkeypatch.setattr(owner, attr, wrapper)
+    counts = count_calls(monkeypatch, work)
     computed = []
     real = execution.Executor.compute
 

@@ -110,12 +110,17 @@ def probe_cpu(calls: int) -> dict:
         fns[("np", "reduce", s)] = lambda a=a: np.mean(a, axis=1, keepdims=True)
         fns[("gm", "mean", s)] = lambda a=a, b=b: gm.mean(a, b, device=dev)
         fns[("np", "mean", s)] = lambda a=a, b=b: np.mean((a, b), axis=0)
-    t = per_call_us(fns, calls)
+    return _pairs("cpu", "np", per_call_us(fns, calls))
+
+
+def _pairs(device: str, yardstick: str, t: dict) -> dict:
+    """{row: (gpu_mean's us, the yardstick's us)} per shape and call, from per_call_us's figures keyed
+    (who, call, shape)."""
     out = {}
     for shape in SHAPES:
         s = f"{shape[0]}x{shape[1]}"
-        out[f"cpu reduce_mean {s}"] = (t[("gm", "reduce", s)], t[("np", "reduce", s)])
-        out[f"cpu mean(a, b) {s}"] = (t[("gm", "mean", s)], t[("np", "mean", s)])
+        out[f"{device} reduce_mean {s}"] = (t[("gm", "reduce", s)], t[(yardstick, "reduce", s)])
+        out[f"{device} mean(a, b) {s}"] = (t[("gm", "mean", s)], t[(yardstick, "mean", s)])
     return out
 
 
@@ -155,13 +160,7 @@ def probe_opencl(calls: int) -> dict:
         fns[("bare", "reduce", s)] = bare_reduce
         fns[("gm", "mean", s)] = lambda a=a, b=b: gm.mean(a, b, device=dev)
         fns[("bare", "mean", s)] = bare_mean
-    t = per_call_us(fns, calls)
-    out = {}
-    for shape in SHAPES:
-        s = f"{shape[0]}x{shape[1]}"
-        out[f"opencl reduce_mean {s}"] = (t[("gm", "reduce", s)], t[("bare", "reduce", s)])
-        out[f"opencl mean(a, b) {s}"] = (t[("gm", "mean", s)], t[("bare", "mean", s)])
-    return out
+    return _pairs("opencl", "bare", per_call_us(fns, calls))
 
 
 def descriptor_path(dev, x):
