@@ -1,5 +1,6 @@
 // The reduction accumulator of FLOAT32, FLOAT16, BFLOAT16 REDUCE AVERAGE with fp64 (GM_EXACT): the
-// FLOAT64 sum and the largest magnitude, and its bound test gm_settle. One of the accumulators
+// FLOAT64 sum and m (the CPU shape's max|x|, the GPU shape's running sum of the partial sums'
+// magnitudes), and its bound test gm_settle. One of the accumulators
 // reduce_acc.h chooses; the interface is theirs, plus the exact accumulators' gm_settle, GM_BITS_T
 // and GM_STORE_BITS (reduce_store.h).
 
@@ -23,9 +24,9 @@ typedef struct { ACC s; ACC m; } gm_acc;
 #else
 #define GM_ACC_ADD(a, x) { const ACC x_ = (x); (a).s += x_; (a).m += fabs((a).s); }
 #define GM_ACC_MERGE(a, b) { (a).s += (b).s; (a).m += (b).m + fabs((a).s); }
-// m's own additions (at most 2 per addition of s, n < 2^32: a chain below 2^34) make it at least
-// (1 - 2^-19) of the exact sum of the computed partial sums: 1 + 2^-16 covers that and the
-// product's rounding
+// m's own additions (at most 2 per addition of s; a value's path holds at most about n + 64
+// additions of s, n < 2^32: m's chain is below 2^35) make it at least (1 - 2^-18) of the exact sum
+// of the computed partial sums: 1 + 2^-16 covers that and the product's rounding
 #define GM_ABS_SUM(a, n) ((a).m * (1.0 + 0x1p-16))
 #define GM_ERR(a, n, depth) (GM_U53 * GM_ABS_SUM(a, n))
 #endif

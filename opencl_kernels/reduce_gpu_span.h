@@ -1,18 +1,19 @@
-// The GPU shape's column span proof (GM_MSPAN_P: the format's precision p, 24 for FLOAT32 and 8 for
-// BFLOAT16, with fp64; reduce_kernels.gpu_col_span): an output whose FLOAT64 sum is provably exact is
-// stored from its double quotient, rounded once more, with flag 0; exact ties of the rounding, which
-// no error bound settles, need no redo then. The argument (docs/design.md, "The columns' span proof"):
+// The GPU shape's span proof of columns and long rows (GM_MSPAN_P: the format's precision p, 24 for
+// FLOAT32 and 8 for BFLOAT16, with fp64; reduce_kernels.gpu_col_span): an output whose FLOAT64 sum is
+// provably exact is stored from its double quotient, rounded once more, with flag 0; exact ties of
+// the rounding, which no error bound settles, need no redo then. The argument (docs/design.md, "The
+// span proof of columns and long rows"):
 //   every value is a multiple of 2^q, q = e - bias - p + 1 for the smallest nonzero magnitude's
 //   exponent field e (1 for subnormals); if GM_ABS_SUM (m padded: the sum of the magnitudes of every
 //   partial sum computed, so at least each) < 2^(q + 52), every addition is exact, by induction: its
 //   operands are exact multiples of 2^q, so is their sum y, and fl(y) = y while |y| < 2^(q + 53),
-//   while a |y| past it would round to a partial at least 2^(q + 53). So s is the exact total S. With ceil(log2 n) <= 52 - p (the host's
-//   condition), no mean off a midpoint of the format lies within half an ulp of FLOAT64 of one, so
-//   rounding the double quotient once more is the correctly rounded mean, ties included (a midpoint
-//   has p + 1 bits: the quotient is then exact).
+//   while a |y| past it would round to a partial at least 2^(q + 53). So s is the exact total S.
+//   With ceil(log2 n) <= 51 - p (the host's condition, span_limit > 0), no mean off a midpoint of the
+//   format lies within half an ulp of FLOAT64 of one, so rounding the double quotient once more is the
+//   correctly rounded mean, ties included (a midpoint has p + 1 bits: the quotient is then exact).
 // The smallest exponent field of a work-item's or chunk's values travels inside its accumulator: in
 // the low byte of m, m rounded up past that byte first, so that m only grows and the bound
-// stays a bound (by at most 2^-44 of m). A partial whose m is 0 holds zeros alone (GM_E_NONE: no
+// stays a bound (by at most 2^-43 of m). A partial whose m is 0 holds zeros alone (GM_E_NONE: no
 // field); one whose m is not finite, or is 2^1023 or more, carries no field (0: no proof).
 //
 // needs: reduce_acc.h (gm_acc of acc_double_exact.h: s, m), reduce_store.h's GM_BITS_OF, GM_STORE_BITS

@@ -476,20 +476,27 @@ def test_nary_in_place(device, dt, k, layout):
 
 @pytest.mark.parametrize("dt", [np.dtype(np.float32), BF16], ids=["float32", "bfloat16"])
 def test_small_values_a_double_sum_drops_are_not_lost(device, dt):
-    """Rows of (2^20, s, -2^20) triples, s about 2^-34, and one value b: a FLOAT64 sum drops s
-    whenever it meets 2^20 in a partial sum, whatever the order the kernel adds in, so the double
-    quotient errs by about the mean's ulp (b sets the mean near 2^-11, where an ulp is 2^-34, about
-    what the dropped values weigh). Only a valid error bound sends such outputs to the exact pass; a
+    """Rows of (2^20, s, -2^20) triples, s about 2^-34, and two values b1, b2 that set the mean (near
+    2^-11 for FLOAT32, 2^-27 for BFLOAT16, b2 nine binades below b1 so that the means fall anywhere
+    within an ulp): a FLOAT64 sum drops s whenever it meets 2^20 in a partial sum, whatever the order
+    the kernel adds in, and in this data dropping them changes the rounding of some rows (checked
+    below: the test's premise). Only a valid error bound sends such outputs to the exact pass; a
     bound too small (the mutants gpu-running-bound-too-tight, -skips-merges) stores a wrong rounding.
     Rows and columns: both kernel shapes' loops."""
     held(device, dt)
     rng = np.random.default_rng(40)
-    rows, n = 64, 3 * 512 + 1
+    rows, n = 64, 3 * 512 + 2
+    e = -11 if dt == np.float32 else -27
     x = np.empty((rows, n), np.float64)
-    x[:, 0:-1:3], x[:, 2:-1:3] = 2.0 ** 20, -(2.0 ** 20)
-    x[:, 1:-1:3] = np.ldexp(rng.uniform(1.0, 2.0, (rows, n // 3)), -34) * rng.choice([1.0, 1.0, -1.0], (rows, n // 3))
-    x[:, -1] = n * np.ldexp(rng.uniform(1.0, 2.0, rows), -11)
+    x[:, 0:-2:3], x[:, 2:-2:3] = 2.0 ** 20, -(2.0 ** 20)
+    x[:, 1:-2:3] = np.ldexp(rng.uniform(1.0, 2.0, (rows, n // 3)), -34) * rng.choice([1.0, 1.0, -1.0], (rows, n // 3))
+    x[:, -2] = n * np.ldexp(rng.uniform(1.0, 2.0, rows), e)
+    x[:, -1] = n * np.ldexp(rng.uniform(1.0, 2.0, rows), e - 9)
     x = as_type(x, dt)
-    check_bits(gm.reduce_mean(x, axes=[1], device=device), want_reduce(x, (1,), dt), f"{dt} rows")
+    want = want_reduce(x, (1,), dt)
+    dropped = x.copy()
+    dropped[:, 1:-2:3] = 0
+    assert not oracle.equal_bits(want_reduce(dropped, (1,), dt), want), "no row's rounding needs the small values"
+    check_bits(gm.reduce_mean(x, axes=[1], device=device), want, f"{dt} rows")
     xt = np.ascontiguousarray(x.T)
     check_bits(gm.reduce_mean(xt, axes=[0], device=device), want_reduce(xt, (0,), dt), f"{dt} columns")

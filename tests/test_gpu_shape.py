@@ -214,12 +214,13 @@ def _limit_columns(npdt, n: int) -> np.ndarray:
       magnitudes just below 2^(q + 52) (proven), and the same with the magnitudes doubled (past it:
       the bound decides);
     - zeros, -0.0 alone, subnormals, an inf, inf with -inf, a NaN, 2^127s (n of them pass FLOAT32);
-    - FLOAT32, n = 512, last: n - 2 ones, 2 + 2^-15 - 2^-21 and 2^-21 + 2^-44 (q = -44: the sum of
-      magnitudes, about 2^9, is past 2^(q + 52) = 2^8: no proof). The exact mean 1 + 2^-24 + 2^-53
-      rounds up, but the FLOAT64 sum cannot hold the 2^-44 (half an ulp at 512: it rounds to even)
-      and lands on the midpoint, which rounds down: a proof taken with a larger field (another
-      work-item's or chunk's) or a limit two binades looser gets it wrong. The bound cannot settle
-      it either: it is the one column left open, redone exactly."""
+    - FLOAT32, n = 2^k >= 512, last: n - 2 ones, 2 + n 2^-24 - 2^-21 and 2^-21 + 2^(k - 53) (q = -44:
+      m, past 2^k, is far above 2^(q + 52) = 2^8: no proof). The exact mean 1 + 2^-24 + 2^-53 rounds
+      up, but the FLOAT64 sum cannot hold the 2^(k - 53) (half an ulp at 2^k: it rounds to even) and
+      lands on the midpoint, which rounds down: a proof taken with a larger field (another
+      work-item's, tree's or chunk's) gets it wrong. The bound cannot settle it either: it is the one
+      column left open, redone exactly. (The GPU shape's m, the sum of the partial sums' magnitudes,
+      now stands several times above any one of them: the "alt" columns are settled by the bound.)"""
     p = 24 if npdt == np.float32 else 8
     tie = [1.0] * (n - 1) + [1.0 + n * 2.0 ** -p]
     big = 2.0 ** (53 - p - (n - 1).bit_length())
@@ -228,8 +229,9 @@ def _limit_columns(npdt, n: int) -> np.ndarray:
             [0.0] * n, [-0.0] * n, [2.0 ** (-149 if p == 24 else -133)] * n,
             [np.inf] + [1.0] * (n - 1), [np.inf, -np.inf] + [0.0] * (n - 2), [np.nan] + [1.0] * (n - 1),
             [2.0 ** 127] * n]
-    if p == 24 and n == 512:
-        cols.append([1.0] * (n - 2) + [2 + 2.0 ** -15 - 2.0 ** -21, 2.0 ** -21 + 2.0 ** -44])
+    if p == 24 and n >= 512 and n & (n - 1) == 0:
+        k = n.bit_length() - 1
+        cols.append([1.0] * (n - 2) + [2 + n * 2.0 ** -24 - 2.0 ** -21, 2.0 ** -21 + 2.0 ** (k - 53)])
     return exact_values(np.array(cols, dtype=np.float64).T.copy(), npdt)
 
 
@@ -256,12 +258,13 @@ def test_columns_at_the_span_limit(device, n, width, tname):
 @pytest.mark.parametrize("n, height", [(512, 64), (48, 64), (1 << 14, 12)])
 @pytest.mark.parametrize("tname", ["float32", "bfloat16"])
 def test_rows_at_the_span_limit(device, n, height, tname):
-    """_limit_columns' values as rows of n, in the row kernel: whole rows (512, 48: a slice or a group
-    per row) and rows split in chunks (2^14 values, 12 rows: the partials carry the field to the
-    finalize pass), on every device: the oracle's bits. On the GPU-shaped devices with fp64 the ties
-    and the proven rows are settled by the main pass: nothing open but the row whose FLOAT64 sum
-    loses its tie-breaker (before issue 40's row proof: every exact tie open, as in R2 at 1 GiB, 3
-    of 65536 BFLOAT16 rows of normal data)."""
+    """_limit_columns' values as rows of n, in the row kernel: whole rows (512, 48: a 32-wide slice per
+    row) and rows split in chunks (2^14 values, 12 rows: a work-group per row and chunk, whose partials
+    carry the field to the finalize pass), on every device: the oracle's bits. On the GPU-shaped
+    devices with fp64 the ties are settled by the main pass: nothing open but the row whose FLOAT64
+    sum loses its tie-breaker (FLOAT32, 512 and 2^14), which the proof must refuse through the slice,
+    the group tree and the chunks alike (before issue 40's row proof: every exact tie open, as in R2
+    at 1 GiB, 3 of 65536 BFLOAT16 rows of normal data)."""
     npdt, dt = TYPES[tname]
     rows = _limit_columns(npdt, n).T
     x = np.tile(rows, (-(-height // rows.shape[0]), 1))[:height].copy()
@@ -271,6 +274,7 @@ def test_rows_at_the_span_limit(device, n, height, tname):
     if getattr(device.backend, "gpu_paths", False) and device.info.fp64:
         v = reduce_op(device, dt, x.shape, (1,))[0].program.variant
         assert v.main.kernel == "gm_reduce_row" and (v.n_chunks > 1) == (n == 1 << 14)
+        assert v.macros["WARP_ROWS"] == int(n != 1 << 14)
         assert run_counted(device, dt, x, (1,))[2] == (len(range(11, height, period)) if lost else 0)
     if lost:
         assert (got[11::period].astype(np.float64) == 1.0 + 2.0 ** -23).all()

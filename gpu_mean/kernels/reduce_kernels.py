@@ -432,9 +432,9 @@ def short_span(plan: planning.ReducePlan, fp64: bool) -> int:
 
 
 def gpu_col_span(plan: planning.ReducePlan, fp64: bool) -> int:
-    """GM_MSPAN_P of gm_reduce_col, gm_reduce_row and their finalize pass (reduce_gpu_span.h): the format's precision p
-    (FLOAT32 24, BFLOAT16 8) where short_span's conditions hold and ceil(log2 n) <= 52 - p (the span
-    proof's rounding argument), else 0 (off)."""
+    """GM_MSPAN_P of gm_reduce_col, gm_reduce_row and their finalize pass (reduce_gpu_span.h): the
+    format's precision p (FLOAT32 24, BFLOAT16 8) where short_span's conditions hold (among them
+    ceil(log2 n) <= 51 - p: the span proof's rounding argument asks 52 - p), else 0 (off)."""
     if short_span(plan, fp64) <= 0:
         return 0
     return {D.FLOAT32: 24, D.BFLOAT16: 8}[plan.dtype]
