@@ -9,8 +9,9 @@ pass leaves open, and that an open output is redone by the kernel that stored it
   allows (reduce_gpu.cl: gm_span_store), exact ties included: no output of normal, uniform, ones or
   centered data is left open. Columns the same way, by their smallest exponent field and the sum of
   their magnitudes, through the chunk partials of a split column (reduce_gpu_span.h).
-- Every class on centered data (values minus their mean over the reduced axes: every FLOAT32 output
-  open) gives the oracle's bits: the redo path of each kernel (row, short, column, general, finalize).
+- Every class on centered data that no span proof takes (values minus their mean over the reduced
+  axes, one of them 2^-100: every FLOAT32 output open) gives the oracle's bits: the redo path of each
+  kernel (row, short, column, general, finalize).
 The span-limit rows run on every device; the rest on the GPU-shaped ones.
 """
 from __future__ import annotations
@@ -52,9 +53,16 @@ def data(kind: str, shape, axes, npdt, seed=7) -> np.ndarray:
         x = rng.uniform(0.0, 1.0, shape)
     elif kind == "ones":
         x = np.ones(shape)
-    else:   # centered: every mean a rounding residue near zero
+    elif kind == "centered":    # every mean a rounding residue near zero
         x = rng.standard_normal(shape)
         x = x - x.mean(axis=axes, keepdims=True)
+    else:   # "unprovable": centered, with one value 2^-100 per output, which no span proof takes
+        x = rng.standard_normal(shape)
+        first = tuple(slice(0, 1) if d in axes else slice(None) for d in range(len(shape)))
+        x[first] = 0.0
+        n = np.prod([shape[d] for d in axes])
+        x = x - x.sum(axis=axes, keepdims=True) / (n - 1)
+        x[first] = 2.0 ** -100
     return x.astype(npdt)
 
 
@@ -133,14 +141,15 @@ def test_ordinary_data_leaves_nothing_open(device, cls, kind, tname):
 @pytest.mark.parametrize("cls", list(CLASSES) + ["general", "split-rows", "split-cols"])
 @pytest.mark.parametrize("tname", list(TYPES))
 def test_centered_data_redone_in_place_give_the_oracles_bits(device, cls, tname):
-    """Every FLOAT32 output of centered data is open (its mean a rounding residue the bound cannot
-    place): each kernel's redo (row, short, column, finalize; the general kernel by one work-item)
-    gives the correctly rounded mean. (The CPU shape's redo takes the adversarial rows of
-    test_correct_rounding.py; here the GPU shape's alone, to keep the suite's time.)"""
+    """Centered data whose one value 2^-100 per output keeps the span proof out (its smallest exponent
+    field makes the limit tiny): every FLOAT32 and BFLOAT16 output is left to the bound, which cannot
+    place a rounding residue, so they are open: each kernel's redo (row, short, column, finalize; the
+    general kernel by one work-item) gives the correctly rounded mean. (The CPU shape's redo takes the
+    adversarial rows of test_correct_rounding.py; here the GPU shape's alone, to keep the suite's time.)"""
     gpu_shaped(device)
     npdt, dt = TYPES[tname]
     if cls == "general":    # a broadcast input (a zero innermost stride): the general kernel
-        base = data("centered", (64, 40), (1,), npdt)
+        base = data("unprovable", (64, 40), (1,), npdt)
         xd = gm.TensorDesc(dt, (64, 40, 3), strides=(40, 1, 0))
         yd = gm.TensorDesc(dt, (64, 1, 1))
         desc = gm.ReduceDesc(gm.ReduceFunction.AVERAGE, xd, yd, (1, 2)) if dt != D.BFLOAT16 else \
@@ -158,11 +167,14 @@ def test_centered_data_redone_in_place_give_the_oracles_bits(device, cls, tname)
     # split-cols: 4096 columns of 256 rows, split in a few chunks: the finalize pass's FIN_LANES form
     extra = {"split-rows": ((4, 1 << 16), (1,)), "split-cols": ((256, 4096), (0,))}
     shape, axes = extra[cls] if cls in extra else CLASSES[cls]
-    x = data("centered", shape, axes, npdt)
+    x = data("unprovable", shape, axes, npdt)
     if cls == "split-cols" and getattr(device.backend, "gpu_paths", False):
         macros = reduce_op(device, dt, shape, axes)[0].program.variant.macros
         assert macros["FIN_LANES"] == 1, macros
     check_reduce_mean(device, dt, x, axes)
+    if getattr(device.backend, "gpu_paths", False) and device.info.fp64 and tname == "float32" and cls != "R3":
+        opened = run_counted(device, dt, x, axes)[2]
+        assert opened and opened > 0, f"{cls}: nothing left open, no redo ran"
 
 
 def test_short_rows_at_the_span_limit(device):

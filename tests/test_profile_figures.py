@@ -332,10 +332,10 @@ def _profile_rows(device, case, kind, monkeypatch=None):
 
 def test_open_outputs_and_launches_on_a_gpu_shaped_device():
     """FLOAT32 on opencl:0-gpupaths (the GPU shape): ones leave no output open; centered data (each mean
-    a rounding residue) leave every row open, and few columns (none with the profiler's seed, 2 of 64
-    with another): the columns' span proof finds most of their FLOAT64 sums exact (reduce_gpu_span.h:
-    the smallest of 4096 normal values is about 2^-13, so every value is a multiple of 2^-36, and their
-    sum of magnitudes, about 3300, is below 2^16). Launches are the plan's."""
+    a rounding residue) leave few rows and columns open (4 rows of 64, no column, with the profiler's
+    seed): the span proof finds most of their FLOAT64 sums exact (reduce_gpu_span.h: the smallest of
+    4096 normal values is about 2^-13, so every value is a multiple of 2^-36, and the sum of the partial
+    sums' magnitudes stays below 2^16). Launches are the plan's."""
     from conftest import make_device
 
     from gpu_mean import backends
@@ -347,7 +347,7 @@ def test_open_outputs_and_launches_on_a_gpu_shaped_device():
         assert ones["open_outputs"] == 0
         rows = case.axes == (1,)
         opened = centered["open_outputs"]
-        assert centered["outputs"] == 64 and (opened == 64 if rows else opened < 8), opened
+        assert centered["outputs"] == 64 and opened <= 8, (rows, opened)
         v = profiler.prepare_device(dev, case).cop.program.variant
         assert ones["launches"] == centered["launches"] == 1 + (v.finalize is not None) <= 2
         assert f"{opened}/64 open" in profiler.format_row(case, centered)
