@@ -330,16 +330,13 @@ class Call:
 
     def _run(self, ln, dest, to_host):
         mode = self.mode
-        if mode == "direct":
-            res = ln.run_direct([o.array for o in self.ops])
+        if mode in ("direct", "host"):     # a new host array: numpy's (the CPU device) or read back
+            if mode == "direct":
+                res = ln.run_direct([o.array for o in self.ops])
+            else:
+                res = ln.run_host([o.span() for o in self.ops]).reshape(ln.out_shape)
             if dest is None:
                 return res
-            dest[...] = res.reshape(dest.shape)
-            return dest
-        if mode == "host":
-            res = ln.run_host([o.span() for o in self.ops])
-            if dest is None:
-                return res.reshape(ln.out_shape)
             dest[...] = res.reshape(dest.shape)
             return dest
         if mode == "host in place":
