@@ -13,6 +13,7 @@ from fake_cupy import DevPtr, FakeCupyArray, fake_cuda_backend
 from oracle import reduce_mean as oracle_reduce_mean
 
 import gpu_mean as gm
+from gpu_mean.backends import cuda
 from gpu_mean.frontends import arrays, functional
 from gpu_mean.kernels import programs
 from gpu_mean.runtime import bindings, execution
@@ -264,7 +265,7 @@ def test_cuda_struct_arguments_cross_as_pointers_to_their_bytes(fake, call):
         args = next(k.last_args for k in kernels if k.last_args is not None)
         assert not [a for a in args if isinstance(a, np.ndarray)], "a numpy array was passed to the launch"
         structs = [a for a in args if hasattr(a, "packed")]
-        assert structs and all(a.ptr == a.packed.ctypes.data for a in structs)
+        assert structs and all(a.ptr == cuda.struct_address(a.packed) for a in structs)
         seen.append(structs)
     if call.startswith("reduce"):
         assert seen[0][0] is seen[1][0] is program.meta      # the metadata built once
