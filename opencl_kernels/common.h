@@ -126,6 +126,12 @@ typedef ushort16 __attribute__((aligned(2))) gm_ushort16_a2;
 #endif
 
 #if USE_FP64
+// a double's exponent field, in bits 20-30 (the high word's): what the span proofs compare (the
+// GPU shape's reduce_gpu_span.h and reduce_gpu_short.h), read from the bits and never through a
+// conversion to float, which a device flushing float subnormals (OpenCL's CL_FP_DENORM is
+// optional) would make zero for a subnormal value: the proof would then hold a span it does not have
+#define GM_E64(x) (((uint)(as_ulong((double)(x)) >> 32)) & 0x7ff00000u)
+
 // double -> float rounded to odd (rounded toward zero, the last bit set where inexact): a float that
 // keeps at least two more bits than the narrow type, so that the narrow type's rounding to nearest
 // is still the only rounding (half: 13 bits more, bfloat16: 16; Boldo and Melquiond).

@@ -227,6 +227,7 @@ GM_INLINE void gm_contig(GM_INPUTS_PARAM ins, int w, __global TS* out, ulong out
     for (ulong i = nv * w + t; i < n; i += step) gm_apply_one(ins, 0, 0, 0, i, out, out_off, scale, bias GM_CHK_A);
 }
 
+#if K_CONTIG
 __kernel void gm_ew_contig_vec(__global TS* restrict out, ulong out_off, ulong n, float scale,
                                float bias GM_INPUT_PARAMS GM_CHK_P) {
     GM_INPUTS_BIND
@@ -238,8 +239,10 @@ __kernel void gm_ew_contig_scalar(__global TS* restrict out, ulong out_off, ulon
     GM_INPUTS_BIND
     gm_contig(ins, 1, out, out_off, n, scale, bias GM_CHK_A);
 }
+#endif  // K_CONTIG
 
 // General strides: one element per work-item, grid-stride.
+#if K_STRIDED
 __kernel void gm_ew_strided(__global TS* restrict out, ulong out_off, ulong n, GM_META_ARG(gm_dims, s),
                             float scale, float bias GM_INPUT_PARAMS GM_CHK_P) {
     GM_META_BIND(gm_dims, s)
@@ -251,6 +254,7 @@ __kernel void gm_ew_strided(__global TS* restrict out, ulong out_off, ulong n, G
         gm_apply_one(ins, s, idx, NDIM, 0, out, out_off, scale, bias GM_CHK_A);
     }
 }
+#endif  // K_STRIDED
 
 // Every operand's innermost dimension dense (broadcast and padded layouts usually are): x walks
 // w-element pieces of a row (coalesced; 16-byte vectors when w = VEC, which needs every base pointer
@@ -275,16 +279,20 @@ GM_INLINE void gm_rows(GM_INPUTS_PARAM ins, int w, __global TS* out, ulong out_o
     }
 }
 
+#if K_ROWS_VEC
 __kernel void gm_ew_rows_vec(__global TS* restrict out, ulong out_off, ulong n_rows, GM_META_ARG(gm_dims, s),
                              float scale, float bias GM_INPUT_PARAMS GM_CHK_P) {
     GM_META_BIND(gm_dims, s)
     GM_INPUTS_BIND
     gm_rows(ins, VEC, out, out_off, n_rows, s, scale, bias GM_CHK_A);
 }
+#endif  // K_ROWS_VEC
 
+#if K_ROWS
 __kernel void gm_ew_rows_scalar(__global TS* restrict out, ulong out_off, ulong n_rows, GM_META_ARG(gm_dims, s),
                                 float scale, float bias GM_INPUT_PARAMS GM_CHK_P) {
     GM_META_BIND(gm_dims, s)
     GM_INPUTS_BIND
     gm_rows(ins, 1, out, out_off, n_rows, s, scale, bias GM_CHK_A);
 }
+#endif  // K_ROWS

@@ -150,7 +150,15 @@ GM_INLINE int gm_col_exact(double mx, uint8 lo) {
 #define GM_MAX8_TO(a)
 #endif
 
+#if WIDE_FLOAT
+// FLOAT64: GM_DD_ADD1's double-double, lane for lane on eight lanes (the row and column kernels)
+#define GM_DD8_ADD(h, l, x) { const double8 s_ = h + (x), bb_ = s_ - h; \
+    const double8 e_ = ((h - (s_ - bb_)) + ((x) - bb_)) + l; \
+    h = select(s_ + e_, s_, e_ == (double8)(0.0)); l = e_ - (h - s_); }
+#endif
+
 // Row class: work-item (k, chunk) sums [chunk*clen, +clen) of row k.
+#if K_ROW
 __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
                                    __global gm_acc* part, ulong part_off, __global uchar* flag, ulong flag_off, int use_part,
                                    __constant const gm_rmeta* m, long n_out, long len, long clen, ulong n GM_CHK_P) {
@@ -172,9 +180,6 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
     gm_acc a;
     GM_ACC_ZERO(a);
     double8 h8 = (double8)(-0.0), l8 = (double8)(0.0), h8b = (double8)(-0.0), l8b = (double8)(0.0);
-#define GM_DD8_ADD(h, l, x) { const double8 s_ = h + (x), bb_ = s_ - h; \
-    const double8 e_ = ((h - (s_ - bb_)) + ((x) - bb_)) + l; \
-    h = select(s_ + e_, s_, e_ == (double8)(0.0)); l = e_ - (h - s_); }
 #if GM_EXACT
     // stage 3: the largest magnitude of the vectors' values as an integer max of their bits without
     // the sign (the values below 2^960 only: the others make a.bhi +inf through GM_ACC_ADD)
@@ -375,6 +380,7 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
     gm_emit(a, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k, chunk, n_out GM_CHK_A);
     if (!use_part) GM_REDO_OPEN(k, k + 1);
 }
+#endif  // K_ROW
 
 #if SHORT_LEN && !GM_X_D
 #include "reduce_cpu_short.h"
@@ -385,6 +391,7 @@ __kernel void gm_reduce_row_serial(__global const T* in, ulong in_off, __global 
 
 // General class: work-item (k, chunk) walks a chunk of the reduced index space with a carried
 // multi-index.
+#if K_GENERAL
 __kernel void gm_reduce_general_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
                                        __global gm_acc* part, ulong part_off, __global uchar* flag, ulong flag_off, int use_part,
                                        __constant const gm_rmeta* m, long n_out, long len, long clen, ulong n
@@ -396,8 +403,10 @@ __kernel void gm_reduce_general_serial(__global const T* in, ulong in_off, __glo
     gm_emit(a, n, out, out_off, part, part_off, flag, flag_off, use_part, m, k, chunk, n_out GM_CHK_A);
     if (!use_part) GM_REDO_OPEN(k, k + 1);
 }
+#endif  // K_GENERAL
 
 // Second pass: a work-item per output combines its chunk partials in chunk order (deterministic).
+#if K_FIN
 __kernel void gm_reduce_finalize_serial(__global const gm_acc* part, ulong part_off, long n_chunks, long n_out,
                                         __global OUT_T* out, ulong out_off, __global uchar* flag, ulong flag_off,
                                         __constant const gm_rmeta* m, ulong n GM_FIN_IN GM_CHK_P) {
@@ -428,9 +437,11 @@ __kernel void gm_reduce_finalize_serial(__global const gm_acc* part, ulong part_
     gm_store(a, n, out, (long)out_off + gm_keep_offset(m, k, 2), flag, (long)flag_off + k, m GM_CHK_A);
     GM_REDO_OPEN(k, k + 1);
 }
+#endif  // K_FIN
 
 #if GM_EXACT
 // Exact partials, CPU shape: a work-item per (run, output) pair, its run deposited serially.
+#if K_LIMBS
 __kernel void gm_reduce_limbs_serial(__global const T* in, ulong in_off, __global long* part, ulong part_off,
                                      __constant const gm_rmeta* m, long n_out, ulong n, long n_chunks,
                                      long clen GM_CHK_P) {
@@ -443,4 +454,5 @@ __kernel void gm_reduce_limbs_serial(__global const T* in, ulong in_off, __globa
                    min((long)n, (c + 1) * clen) GM_CHK_A);
     gm_limbs_write(&x, part, (long)part_off + t * (GM_XK + 1) GM_CHK_A);
 }
+#endif  // K_LIMBS
 #endif

@@ -30,6 +30,7 @@ GM_INLINE long8 gm_settle_dd_f64_8(double8 hi, double8 lo, double mx, long depth
 
 // Column class: work-item (column block, outer index, chunk) sums COLS adjacent columns over a chunk
 // of rows: every row read is COLS contiguous elements, and no work-item walks a whole column alone.
+#if K_COL
 __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
                                    __global gm_acc* part, ulong part_off, __global uchar* flag, ulong flag_off,
                                    int use_part, __constant const gm_rmeta* m, long n_out, long len, long clen, ulong n,
@@ -368,3 +369,4 @@ __kernel void gm_reduce_col_serial(__global const T* in, ulong in_off, __global 
     if (!use_part) GM_REDO_OPEN(k0, k0 + min((long)COLS, inner - c0));
 #endif
 }
+#endif  // K_COL

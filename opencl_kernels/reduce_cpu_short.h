@@ -131,6 +131,7 @@ GM_INLINE int gm_rows_exact(__global const T* in, long b GM_CHK_P) {
     return e_hi - e_lo <= 24;
 }
 #endif
+#if K_SHORT
 __kernel void gm_reduce_short_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
                                      __global gm_acc* part, ulong part_off, __global uchar* flag, ulong flag_off,
                                      int use_part, __constant const gm_rmeta* m, long n_out, long len, long clen,
@@ -224,3 +225,4 @@ __kernel void gm_reduce_short_serial(__global const T* in, ulong in_off, __globa
 #endif
     GM_REDO_OPEN(r_first, end);
 }
+#endif  // K_SHORT

@@ -95,6 +95,7 @@ GM_INLINE uchar gm_open_bits8(long8 o) {
     return (uchar)((bit.s0 | bit.s1 | bit.s2 | bit.s3) | (bit.s4 | bit.s5 | bit.s6 | bit.s7));
 }
 
+#if K_SHORT
 __kernel void gm_reduce_short_f64_serial(__global const T* in, ulong in_off, __global OUT_T* out, ulong out_off,
                                          __global gm_acc* part, ulong part_off, __global uchar* flag, ulong flag_off,
                                          int use_part, __constant const gm_rmeta* m, long n_out, long len, long clen,
@@ -119,3 +120,4 @@ __kernel void gm_reduce_short_f64_serial(__global const T* in, ulong in_off, __g
     }
     GM_REDO_OPEN(r_first, end);
 }
+#endif  // K_SHORT

@@ -183,6 +183,7 @@ GM_INLINE gm_acc gm_run_sum(__global const T* in, long base, long i0, long i1, i
 // WARP_ROWS: each 32-wide slice of the group takes its own output (short runs); otherwise the whole
 // group takes one output. Loops run the same number of times for every work-item of a group (the
 // barriers in the sums need that); a slice past the last output adds zeros and stores nothing.
+#if K_ROW
 __kernel void gm_reduce_row(__global const T* restrict in, ulong in_off, __global OUT_T* restrict out,
                             ulong out_off, __global gm_acc* restrict part, ulong part_off, __global uchar* restrict flag,
                             ulong flag_off, int use_part,
@@ -255,6 +256,7 @@ __kernel void gm_reduce_row(__global const T* restrict in, ulong in_off, __globa
         }
     }
 }
+#endif  // K_ROW
 
 #include "reduce_gpu_short.h"
 
@@ -271,6 +273,7 @@ __kernel void gm_reduce_row(__global const T* restrict in, ulong in_off, __globa
 #else
 #define GM_COL_ADD(a, x) GM_ACC_ADD(a, x)
 #endif
+#if K_COL
 __kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __global OUT_T* restrict out,
                             ulong out_off, __global gm_acc* restrict part, ulong part_off, __global uchar* restrict flag,
                             ulong flag_off, int use_part,
@@ -365,11 +368,13 @@ __kernel void gm_reduce_col(__global const T* restrict in, ulong in_off, __globa
         }
     }
 }
+#endif  // K_COL
 
 // General class (broadcast or padded inputs, interleaved axes without a dense run): a work-item per
 // (output, chunk), walking the chunk of the reduced index space with a carried multi-index. A group
 // takes a block of adjacent outputs per pass (the same passes for all, so that the redo of the open
 // ones reaches every barrier); at most 256 work-items (gpu_geometry).
+#if K_GENERAL
 __kernel void gm_reduce_general(__global const T* restrict in, ulong in_off, __global OUT_T* restrict out,
                                 ulong out_off, __global gm_acc* restrict part, ulong part_off,
                                 __global uchar* restrict flag, ulong flag_off, int use_part,
@@ -403,6 +408,7 @@ __kernel void gm_reduce_general(__global const T* restrict in, ulong in_off, __g
         }
     }
 }
+#endif  // K_GENERAL
 
 // Output k of a split reduction stored from its merged partials s: by the columns' span proof where it
 // holds (GM_MSPAN_P; e the smallest exponent field, GM_FIN_E), else by the bound (gm_store); 1 when the
@@ -427,6 +433,7 @@ GM_INLINE int gm_fin_store(gm_acc s, uint e, ulong n, __global OUT_T* out, ulong
 // Otherwise a work-group per FIN_W adjacent outputs (one, or the outputs' power of two when they are
 // fewer than 32), each output's chunks split in FIN_WG / FIN_W phases that a warp reads for FIN_W
 // adjacent outputs at once; a tree adds the phases.
+#if K_FIN
 __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong part_off, long n_chunks, long n_out,
                                  __global OUT_T* restrict out, ulong out_off, __global uchar* restrict flag,
                                  ulong flag_off, GM_META_ARG(gm_rmeta, m), ulong n GM_FIN_IN GM_CHK_P) {
@@ -527,12 +534,14 @@ __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong par
     }
 #endif
 }
+#endif  // K_FIN
 
 
 #if GM_EXACT
 // Exact partials, GPU shape: a work-group of EX_WG work-items per (run, output) pair (grid-stride);
 // each work-item deposits a contiguous share of the run, the shares merge through local memory in a
 // halving tree and work-item 0 writes the limbs. Every work-item reaches every barrier.
+#if K_LIMBS
 __kernel void gm_reduce_limbs(__global const T* restrict in, ulong in_off, __global long* restrict part,
                               ulong part_off, GM_META_ARG(gm_rmeta, m), long n_out, ulong n, long n_chunks,
                               long clen GM_CHK_P) {
@@ -557,5 +566,6 @@ __kernel void gm_reduce_limbs(__global const T* restrict in, ulong in_off, __glo
         barrier(CLK_LOCAL_MEM_FENCE);       // xs is rewritten for the next pair
     }
 }
+#endif  // K_LIMBS
 #endif
 

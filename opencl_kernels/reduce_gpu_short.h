@@ -22,9 +22,9 @@ GM_INLINE void gm_sacc_zero(gm_sacc* v) {
 GM_INLINE void gm_sacc_add(gm_sacc* v, const ACC x) {
     GM_ACC_ADD(v->a, x);
 #if GM_SPAN
-    const uint mag = gm_as_uint((float)x) & 0x7fffffffu;
-    v->lo = min(v->lo, mag - 1u);
-    v->hi = max(v->hi, mag);
+    const uint e = GM_E64(x);       // the FLOAT64 field (reduce_gpu_span.h: not through a float)
+    v->lo = min(v->lo, e - 1u);
+    v->hi = max(v->hi, e);
 #endif
 }
 
@@ -38,8 +38,8 @@ GM_INLINE void gm_sacc_add(gm_sacc* v, const ACC x) {
 // quotient is IEEE's answer either way.
 GM_INLINE int gm_span_store(gm_sacc v, ulong n, __global OUT_T* out, long i, __global uchar* flag, long fi GM_CHK_P) {
 #if GM_SPAN
-    const int e_hi = (int)(v.hi >> 23);
-    const int e_lo = max((int)((v.lo + 1u) >> 23), 1);
+    const int e_hi = (int)(v.hi >> 20) - 896;               // the float fields (896 = 1023 - 127)
+    const int e_lo = max((int)((v.lo + 1u) >> 20) - 896, 1);
     if (v.hi == 0u || e_hi - e_lo > GM_SPAN) return 0;
     GM_STORE_BITS(GM_AT(GM_A_OUT, OUT_T, out, i, 1), GM_BITS_OF(v.a.s / (double)n));
     GM_FLAG(fi) = (uchar)0;
@@ -83,6 +83,7 @@ GM_INLINE gm_sacc gm_lanes_sum(gm_sacc v, LOCAL_PTR gm_sacc* scratch, int lid) {
     return v;
 }
 
+#if K_SHORT
 __kernel void gm_reduce_short(__global const T* restrict in, ulong in_off, __global OUT_T* restrict out,
                               ulong out_off, __global gm_acc* restrict part, ulong part_off,
                               __global uchar* restrict flag, ulong flag_off, int use_part,
@@ -134,6 +135,7 @@ __kernel void gm_reduce_short(__global const T* restrict in, ulong in_off, __glo
 #endif
     }
 }
+#endif  // K_SHORT
 #endif
 
 #if SHORT_TILE
@@ -143,6 +145,7 @@ __kernel void gm_reduce_short(__global const T* restrict in, ulong in_off, __glo
 // sector whole) into local memory, row r's value j at tile[r * (SHORT_TILE + 1) + j] (the odd pitch
 // keeps a warp's reads of its 32 rows on 32 banks); then each work-item adds its row there, with no
 // lane tree. The span proof, the bound and the redo as gm_reduce_short.
+#if K_TILE
 __kernel void gm_reduce_tile(__global const T* restrict in, ulong in_off, __global OUT_T* restrict out,
                              ulong out_off, __global gm_acc* restrict part, ulong part_off,
                              __global uchar* restrict flag, ulong flag_off, int use_part,
@@ -190,4 +193,5 @@ __kernel void gm_reduce_tile(__global const T* restrict in, ulong in_off, __glob
 #endif
     }
 }
+#endif  // K_TILE
 #endif

@@ -20,10 +20,15 @@
 
 #define GM_E_NONE 0x1ffu     // no nonzero value (the neutral of min)
 
-// lo: the minimum over the values of (their magnitude's float bits - 1): a zero wraps to the top
-#define GM_LO_ADD(lo, x) lo = min(lo, (gm_as_uint((float)(x)) & 0x7fffffffu) - 1u)
+// lo: the minimum over the values of (their FLOAT64 exponent field, common.h's GM_E64, - 1): a zero
+// wraps to the top
+#define GM_LO_ADD(lo, x) lo = min(lo, GM_E64(x) - 1u)
 
-GM_INLINE uint gm_e_of(uint lo) { return lo == 0xffffffffu ? GM_E_NONE : max((lo + 1u) >> 23, 1u); }
+// the format's exponent field of the smallest nonzero magnitude (FLOAT32's, which BFLOAT16 shares):
+// the FLOAT64 field less 1023 - 127, 1 for float subnormals, GM_E_NONE for zeros alone
+GM_INLINE uint gm_e_of(uint lo) {
+    return lo == 0xffffffffu ? GM_E_NONE : (uint)min(max((int)((lo + 1u) >> 20) - 896, 1), 255);
+}
 
 GM_INLINE gm_acc gm_e_pack(gm_acc a, uint e) {
     if (a.m > 0.0 && a.m < 0x1p1023) a.m = as_double(((as_ulong(a.m) + 0x100ul) & ~(ulong)0xff) | (ulong)(e & 0xffu));

@@ -162,6 +162,7 @@ GM_INLINE void gm_limbs_write(gm_xacc* x, __global long* part, long i GM_CHK_P) 
 // as exact.h's normalize leaves them), the flags ORed. A limb's sum stays far below 2^63 (a digit
 // below 2^32 per run, plus the carry). gm_limbs_round rounds each output's running total to the
 // output type (exact.h: the division, the zero rule, IEEE's inf and NaN) and stores it at out[k].
+#if K_LIMBS
 __kernel void gm_limbs_add(__global const long* restrict part, __global long* restrict acc,
                            __global const long* restrict dst, long n_out, long n_chunks GM_CHK_P) {
     const long k = (long)get_global_id(0);
@@ -189,3 +190,4 @@ __kernel void gm_limbs_round(__global const long* restrict acc, __global OUT_T* 
     x.flags = (uint)*GM_AT(GM_A_PART, const long, acc, k * (GM_XK + 1) + GM_XK, 1);
     gm_exact_store(&x, n, out, k GM_CHK_A);
 }
+#endif  // K_LIMBS

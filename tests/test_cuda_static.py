@@ -6,6 +6,7 @@ against the kernels' signatures, the by-value structs and the magic-number divis
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import re
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 from fake_cupy import CPointer
 
 import gpu_mean as gm
+from gpu_mean.backends import cuda
 from gpu_mean.backends.cuda import CudaBackend
 from gpu_mean.backends.cuda_compile import BASE_OPTIONS, variant_source
 from gpu_mean.descriptors.types import DataType as D
@@ -180,19 +182,24 @@ def make_program(be, plan):
 
 
 def program_variants(checked: bool = False):
-    """[(id, filename, macros, kernel names)] for every case, as the programs request them."""
+    """[(id, filename, macros, kernel names)] for every case, as the programs request them: each
+    program's one variant (the exact partials' program, of the same plan, with the suffix _limbs)."""
     out = []
     for name, plan in all_plans():
         be = FakeBackend(checked)
         make_program(be, plan)
+        groups = [("", be.requests)]
         if (isinstance(plan, planning.ReducePlan) and reduce_kernels.exact_mean(plan, True)
                 and reduce_kernels.limbs_ok(plan)):
-            prog = programs.LimbsProgram(be, plan)     # the exact partials (gm_reduce_limbs), same macros
+            n = len(be.requests)
+            prog = programs.LimbsProgram(be, plan)     # the exact partials (gm_reduce_limbs), a variant of their own
             for name_ in ("gm_limbs_add", "gm_limbs_round"):    # their combine on the device (LimbsTotals)
                 be.kernel(prog.variant.file, prog.variant.macros, name_)
-        fname, macros, _ = be.requests[0]
-        assert all(r[0] == fname and r[1] == macros for r in be.requests)
-        out.append((name, fname, macros, sorted({r[2] for r in be.requests})))
+            groups = [("", be.requests[:n]), ("_limbs", be.requests[n:])]
+        for suffix, reqs in groups:
+            fname, macros, _ = reqs[0]
+            assert all(r[0] == fname and r[1] == macros for r in reqs)
+            out.append((name + suffix, fname, macros, sorted({r[2] for r in reqs})))
     for dt in reduce_kernels.DDP_TYPES:     # gpu_mean.dask's double-double partials (gm_dd_partials)
         be = FakeBackend(checked)
         programs.DDPartialsProgram(be, dt)
@@ -323,7 +330,12 @@ def check_args(kernel: str, args, checked: bool = False, wide: bool = False, exa
         elif ctype in _STRUCTS:
             # CuPy's pointer argument over the struct's bytes, holding them (CudaBackend.struct_arg)
             packed = getattr(arg, "packed", None)
-            assert packed is not None and arg.ptr == packed.ctypes.data, f"{kernel} arg {i}: {type(arg).__name__}"
+            assert packed is not None and arg.ptr == cuda.struct_address(packed), \
+                f"{kernel} arg {i}: {type(arg).__name__}"
+            if isinstance(packed, ctypes.Array):    # the inputs' pointers, as CudaInputSeam packs them
+                assert ctype == "gm_inputs" and not checked and packed._type_ is ctypes.c_uint64, \
+                    f"{kernel} arg {i}: {ctype} as {type(packed).__name__}"
+                continue
             arg = packed
             fields = ("p", "off") if checked and ctype == "gm_inputs" else _STRUCTS[ctype]
             if wide and ctype == "gm_rmeta":

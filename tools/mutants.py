@@ -42,6 +42,22 @@ class Mutant:
 
 
 MUTANTS = (
+    Mutant("kernel-flags-all-on", "gpu_mean/kernels/reduce_kernels.py",
+           "return {f: int(f in on) for f in KERNEL_FLAGS}",
+           "return {f: 1 for f in KERNEL_FLAGS}",
+           ("tests/test_cuda_nvrtc.py::test_every_variant_compiles_for_sm90_without_ftz",), "cpu",
+           "every reduction variant compiles every kernel of the file again, launched or not (NVRTC's time doubles)"),
+    Mutant("gpu-span-field-a-binade-high", "opencl_kernels/reduce_gpu_span.h",
+           "(uint)min(max((int)((lo + 1u) >> 20) - 896, 1), 255);",
+           "(uint)min(max((int)((lo + 1u) >> 20) - 895, 1), 255);",
+           ("tests/test_gpu_shape.py::test_rows_at_the_span_limit",), "opencl:0-gpupaths",
+           "the span proof takes the smallest value a binade larger than it is: a row whose sum is not exact is "
+           "'proven'"),
+    Mutant("gpu-short-span-a-binade-off", "opencl_kernels/reduce_gpu_short.h",
+           "const int e_lo = max((int)((v.lo + 1u) >> 20) - 896, 1);",
+           "const int e_lo = max((int)((v.lo + 1u) >> 20) - 895, 1);",
+           ("tests/test_gpu_shape.py",), "opencl:0-gpupaths",
+           "the short rows' span proof takes the smallest value a binade larger: a row a binade too wide 'proven'"),
     Mutant("gpu-row-span-off", "gpu_mean/kernels/reduce_kernels.py",
            'if g.kernel in ("col", "row") and gpu_col_span(plan, fp64):',
            'if g.kernel in ("col",) and gpu_col_span(plan, fp64):',

@@ -366,6 +366,17 @@ class ElementwiseVariant:
         return head + (np.float32(scale), np.float32(bias))
 
 
+# Every __kernel of elementwise_gpu.cl sits under one of these flags, and a variant turns on only the
+# kernels its program launches (as reduce_kernels.KERNEL_FLAGS: NVRTC compiles every kernel in the text)
+KERNEL_FLAGS = ("K_CONTIG", "K_ROWS", "K_ROWS_VEC", "K_STRIDED")
+
+
+def kernel_flags(*on: str) -> dict:
+    """The KERNEL_FLAGS macros: 1 for the kernels named in ``on``, 0 for the rest."""
+    assert set(on) <= set(KERNEL_FLAGS), on
+    return {f: int(f in on) for f in KERNEL_FLAGS}
+
+
 def gpu_variant(plan: planning.ElementwisePlan, *, api: str, sms: int, fp64: bool = True,
                 max_param_bytes: int = 4096, checked: bool = False) -> ElementwiseVariant:
     """The GPU-shaped kernels with the shared geometry (gpu_geometry's element-wise launches);
@@ -374,15 +385,18 @@ def gpu_variant(plan: planning.ElementwisePlan, *, api: str, sms: int, fp64: boo
     m = gpu_macros(plan, api, fp64, in_buf, checked)
     vec, block = m["VEC"], gpu_geometry.BLOCK
     if plan.contiguous:
+        m.update(kernel_flags("K_CONTIG"))
         return ElementwiseVariant(
             m, _launch("gm_ew_contig_scalar", gpu_geometry.ew_grid(plan.count, 1, block, sms), (block,)),
             _launch("gm_ew_contig_vec", gpu_geometry.ew_grid(plan.count, vec, block, sms), (block,)),
             plan.count, None, in_buf)
     if gpu_geometry.ew_uses_rows(plan):
-        v = _launch("gm_ew_rows_vec", *gpu_geometry.ew_rows_geometry(plan, vec, sms)) \
-            if gpu_geometry.ew_rows_vectorizable(plan) else None
+        rows_vec = gpu_geometry.ew_rows_vectorizable(plan)
+        m.update(kernel_flags("K_ROWS", *(("K_ROWS_VEC",) if rows_vec else ())))
+        v = _launch("gm_ew_rows_vec", *gpu_geometry.ew_rows_geometry(plan, vec, sms)) if rows_vec else None
         return ElementwiseVariant(m, _launch("gm_ew_rows_scalar", *gpu_geometry.ew_rows_geometry(plan, 1, sms)), v,
                                   plan.count // plan.shape[-1], pack_dims(plan), in_buf)
+    m.update(kernel_flags("K_STRIDED"))
     return ElementwiseVariant(m, _launch("gm_ew_strided", gpu_geometry.ew_grid(plan.count, 1, block, sms), (block,)),
                               None, plan.count, pack_dims(plan), in_buf)
 

@@ -337,6 +337,24 @@ class ReduceVariant:
 
 
 
+# Every __kernel of reduce_gpu.cl and reduce_cpu.cl (and of their headers) sits under one of these
+# flags, and a variant turns on only the kernels its program launches: NVRTC compiles the others too
+# when they are there (a FLOAT32 row variant 2.35 -> 1.10 s, a tile variant 2.46 -> 0.49 s, with the
+# exact partials' three kernels and the other classes' out; docs/design.md, "Kernels").
+KERNEL_FLAGS = ("K_ROW", "K_COL", "K_GENERAL", "K_SHORT", "K_TILE", "K_FIN", "K_LIMBS")
+
+
+def kernel_flags(*on: str) -> dict:
+    """The KERNEL_FLAGS macros: 1 for the kernels named in ``on``, 0 for the rest."""
+    assert set(on) <= set(KERNEL_FLAGS), on
+    return {f: int(f in on) for f in KERNEL_FLAGS}
+
+
+def _main_flags(kernel: str, split: bool) -> dict:
+    """The flags of a reduction program: its main kernel's, and the finalize pass's when it is split."""
+    return kernel_flags(f"K_{kernel.upper()}", *(("K_FIN",) if split else ()))
+
+
 def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, checked: bool = False) -> ReduceVariant:
     """The GPU-shaped kernels with the shared geometry (gpu_geometry.reduce_geometry); ``checked``:
     the bounds-checked build (gpu_mean/kernels/checked.py)."""
@@ -351,6 +369,7 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
               "ROW_MULTI": int(g.row_multi), "COL_Y": g.block[1] if g.kernel == "col" else 8, "COL_W": g.col_w,
               "FIN_WG": fin_block[0] if g.n_chunks > 1 else 32, "SHORT_LPR": g.lanes,
               "FIN_LANES": int(fin_lanes), "FIN_W": fin_w})
+    m.update(_main_flags(g.kernel, split))
     if g.kernel == "short":
         m.update({"SHORT_U": gpu_geometry.SHORT_U, "GM_SPAN": short_span(plan, fp64)})
     if g.kernel == "tile":
@@ -502,6 +521,7 @@ def cpu_variant(plan: planning.ReducePlan, *, compute_units: int, fp64: bool,
         tail += (i64(plan.inner), i64(plan.row_stride))
     # FLOAT64's short rows have a kernel of their own (a TwoSum tree: reduce_cpu_short_f64.h)
     kind = "short_f64" if short and dt == D.FLOAT64 else g.kernel
+    m.update(_main_flags("short" if short else g.kernel, g.n_chunks > 1))
     main = Launch(f"gm_reduce_{kind}_serial", tuple(g.grid), g.local)
     # a work-item per work-group: with the runtime's choice, the redo of a few long columns' open
     # outputs (reduce_cpu.cl: the finalize pass's groups of eight) ran on one core of PoCL (R5 on
@@ -632,6 +652,7 @@ def limbs_variant(plan: planning.ReducePlan, *, cpu_shaped: bool, fp64: bool, co
     else:
         m = gpu_variant(plan, sms=sms, fp64=fp64, checked=checked).macros
         target = sms * 8
+    m = {**m, **kernel_flags("K_LIMBS")}    # gm_reduce_limbs(_serial), gm_limbs_add, gm_limbs_round only
     want = _cdiv(target, max(n_out, 1))
     n_chunks = max(1, min(want, n // LIMBS_MIN_RUN))
     clen = _cdiv(max(n, 1), n_chunks)
@@ -678,11 +699,11 @@ def ddp_macros(dt: D, *, cpu_shaped: bool = True, compute_units: int = 1, sms: i
     if not cpu_shaped:
         m = dict(gpu_variant(plan, sms=sms, fp64=True, checked=checked).macros)
         assert m.get("GM_EXACT") and m.get("USE_FP64")
-        m["GM_DDP"] = 1
+        m.update({"GM_DDP": 1, **kernel_flags()})     # gm_dd_partials only
         return m
     m = dict(cpu_variant(plan, compute_units=compute_units, fp64=True, tuning=tuning, checked=checked).macros)
     assert m.get("GM_EXACT") and m.get("USE_FP64") and m["RN"] == 1
-    m.update({"GM_DDP": 1, "GM_DDP_V": DDP_V})
+    m.update({"GM_DDP": 1, "GM_DDP_V": DDP_V, **kernel_flags()})     # gm_dd_partials_serial only
     return m
 
 
