@@ -203,6 +203,29 @@ def test_short_rows_at_the_span_limit(device):
     mean([[2.0 ** -149] * 7 + [2.0 ** -148], [np.inf] * 8, [np.inf] * 4 + [-np.inf] * 4])
 
 
+@pytest.mark.parametrize("n, axis", [(8, 1), (512, 1), (512, 0), (1 << 14, 1)])
+@pytest.mark.parametrize("tname", ["float32", "bfloat16"])
+def test_a_subnormal_that_breaks_a_tie_is_no_zero_to_the_span_proofs(device, n, axis, tname):
+    """n - 2 ones, 2 + n 2^-p and the smallest subnormal: the exact mean lies just above the midpoint
+    1 + 2^-p, so it rounds up, but the FLOAT64 sum cannot hold the subnormal beside n and lands on the
+    midpoint, which rounds down. The span proofs (short rows: GM_SPAN, n = 8; rows, columns and split
+    rows: GM_MSPAN_P) must see the subnormal's exponent and refuse; counted as a zero (a device whose
+    float conversion flushes subnormals, had the proofs read the field through one) they would prove
+    the sum exact and store the midpoint's rounding. On every device: the oracle's bits; on the
+    GPU-shaped devices with fp64, every such output is left open by the main pass and redone."""
+    npdt, dt = TYPES[tname]
+    p = 24 if tname == "float32" else 8
+    tiny = 2.0 ** (-149 if p == 24 else -133)
+    row = [1.0] * (n - 2) + [2.0 + n * 2.0 ** -p, tiny]
+    assert float(np.asarray(row[-2], npdt).astype(np.float64)) == row[-2]       # the values are the type's
+    x = exact_values(np.array([row, [-v for v in row]] * 16, dtype=np.float64), npdt)
+    x = x if axis == 1 else x.T.copy()
+    got = check_reduce_mean(device, dt, x, (axis,)).astype(np.float64).ravel()
+    assert (got[0::2] == 1.0 + 2.0 ** (1 - p)).all() and (got[1::2] == -1.0 - 2.0 ** (1 - p)).all()
+    if getattr(device.backend, "gpu_paths", False) and device.info.fp64:
+        assert run_counted(device, dt, x, (axis,))[2] == 32
+
+
 def test_columns_exact_ties_need_the_span_proof(device, monkeypatch):
     """Without the columns' span proof (gpu_col_span 0), R4's normal FLOAT32 data leaves columns open:
     exact ties of the rounding, redone exactly; with it, none. The same bits either way."""
