@@ -79,7 +79,7 @@ def test_a_before_that_is_no_commit_is_one_line_naming_it():
 
 def test_every_benchmark_is_listed():
     names = [ln.split()[0] for ln in bench("--list").stdout.splitlines()]
-    assert names == ["dask", "ddp", "ext_cpu", "front_door", "kernels", "large", "machine", "startup"]
+    assert names == ["compile", "dask", "ddp", "ext_cpu", "front_door", "kernels", "large", "machine", "startup"]
 
 
 # -- smoke runs: each benchmark at its smallest size, one round, this tree ---------------------------
@@ -102,6 +102,19 @@ def test_smoke(name, tmp_path):
     bench(name.split("-")[0], *SMOKE[name], "--rounds", "1", "--json", str(out))
     rows = json.loads(out.read_text())["rows"]
     assert rows and all(isinstance(x["after"], float) for x in rows)
+
+
+def test_compile_smoke(tmp_path):
+    """NVRTC's time for conformance's kernels: three descriptors' programs compiled through the real
+    NVRTC (no GPU), variants counted."""
+    from conftest import nvrtc_missing
+    if nvrtc_missing() is not None:
+        pytest.skip(f"NVRTC or the CUDA headers are absent: {nvrtc_missing()}")
+    out = tmp_path / "r.json"
+    bench("compile", "--limit", "3", "--workers", "1", "--rounds", "1", "--json", str(out))
+    rows = {(x["row"], x["figure"]): x["after"] for x in json.loads(out.read_text())["rows"]}
+    assert rows[("quick conformance, 1 thread(s)", "variants")] >= 1
+    assert rows[("quick conformance, 1 thread(s)", "seconds")] > 0
 
 
 @pytest.mark.parametrize("name", ["front_door-opencl", "kernels-opencl", "ddp-opencl"])
