@@ -413,3 +413,19 @@ def test_a_checked_program_raises_the_recorded_violation():
         prog.run([(Mem(4096), 0)], [(Mem(8192), 0)], (Mem(1 << 20), 0) if prog.temporary_size else None)
     assert e.value.argument == "output" and e.value.index == 64 and e.value.bounds == (0, 64)
     assert len(be.calls) == 1     # nothing launched after the violation
+
+
+def test_the_exact_partials_are_one_program_per_type_and_rank():
+    """The GPU shape's exact partials (gm_reduce_limbs and its combine) use none of the main kernels'
+    geometry: plans of one type and rank but of other shapes and classes (rows of 1024, of 8, columns)
+    share one program, where their main kernels are programs of their own."""
+    def plans(dt):
+        cls = gm.ReduceDesc if dt in (D.FLOAT32, D.FLOAT16) else gm.ext.ReduceMeanDesc
+        return [planning.plan_operator(reduce_desc(cls, dt, shape, axes))
+                for shape, axes in (((64, 1024), (1,)), ((4096, 8), (1,)), ((300, 64), (0,)))]
+    for dt in (D.FLOAT32, D.FLOAT16, D.BFLOAT16, D.FLOAT64):
+        ps = [p for p in plans(dt) if reduce_kernels.limbs_ok(p)]
+        limbs = {repr(sorted(reduce_kernels.limbs_variant(p, cpu_shaped=False, fp64=True, sms=132).macros.items()))
+                 for p in ps}
+        mains = {repr(sorted(reduce_kernels.gpu_variant(p, sms=132).macros.items())) for p in ps}
+        assert len(ps) == 3 and len(limbs) == 1 and len(mains) == 3, dt

@@ -47,6 +47,11 @@ MUTANTS = (
            "return {f: 1 for f in KERNEL_FLAGS}",
            ("tests/test_cuda_nvrtc.py::test_every_variant_compiles_for_sm90_without_ftz",), "cpu",
            "every reduction variant compiles every kernel of the file again, launched or not (NVRTC's time doubles)"),
+    Mutant("limbs-program-per-shape", "gpu_mean/kernels/reduce_kernels.py",
+           "    if not cpu_shaped:      # the main kernels' geometry fixed",
+           "    if False:      # the main kernels' geometry fixed",
+           ("tests/test_cuda_static.py::test_the_exact_partials_are_one_program_per_type_and_rank",), "cpu",
+           "the exact partials keep their plan's geometry macros: one more program to compile per shape"),
     Mutant("span-field-flushes-subnormals", "opencl_kernels/common.h",
            "#define GM_E64(x) (((uint)(as_ulong((double)(x)) >> 32)) & 0x7ff00000u)",
            "#define GM_E64(x) ((((uint)(as_ulong((double)(x)) >> 32)) & 0x7ff00000u) < 0x38100000u ? 0u : "

@@ -635,6 +635,13 @@ class LimbsVariant:
                 i64(self.clen))
 
 
+# the GPU shape's exact partials use none of the main kernels' geometry: those macros take fixed values
+# (or go), so that every plan of one type and rank shares one limbs program
+LIMBS_UNUSED = ("EL_T", "EL_ACC(x)", "SHORT_U", "SHORT_TILE", "V16", "GM_SPAN", "GM_MSPAN_P")
+LIMBS_GEOMETRY = {"WG": 32, "WARP_ROWS": 0, "ROW_MULTI": 0, "COL_Y": 8, "COL_W": 32, "FIN_WG": 32, "SHORT_LPR": 0,
+                  "FIN_LANES": 0, "FIN_W": 1}
+
+
 def limbs_variant(plan: planning.ReducePlan, *, cpu_shaped: bool, fp64: bool, compute_units: int = 1,
                   sms: int = 1, tuning: opencl_geometry.OpenCLTuning = opencl_geometry.DEFAULT_TUNING,
                   checked: bool = False) -> LimbsVariant:
@@ -653,6 +660,9 @@ def limbs_variant(plan: planning.ReducePlan, *, cpu_shaped: bool, fp64: bool, co
         m = gpu_variant(plan, sms=sms, fp64=fp64, checked=checked).macros
         target = sms * 8
     m = {**m, **kernel_flags("K_LIMBS")}    # gm_reduce_limbs(_serial), gm_limbs_add, gm_limbs_round only
+    if not cpu_shaped:      # the main kernels' geometry fixed: one program per type and rank, not per shape
+        m = {k: v for k, v in m.items() if k not in LIMBS_UNUSED}
+        m.update(LIMBS_GEOMETRY)
     want = _cdiv(target, max(n_out, 1))
     n_chunks = max(1, min(want, n // LIMBS_MIN_RUN))
     clen = _cdiv(max(n, 1), n_chunks)
