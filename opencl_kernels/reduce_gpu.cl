@@ -433,23 +433,32 @@ GM_INLINE int gm_fin_store(gm_acc s, uint e, ulong n, __global OUT_T* out, ulong
 // Otherwise a work-group per FIN_W adjacent outputs (one, or the outputs' power of two when they are
 // fewer than 32), each output's chunks split in FIN_WG / FIN_W phases that a warp reads for FIN_W
 // adjacent outputs at once; a tree adds the phases.
+// K_SPREAD: the open outputs are left flagged for gm_spread_limbs and gm_spread_round (below), not
+// redone here
+#if GM_EXACT && !K_SPREAD
+#define GM_FOPEN_DECL(v) GM_OPEN_DECL(v)
+#define GM_FOPENED(v, call) GM_OPENED(v, call)
+#else
+#define GM_FOPEN_DECL(v)
+#define GM_FOPENED(v, call) (call)
+#endif
 #if K_FIN
 __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong part_off, long n_chunks, long n_out,
                                  __global OUT_T* restrict out, ulong out_off, __global uchar* restrict flag,
                                  ulong flag_off, GM_META_ARG(gm_rmeta, m), ulong n GM_FIN_IN GM_CHK_P) {
     GM_META_BIND(gm_rmeta, m)
 #if FIN_LANES
-#if GM_EXACT
+#if GM_EXACT && !K_SPREAD
     __local gm_xacc xs[EX_WG];
     GM_OPEN_LIST(FIN_WG)
 #endif
     const int lid = (int)get_local_id(0);
-#if GM_EXACT
+#if GM_EXACT && !K_SPREAD
     GM_OPEN_START(lid)
 #endif
     for (long k0 = (long)get_group_id(0) * FIN_WG; k0 < n_out; k0 += (long)get_num_groups(0) * FIN_WG) {
         const long k = k0 + lid;
-        GM_OPEN_DECL(was_open)
+        GM_FOPEN_DECL(was_open)
         if (k < n_out) {
             gm_acc s;
             GM_ACC_ZERO(s);
@@ -463,23 +472,23 @@ __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong par
 #endif
                 GM_ACC_MERGE(s, b);
             }
-            GM_OPENED(was_open, gm_fin_store(s, GM_FIN_E(e), n, out, out_off, flag, flag_off, m, k GM_CHK_A));
+            GM_FOPENED(was_open, gm_fin_store(s, GM_FIN_E(e), n, out, out_off, flag, flag_off, m, k GM_CHK_A));
         }
-#if GM_EXACT
+#if GM_EXACT && !K_SPREAD
         GM_MARK(was_open, lid)
         gm_redo_marked(in, in_off, out, out_off, xs, gm_olist, &gm_nopen, m, k0, n, lid, FIN_WG GM_CHK_A);
 #endif
     }
 #else
     __local gm_acc scratch[FIN_WG];
-#if GM_EXACT
+#if GM_EXACT && !K_SPREAD
     __local gm_xacc xs[EX_WG];
     GM_OPEN_LIST(FIN_W)
 #endif
     // FIN_W adjacent outputs per pass of the group (a power of two, at most 32), FIN_WG / FIN_W chunk
     // phases for each: lane x takes output x mod FIN_W and chunks x / FIN_W, + FIN_WG / FIN_W, ...
     const int lid = (int)get_local_id(0), c = lid & (FIN_W - 1), phase = lid / FIN_W;
-#if GM_EXACT
+#if GM_EXACT && !K_SPREAD
     GM_OPEN_START(lid)
 #endif
     for (long k0 = (long)get_group_id(0) * FIN_W; k0 < n_out; k0 += (long)get_num_groups(0) * FIN_W) {
@@ -519,13 +528,13 @@ __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong par
             }
             barrier(CLK_LOCAL_MEM_FENCE);
         }
-        GM_OPEN_DECL(was_open)
+        GM_FOPEN_DECL(was_open)
         if (phase == 0 && k < n_out) {
             const gm_acc t = scratch[lid];
-            GM_OPENED(was_open, gm_fin_store(t, GM_FIN_E(gm_e_unpack(t)), n, out, out_off, flag, flag_off, m,
+            GM_FOPENED(was_open, gm_fin_store(t, GM_FIN_E(gm_e_unpack(t)), n, out, out_off, flag, flag_off, m,
                                              k GM_CHK_A));
         }
-#if GM_EXACT
+#if GM_EXACT && !K_SPREAD
         GM_MARK(was_open, c)
         gm_redo_marked(in, in_off, out, out_off, xs, gm_olist, &gm_nopen, m, k0, n, lid, FIN_WG GM_CHK_A);
 #else
@@ -541,6 +550,28 @@ __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong par
 // Exact partials, GPU shape: a work-group of EX_WG work-items per (run, output) pair (grid-stride);
 // each work-item deposits a contiguous share of the run, the shares merge through local memory in a
 // halving tree and work-item 0 writes the limbs. Every work-item reaches every barrier.
+// Pair t = c n_out + k (run c of output k): the group's EX_WG work-items each deposit a contiguous
+// share of the run, the shares merge through local memory in a halving tree and work-item 0 writes
+// the limbs and flags at part[t (GM_XK + 1)]. Every work-item of the group calls it.
+GM_INLINE void gm_limbs_pair(__global const T* in, ulong in_off, __global long* part, ulong part_off,
+                             LOCAL_PTR gm_xacc* xs, __constant const gm_rmeta* m, long n_out, ulong n, long clen,
+                             long share, long t, int lid GM_CHK_P) {
+    const long c = t / n_out, k = t - c * n_out;
+    const long end = min((long)n, (c + 1) * clen);
+    const long j0 = min(end, c * clen + lid * share);
+    gm_xacc x;
+    GM_XINIT(&x);
+    gm_limbs_range(&x, in, (long)in_off + gm_keep_offset(m, k, 1), m, j0, min(end, j0 + share) GM_CHK_A);
+    GM_XNORM(&x);
+    xs[lid] = x;
+    gm_xacc_tree(xs, lid, EX_WG);
+    if (lid == 0) {
+        gm_xacc a = xs[0];
+        gm_limbs_write(&a, part, (long)part_off + t * (GM_XK + 1) GM_CHK_A);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);       // xs is rewritten for the next pair
+}
+
 #if K_LIMBS
 __kernel void gm_reduce_limbs(__global const T* restrict in, ulong in_off, __global long* restrict part,
                               ulong part_off, GM_META_ARG(gm_rmeta, m), long n_out, ulong n, long n_chunks,
@@ -549,23 +580,52 @@ __kernel void gm_reduce_limbs(__global const T* restrict in, ulong in_off, __glo
     __local gm_xacc xs[EX_WG];
     const int lid = (int)get_local_id(0);
     const long share = (clen + EX_WG - 1) / EX_WG;
-    for (long t = (long)get_group_id(0); t < n_out * n_chunks; t += (long)get_num_groups(0)) {
-        const long c = t / n_out, k = t - c * n_out;
-        const long end = min((long)n, (c + 1) * clen);
-        const long j0 = min(end, c * clen + lid * share);
-        gm_xacc x;
-        GM_XINIT(&x);
-        gm_limbs_range(&x, in, (long)in_off + gm_keep_offset(m, k, 1), m, j0, min(end, j0 + share) GM_CHK_A);
-        GM_XNORM(&x);
-        xs[lid] = x;
-        gm_xacc_tree(xs, lid, EX_WG);
-        if (lid == 0) {
-            gm_xacc a = xs[0];
-            gm_limbs_write(&a, part, (long)part_off + t * (GM_XK + 1) GM_CHK_A);
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);       // xs is rewritten for the next pair
-    }
+    for (long t = (long)get_group_id(0); t < n_out * n_chunks; t += (long)get_num_groups(0))
+        gm_limbs_pair(in, in_off, part, part_off, xs, m, n_out, n, clen, share, t, lid GM_CHK_A);
 }
 #endif  // K_LIMBS
+
+#if K_SPREAD
+// The open outputs of a split reduction of few outputs and many values (reduce_kernels.spread_runs),
+// redone across the device instead of by the one group that finalized each: the finalize pass leaves
+// them flagged; gm_spread_limbs writes the limbs of every (run, open output) pair, a work-group each
+// as gm_reduce_limbs (the groups of a settled output read its flag and skip it, all alike: no
+// barrier is skipped by some work-items only); gm_spread_round adds each open output's runs in order
+// (gm_limbs_add's digits and carries) and rounds it once (gm_exact_store), a work-item per output.
+// Nothing open: two launches whose groups read a flag byte each.
+__kernel void gm_spread_limbs(__global const T* restrict in, ulong in_off, __global long* restrict part,
+                              ulong part_off, __global const uchar* restrict flag, ulong flag_off,
+                              GM_META_ARG(gm_rmeta, m), long n_out, ulong n, long n_runs, long clen GM_CHK_P) {
+    GM_META_BIND(gm_rmeta, m)
+    __local gm_xacc xs[EX_WG];
+    const int lid = (int)get_local_id(0);
+    const long share = (clen + EX_WG - 1) / EX_WG;
+    for (long t = (long)get_group_id(0); t < n_out * n_runs; t += (long)get_num_groups(0)) {
+        if (*GM_AT(GM_A_FLAG, const uchar, flag, (long)flag_off + t % n_out, 1) == 0) continue;
+        gm_limbs_pair(in, in_off, part, part_off, xs, m, n_out, n, clen, share, t, lid GM_CHK_A);
+    }
+}
+
+__kernel void gm_spread_round(__global const long* restrict part, ulong part_off, __global OUT_T* restrict out,
+                              ulong out_off, __global const uchar* restrict flag, ulong flag_off,
+                              GM_META_ARG(gm_rmeta, m), long n_out, ulong n, long n_runs GM_CHK_P) {
+    GM_META_BIND(gm_rmeta, m)
+    const long k = (long)get_global_id(0);
+    if (k >= n_out || *GM_AT(GM_A_FLAG, const uchar, flag, (long)flag_off + k, 1) == 0) return;
+    gm_xacc x;
+    long carry = 0, flags = 0;
+    for (long c = 0; c < n_runs; ++c)
+        flags |= *GM_AT(GM_A_PART, const long, part, (long)part_off + (c * n_out + k) * (GM_XK + 1) + GM_XK, 1);
+    for (int j = 0; j < GM_XK; ++j) {
+        long d = carry;     // a digit below 2^32 per run, plus the carry: far below 2^63
+        for (long c = 0; c < n_runs; ++c)
+            d += *GM_AT(GM_A_PART, const long, part, (long)part_off + (c * n_out + k) * (GM_XK + 1) + j, 1);
+        carry = j < GM_XK - 1 ? d >> 32 : 0;        // arithmetic shift: floor(d / 2^32)
+        x.d[j] = d - carry * 4294967296l;
+    }
+    x.flags = (uint)flags;
+    gm_exact_store(&x, n, out, (long)out_off + gm_keep_offset(m, k, 2) GM_CHK_A);
+}
+#endif  // K_SPREAD
 #endif
 

@@ -370,9 +370,12 @@ def test_arguments_match_the_kernels_and_launch_on_the_backend_stream(name, plan
     if isinstance(prog, ReduceProgram):
         assert ("gm_reduce_finalize" in names) == (prog.variant.finalize is not None)
         # the correctly rounded means: no exact pass of its own (the kernels redo what they leave
-        # open), so one launch, or two for a split reduction
-        per_run = 1 + (prog.variant.finalize is not None)        # two runs above
-        assert "gm_reduce_exact" not in names and len(names) == 2 * per_run
+        # open), so one launch, or two for a split reduction; a split of few long outputs spreads
+        # its open ones' redo over the device: two launches more, in this order
+        spread = ["gm_spread_limbs", "gm_spread_round"] if prog.variant.spread else []
+        per_run = ["gm_reduce_main"] + (["gm_reduce_finalize"] if prog.variant.finalize else []) + spread
+        assert "gm_reduce_exact" not in names
+        assert [n if n in per_run else "gm_reduce_main" for n in names] == per_run * 2
     elif name.endswith("contig"):
         assert names == ["gm_ew_contig_vec", "gm_ew_contig_scalar"]
 
@@ -386,7 +389,9 @@ def test_checked_programs_pass_the_status_buffer_and_read_it_after_every_launch(
     n_in = plan.n_inputs if isinstance(plan, planning.ElementwisePlan) else 1
     prog.run([(Mem(4096), 16)] * n_in, outputs_of(plan, Mem(8192), 32), tmp)
     kernels = [c[0] for c in be.calls]
-    assert be.log == ["arm"] + [f"read after {k}" for k in kernels]
+    # armed once; again before the spread redo's kernels, whose partials argument is their limbs
+    assert be.log == ["arm"] + [x for k in kernels for x in (["arm"] if k == "gm_spread_limbs" else [])
+                                + [f"read after {k}"]]
     for kname, _, _, args, _ in be.calls:
         check_args(kname, args, checked=True, wide=is_wide_sum(plan), exact=bool(prog.variant.macros.get("GM_EXACT")))
         assert int(args[-1]) == 1 << 40     # the status buffer, last

@@ -16,6 +16,8 @@ The span-limit rows run on every device; the rest on the GPU-shaped ones.
 """
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 import oracle
@@ -66,6 +68,11 @@ def data(kind: str, shape, axes, npdt, seed=7) -> np.ndarray:
     return x.astype(npdt)
 
 
+def _plan(dt: D, shape, axes):
+    from helpers import reduce_plan
+    return reduce_plan(dt, shape, axes)
+
+
 def reduce_op(device, dt: D, shape, axes):
     out = tuple(1 if d in axes else s for d, s in enumerate(shape))
     xd, yd = gm.TensorDesc(dt, shape), gm.TensorDesc(dt, out)
@@ -91,14 +98,52 @@ def run_counted(device, dt: D, x: np.ndarray, axes):
 def test_one_launch_or_two_and_no_exact_pass(device, cls, tname):
     """At most two kernels per execute (main, and the finalize pass of a split reduction), whatever
     the data: the open outputs are redone inside them (before issue 40: a third, gm_reduce_exact,
-    after every execute, scanning every output's flag)."""
+    after every execute, scanning every output's flag). A split of few outputs of at least
+    reduce_kernels.SPREAD_MIN_N values each is the exception: the next test."""
     gpu_shaped(device)
     npdt, dt = TYPES[tname]
     shape, axes = CLASSES[cls]
     cop, _, _ = reduce_op(device, dt, shape, axes)
     v = cop.program.variant
     launches = [v.main.kernel] + ([v.finalize.kernel] if v.finalize else [])
-    assert cop.launches == len(launches) <= 2 and "gm_reduce_exact" not in launches
+    assert cop.launches == len(launches) <= 2 and "gm_reduce_exact" not in launches and not v.spread
+
+
+@pytest.mark.parametrize("shape, axes", [((1 << 15,), (0,)), ((4, 1 << 14), (1,)), ((1 << 14, 3), (0,))])
+@pytest.mark.parametrize("tname", ["float32", "bfloat16"])
+def test_open_outputs_of_few_long_sums_are_redone_across_the_device(device, shape, axes, tname, monkeypatch):
+    """Cancelling values and one 2^-100 per output (no bound or span proof settles the sum) over 2^20 and more values
+    per output, in one, three and four outputs (the row kernel, the column kernel), on the GPU-shaped devices
+    with or without fp64 (the CPU shape redoes its open outputs in its own kernels, which other tests cover), here from
+    2^14 values (SPREAD_MIN_N lowered, so that the oracle stays quick: 4 to 8 runs an output): the oracle's
+    bits; every output is left open by the finalize pass and redone by gm_spread_limbs across many work-groups,
+    a run of the output each, and gm_spread_round (before: by the one work-group that finalized it, one SM's
+    work on a GPU: 280 ms for 2^26 values on the H200); normal data opens none, through the same four launches."""
+    gpu_shaped(device)
+    npdt, dt = TYPES[tname]
+    n_out = math.prod(shape) // math.prod(shape[a] for a in axes)
+    big = reduce_kernels.gpu_variant(_plan(dt, tuple(s * 64 if d in axes else s for d, s in enumerate(shape)), axes),
+                                     sms=device.backend.gpu_sms)
+    assert big.spread is not None       # 2^20 values and more an output: spread as they are
+    monkeypatch.setattr(reduce_kernels, "SPREAD_MIN_N", 1 << 14)
+    (a,) = axes
+    half = tuple(s // 2 if d == a else s for d, s in enumerate(shape))
+    y = np.random.default_rng(40).standard_normal(half).astype(npdt).astype(np.float64)
+    cancel = np.concatenate([y, -y], axis=a)        # each value beside its negation: a zero total
+    at = [slice(None)] * len(shape)
+    at[a] = 0
+    cancel[tuple(at)] = 2.0 ** -100                 # and one 2^-100 in place of a pair: the total 2^-100,
+    at[a] = shape[a] // 2                           # a mean far below any bound of its sum
+    cancel[tuple(at)] = 0.0
+    for x, want_open in ((cancel.astype(npdt), n_out), (data("normal", shape, axes, npdt, seed=40), 0)):
+        got = check_reduce_mean(device, dt, x, axes)
+        if want_open:
+            assert (got.astype(np.float64) == 2.0 ** -100 / shape[a]).all()
+        v = reduce_op(device, dt, shape, axes)[0].program.variant
+        assert v.spread is not None and v.spread_runs > 1 and v.macros["K_SPREAD"] == 1
+        _, launches, opened = run_counted(device, dt, x, axes)
+        # without fp64 the pair's bound may leave a normal output open, BFLOAT16's settle a tiny one
+        assert launches == 4 and (opened == want_open if device.info.fp64 else opened >= min(want_open, 1))
 
 
 @pytest.mark.parametrize("kind", ["normal", "uniform", "ones", "centered"])

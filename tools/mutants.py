@@ -47,6 +47,18 @@ MUTANTS = (
            "return {f: 1 for f in KERNEL_FLAGS}",
            ("tests/test_cuda_nvrtc.py::test_every_variant_compiles_for_sm90_without_ftz",), "cpu",
            "every reduction variant compiles every kernel of the file again, launched or not (NVRTC's time doubles)"),
+    Mutant("spread-round-skips-the-open", "opencl_kernels/reduce_gpu.cl",
+           "if (k >= n_out || *GM_AT(GM_A_FLAG, const uchar, flag, (long)flag_off + k, 1) == 0) return;",
+           "if (k >= n_out || *GM_AT(GM_A_FLAG, const uchar, flag, (long)flag_off + k, 1) != 0) return;",
+           ("tests/test_gpu_shape.py::test_open_outputs_of_few_long_sums_are_redone_across_the_device",),
+           "opencl:0-gpupaths", "the spread redo rounds the settled outputs again and leaves the open ones as the "
+           "finalize pass stored them"),
+    Mutant("spread-limbs-of-the-settled", "opencl_kernels/reduce_gpu.cl",
+           "if (*GM_AT(GM_A_FLAG, const uchar, flag, (long)flag_off + t % n_out, 1) == 0) continue;",
+           "if (*GM_AT(GM_A_FLAG, const uchar, flag, (long)flag_off + t % n_out, 1) != 0) continue;",
+           ("tests/test_gpu_shape.py::test_open_outputs_of_few_long_sums_are_redone_across_the_device",),
+           "opencl:0-gpupaths", "the spread redo writes the limbs of the settled outputs only: the open ones are "
+           "rounded from limbs never written"),
     Mutant("limbs-program-per-shape", "gpu_mean/kernels/reduce_kernels.py",
            "    if not cpu_shaped:      # the main kernels' geometry fixed",
            "    if False:      # the main kernels' geometry fixed",

@@ -406,6 +406,9 @@ class ReduceProgram(Program):
         v = self.variant = reduce_variant(be, plan)
         self.main = be.kernel(v.file, v.macros, v.main.kernel)
         self.fin = be.kernel(v.file, v.macros, v.finalize.kernel) if v.finalize else None
+        # the spread redo of a few long outputs (reduce_kernels.spread_runs): two launches after the finalize pass
+        self.spread = tuple(be.kernel(v.file, v.macros, ln.kernel) for ln in (v.spread, v.spread_round)) \
+            if v.spread else None
         self.meta = be.struct_arg(reduce_kernels.pack_meta(plan, v.depth))
         self.temporary_size = v.temporary_size
         self.itemsize = int(plan.dtype.element_size)
@@ -425,7 +428,7 @@ class ReduceProgram(Program):
         if last is None or last[0] != key:
             last = self._last = (key, *self._arguments(inputs[0], outputs[0], temporary,
                                                        outputs[1] if self.wide else None))
-        _, main, fin, offs = last
+        _, main, fin, spread, offs = last
         be, chk = self.be, self.checked
         if chk is not None:
             bounds = checked.reduce_bounds(self.plan, *offs[:4], v.partial_bytes // self.part_bytes, v.flag_bytes)
@@ -439,6 +442,15 @@ class ReduceProgram(Program):
             be.launch(self.fin, fin, v.finalize, 0)
             if chk is not None:
                 chk.status.check(v.finalize.kernel)
+        if spread is not None:
+            if chk is not None:     # the partials argument is the limbs now, in longs
+                limbs_off = offs[5]
+                chk.status.arm(checked.reduce_bounds(self.plan, *offs[:2], limbs_off, offs[3],
+                                                     v.spread_bytes // 8, v.flag_bytes))
+            for handle, args, launch in zip(self.spread, spread, (v.spread, v.spread_round)):
+                be.launch(handle, args, launch, 0)
+                if chk is not None:
+                    chk.status.check(launch.kernel)
 
     def run_bound(self, inputs, outputs, temporary):
         """A launch over the caller's memory, which moves from call to call: the argument tuples are
@@ -454,9 +466,10 @@ class ReduceProgram(Program):
         slots = self._slots
         if slots is None or slots[0] != temp:
             self._last = None
-            main, fin, _ = self._arguments(inputs[0], outputs[0], temporary)
-            slots = self._slots = (temp, list(main), list(fin) if fin is not None else None, v.finalize_slots)
-        _, main, fin, fslots = slots
+            main, fin, spread, _ = self._arguments(inputs[0], outputs[0], temporary)
+            slots = self._slots = (temp, list(main), list(fin) if fin is not None else None, v.finalize_slots,
+                                   [list(a) for a in spread] if spread is not None else None)
+        _, main, fin, fslots, spread = slots
         (ib, ioff), (ob, ooff) = inputs[0], outputs[0]
         ia, oa = be.buffer_arg(ib), be.buffer_arg(ob)
         io = np.uint64(ioff // self.itemsize) if ioff else _U0
@@ -476,12 +489,20 @@ class ReduceProgram(Program):
             if at_in is not None:
                 fin[at_in] = None
             be.forget_args(self.fin)
+        if spread is not None:
+            (lim, rnd), at_in, at_out = spread, v.SPREAD_SLOTS["in"], v.SPREAD_SLOTS["out"]
+            lim[at_in], lim[at_in + 1], rnd[at_out], rnd[at_out + 1] = ia, io, oa, oo
+            for handle, args, launch in zip(self.spread, (lim, rnd), (v.spread, v.spread_round)):
+                be.launch(handle, tuple(args), launch, 0)
+                be.forget_args(handle)
+            lim[at_in] = rnd[at_out] = None
         be.forget_args(self.main)
 
     def _arguments(self, binding_in, binding_out, temporary, binding_lo=None) -> tuple:
         v, be = self.variant, self.be
         (ib, ioff), (ob, ooff) = binding_in, binding_out
         tb, toff = temporary if v.temporary_size else (None, 0)
+        t_bytes = toff
         # the flags follow the partials in the temporary (element offsets in bytes: uchar); the wide
         # sum has none and binds flag_off 0 (its gm_store reads the output's kept index there)
         foff = 0 if self.wide else toff + v.partial_bytes
@@ -499,14 +520,19 @@ class ReduceProgram(Program):
         fin = None
         if v.finalize:
             fin = v.finalize_args(part, toff, out, ooff, flag, foff, self.meta, n_out, n, lo, inp, ioff) + tail
-        return main, fin, (ioff, ooff, toff, foff, loff)
+        spread, limbs_off = None, 0
+        if v.spread:        # the limbs after the flags (a multiple of 16 bytes), in longs
+            limbs_off, tbuf = (t_bytes + v.partial_bytes + v.flag_bytes) // 8, be.buffer_arg(tb)
+            spread = (v.spread_args(inp, ioff, tbuf, limbs_off, flag, foff, self.meta, n_out, n) + tail,
+                      v.spread_round_args(tbuf, limbs_off, out, ooff, flag, foff, self.meta, n_out, n) + tail)
+        return main, fin, spread, (ioff, ooff, toff, foff, loff, limbs_off)
 
     # -- diagnostics (the profiler's; never called by run) ------------------------------------------
     @property
     def launches(self) -> int:
         """Kernels launched per execute: the main kernel and the finalize pass of a split reduction (the
         open outputs are redone inside them: no exact pass of its own)."""
-        return 1 + (self.fin is not None)
+        return 1 + (self.fin is not None) + 2 * (self.spread is not None)
 
     @property
     def flag_region(self) -> tuple | None:
@@ -530,6 +556,6 @@ class ReduceProgram(Program):
 
     def forget_bindings(self):
         self._last = None
-        for h in (self.main, self.fin):
+        for h in (self.main, self.fin, *(self.spread or ())):
             if h is not None:
                 self.be.forget_args(h)

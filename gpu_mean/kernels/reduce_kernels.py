@@ -10,7 +10,7 @@ OpenCL CPU devices), builds ``kernel_text(api, variant.file, variant.macros)`` a
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -301,6 +301,11 @@ class ReduceVariant:
     #                                 gm_redo_open; reduce_gpu_redo.h); the finalize pass also reads the input
     flag_bytes: int = 0             # bytes of flags after the partials (a byte, or a bit, per output)
     depth: int = 0                  # the bound on additions per value (pack_meta)
+    spread: Launch | None = None    # gm_spread_limbs, then spread_round (spread_runs), after the finalize pass
+    spread_round: Launch | None = None
+    spread_runs: int = 0
+    spread_clen: int = 0
+    spread_bytes: int = 0           # their limbs, after the flags: runs x outputs x (K + 1) longs
 
     @property
     def file(self) -> str:
@@ -309,8 +314,22 @@ class ReduceVariant:
 
     @property
     def partial_bytes(self) -> int:
-        """Bytes of chunk partials at the temporary's start (the flags follow them)."""
-        return self.temporary_size - self.flag_bytes
+        """Bytes of chunk partials at the temporary's start (the flags follow them, then the spread
+        redo's limbs)."""
+        return self.temporary_size - self.flag_bytes - self.spread_bytes
+
+    SPREAD_SLOTS = {"in": 0, "out": 2}      # gm_spread_limbs's input, gm_spread_round's output
+
+    def spread_args(self, inp, in_off, part, limbs_off, flag, flag_off, meta, n_out: int, n: int) -> tuple:
+        """gm_spread_limbs's arguments (``limbs_off`` in longs, ``flag_off`` in bytes)."""
+        u64, i64 = np.uint64, np.int64
+        return (inp, u64(in_off), part, u64(limbs_off), flag, u64(flag_off), meta, i64(n_out), u64(n),
+                i64(self.spread_runs), i64(self.spread_clen))
+
+    def spread_round_args(self, part, limbs_off, out, out_off, flag, flag_off, meta, n_out: int, n: int) -> tuple:
+        u64, i64 = np.uint64, np.int64
+        return (part, u64(limbs_off), out, u64(out_off), flag, u64(flag_off), meta, i64(n_out), u64(n),
+                i64(self.spread_runs))
 
     def main_args(self, inp, in_off, out, out_off, part, part_off, flag, flag_off, meta, lo: tuple = ()) -> tuple:
         """The main kernel's arguments: buffers (whatever the backend passes for them) and element offsets;
@@ -341,7 +360,7 @@ class ReduceVariant:
 # flags, and a variant turns on only the kernels its program launches: NVRTC compiles the others too
 # when they are there (a FLOAT32 row variant 2.35 -> 1.10 s, a tile variant 2.46 -> 0.49 s, with the
 # exact partials' three kernels and the other classes' out; docs/design.md, "Kernels").
-KERNEL_FLAGS = ("K_ROW", "K_COL", "K_GENERAL", "K_SHORT", "K_TILE", "K_FIN", "K_LIMBS")
+KERNEL_FLAGS = ("K_ROW", "K_COL", "K_GENERAL", "K_SHORT", "K_TILE", "K_FIN", "K_LIMBS", "K_SPREAD")
 
 
 def kernel_flags(*on: str) -> dict:
@@ -350,9 +369,30 @@ def kernel_flags(*on: str) -> dict:
     return {f: int(f in on) for f in KERNEL_FLAGS}
 
 
-def _main_flags(kernel: str, split: bool) -> dict:
-    """The flags of a reduction program: its main kernel's, and the finalize pass's when it is split."""
-    return kernel_flags(f"K_{kernel.upper()}", *(("K_FIN",) if split else ()))
+def _main_flags(kernel: str, split: bool, spread: bool = False) -> dict:
+    """The flags of a reduction program: its main kernel's, the finalize pass's when it is split, and
+    the spread redo's (spread_runs)."""
+    return kernel_flags(f"K_{kernel.upper()}", *(("K_FIN",) if split else ()), *(("K_SPREAD",) if spread else ()))
+
+
+# The open outputs of a split GM_EXACT reduction of at most SPREAD_MAX_OUT outputs and at least
+# SPREAD_MIN_N values each are redone across the device (reduce_gpu.cl: gm_spread_limbs, gm_spread_round)
+# instead of by the one work-group that finalized each: an open output of 2^26 values (centered R1)
+# was one SM's work, 280 ms on the H200 (docs/design.md, "Known limits", before)
+SPREAD_MAX_OUT = 64
+SPREAD_MIN_N = 1 << 20
+
+
+def spread_runs(plan: planning.ReducePlan, n_chunks: int, sms: int) -> tuple:
+    """(runs, values per run) of the spread redo: as limbs_variant cuts a GPU's exact partials (8
+    work-groups a SM over the outputs, no run under LIMBS_MIN_RUN); (0, 0) where the plan takes the
+    redo inside its finalize pass (one pass, many outputs, few values, no superaccumulator)."""
+    n, n_out = plan.n_reduce, plan.n_out
+    if n_chunks <= 1 or n_out > SPREAD_MAX_OUT or n < SPREAD_MIN_N or not limbs_ok(plan):
+        return 0, 0
+    runs = max(1, min(_cdiv(sms * 8, n_out), n // LIMBS_MIN_RUN))
+    clen = _cdiv(n, runs)
+    return _cdiv(n, clen), clen
 
 
 def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, checked: bool = False) -> ReduceVariant:
@@ -369,7 +409,8 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
               "ROW_MULTI": int(g.row_multi), "COL_Y": g.block[1] if g.kernel == "col" else 8, "COL_W": g.col_w,
               "FIN_WG": fin_block[0] if g.n_chunks > 1 else 32, "SHORT_LPR": g.lanes,
               "FIN_LANES": int(fin_lanes), "FIN_W": fin_w})
-    m.update(_main_flags(g.kernel, split))
+    runs, clen = spread_runs(plan, g.n_chunks, sms) if exact_mean(plan, fp64) else (0, 0)
+    m.update(_main_flags(g.kernel, split, runs > 0))
     if g.kernel == "short":
         m.update({"SHORT_U": gpu_geometry.SHORT_U, "GM_SPAN": short_span(plan, fp64)})
     if g.kernel == "tile":
@@ -421,8 +462,16 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
     else:   # a phase's chunks, then the phases' tree (at most 8 levels)
         fin_depth = _cdiv(g.n_chunks, fin_block[0] // fin_w) + 12
     # no exact pass: the kernel that stores an output redoes it when the bound leaves it open
-    # (reduce_gpu_redo.h), the finalize pass from the input it is given too (redo_open)
-    return _exact_variant(plan, m, main, tail, fin, g.n_chunks, ab, False, per_chunk + fin_depth)
+    # (reduce_gpu_redo.h), the finalize pass from the input it is given too (redo_open); but the
+    # spread plans' finalize pass leaves its open outputs to gm_spread_limbs and gm_spread_round
+    v = _exact_variant(plan, m, main, tail, fin, g.n_chunks, ab, False, per_chunk + fin_depth)
+    if not runs:
+        return v
+    limbs = runs * plan.n_out * (LIMB_COUNT[plan.dtype] + 1) * 8
+    groups, wg = max(1, min(runs * plan.n_out, sms * 8, gpu_geometry.MAX_X)), m["EX_WG"]
+    return replace(v, temporary_size=v.temporary_size + limbs, spread_bytes=limbs, spread_runs=runs,
+                   spread_clen=clen, spread=Launch("gm_spread_limbs", (groups * wg,), (wg,)),
+                   spread_round=combine_launch("gm_spread_round", plan.n_out, False))
 
 
 # the row kernel's 16-byte loads (reduce_gpu.cl: gm_run_sum): per type, the storage of an element in the
