@@ -399,7 +399,9 @@ class ReduceProgram(Program):
     """opencl_kernels/reduce_gpu.cl or reduce_cpu.cl (ReduceVariant.file): the main kernel, then the
     finalize pass of a split reduction. The correctly rounded means (GM_EXACT) have no exact pass of
     their own in either shape: the kernel that stores an output redoes it exactly when the bound test
-    leaves it open (redo_open: the finalize pass is given the input too)."""
+    leaves it open (redo_open: the finalize pass is given the input too). A split of few long outputs
+    (reduce_kernels.spread_runs) leaves them to gm_spread_limbs and gm_spread_round instead, which
+    spread each open output's redo over the device."""
 
     def __init__(self, be: KernelBackend, plan: planning.ReducePlan):
         self.be, self.plan = be, plan
@@ -531,7 +533,8 @@ class ReduceProgram(Program):
     @property
     def launches(self) -> int:
         """Kernels launched per execute: the main kernel and the finalize pass of a split reduction (the
-        open outputs are redone inside them: no exact pass of its own)."""
+        open outputs are redone inside them: no exact pass of its own), and for a split of few long
+        outputs the spread redo's two (reduce_kernels.spread_runs)."""
         return 1 + (self.fin is not None) + 2 * (self.spread is not None)
 
     @property
