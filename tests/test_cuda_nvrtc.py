@@ -254,10 +254,11 @@ def _float64_superaccumulator(macros: dict, kernel: str) -> bool:
     so the array lives in CUDA's local memory (the per-thread "stack", cached in L1), touched only
     when an output is redone. Every kernel that may redo an output holds one (issue 40: the kernel
     that stores an output redoes it when the bound leaves it open, no exact pass of its own), and so
-    do FLOAT64's exact partials kernel (gm_reduce_limbs) and the rounding of their running totals."""
+    do FLOAT64's exact partials kernel (gm_reduce_limbs), the rounding of their running totals, and
+    the spread redo's two kernels (gm_spread_limbs, gm_spread_round)."""
     return bool(macros.get("GM_X_D")) and kernel in ("gm_reduce_row", "gm_reduce_short", "gm_reduce_col",
                                                      "gm_reduce_general", "gm_reduce_finalize", "gm_reduce_limbs",
-                                                     "gm_limbs_round")
+                                                     "gm_limbs_round", "gm_spread_limbs", "gm_spread_round")
 
 
 def test_float64_superaccumulator_is_the_only_stack_user(rtc):

@@ -131,13 +131,22 @@ def test_a_name_in_two_files_is_an_alternative(name):
 
 @pytest.mark.parametrize("name", [f for f in ALL_FILES if not f.endswith("dialect.h")])
 def test_if_nesting(name):
+    """At most MAX_DEPTH levels of #if. A kernel's selection flag (``#if K_ROW`` ... ``#endif  // K_ROW``:
+    reduce_kernels.KERNEL_FLAGS, elementwise_kernels.KERNEL_FLAGS) wraps whole kernels, adds no level,
+    and sits at most one level deep itself (inside GM_EXACT, say)."""
     depth = deepest = 0
+    stack = []      # whether each open #if is a kernel's selection flag
     for line in _text(name).splitlines():
         m = IF.match(line)
         if m and m.group(1).startswith("if"):
-            depth += 1
+            flag = bool(re.match(r"#if K_[A-Z_]+$", line))
+            assert not flag or depth <= 1, f"{name}: {line} nested {depth} deep"
+            stack.append(flag)
+            depth += not flag
             deepest = max(deepest, depth)
         elif m and m.group(1) == "endif":
-            depth -= 1
-    assert depth == 0
+            flag = stack.pop()
+            assert flag == bool(re.match(r"#endif  // K_[A-Z_]+$", line)), f"{name}: {line} closes the wrong #if"
+            depth -= not flag
+    assert depth == 0 and not stack
     assert deepest <= MAX_DEPTH.get(name, 2), f"{name}: #if nested {deepest} deep"
