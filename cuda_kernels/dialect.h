@@ -45,6 +45,9 @@ GM_INLINE size_t get_global_size(int d) { return get_num_groups(d) * get_local_s
 #define CLK_LOCAL_MEM_FENCE 1
 #define CLK_GLOBAL_MEM_FENCE 2
 #define barrier(flags) __syncthreads()
+// a work-item's global stores made visible to the whole device before its later ones (the spread redo's
+// arrival count, opencl_kernels/reduce_gpu.cl)
+#define mem_fence(flags) __threadfence()
 
 // -- half storage: OpenCL's vload_half / vstore_half_rte (round to nearest even), and the same
 //    conversions on a half's bits held in a ushort (gm_half_to_float, gm_float_to_half, gm_double_to_half)

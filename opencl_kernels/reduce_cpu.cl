@@ -451,7 +451,7 @@ __kernel void gm_reduce_limbs_serial(__global const T* in, ulong in_off, __globa
     gm_xacc x;
     GM_XINIT(&x);
     gm_limbs_range(&x, in, (long)in_off + gm_keep_offset(m, k, 1), m, min((long)n, c * clen),
-                   min((long)n, (c + 1) * clen) GM_CHK_A);
+                   min((long)n, (c + 1) * clen), 1 GM_CHK_A);
     gm_limbs_write(&x, part, (long)part_off + t * (GM_XK + 1) GM_CHK_A);
 }
 #endif  // K_LIMBS

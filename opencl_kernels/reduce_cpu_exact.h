@@ -186,7 +186,7 @@ GM_INLINE void gm_redo_open(__global const T* in, ulong in_off, __global OUT_T* 
 #endif
             gm_xacc x;
             GM_XINIT(&x);
-            gm_limbs_range(&x, in, ib, m, 0, (long)n GM_CHK_A);
+            gm_limbs_range(&x, in, ib, m, 0, (long)n, 1 GM_CHK_A);
             gm_exact_store(&x, n, out, ob GM_CHK_A);
         }
     }
@@ -239,7 +239,7 @@ GM_INLINE void gm_redo_open_cols(__global const T* in, long b, long rs, __global
             }
             gm_xacc x;
             GM_XINIT(&x);
-            gm_limbs_range(&x, in, b + g + j, m, 0, (long)n GM_CHK_A);
+            gm_limbs_range(&x, in, b + g + j, m, 0, (long)n, 1 GM_CHK_A);
             gm_exact_store(&x, n, out, ob GM_CHK_A);
         }
     }

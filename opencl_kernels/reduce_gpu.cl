@@ -13,6 +13,7 @@
 //   gm_reduce_tile (SHORT_TILE)                       dense rows of 2..32 values (a power of two),
 //                                                     a work-item each, staged in local memory
 //   gm_reduce_finalize                                the chunk partials of a split reduction
+//   gm_spread_redo (K_SPREAD)                        the open outputs of few long sums, redone across the device
 //   (GM_EXACT) an output the bound test leaves open is summed again exactly by the group that
 //   stored it (reduce_gpu_redo.h), in the same kernel: no exact pass of its own
 //   gm_reduce_limbs (GM_EXACT)                        exact partials (and reduce_limbs.h's two kernels)
@@ -433,8 +434,8 @@ GM_INLINE int gm_fin_store(gm_acc s, uint e, ulong n, __global OUT_T* out, ulong
 // Otherwise a work-group per FIN_W adjacent outputs (one, or the outputs' power of two when they are
 // fewer than 32), each output's chunks split in FIN_WG / FIN_W phases that a warp reads for FIN_W
 // adjacent outputs at once; a tree adds the phases.
-// K_SPREAD: the open outputs are left flagged for gm_spread_limbs and gm_spread_round (below), not
-// redone here
+// K_SPREAD: the open outputs are left flagged for gm_spread_redo (below), not redone here, and every
+// output's arrival count there set to 0 (GM_FIN_CNT, GM_STORE_CNT0)
 #if GM_EXACT && !K_SPREAD
 #define GM_FOPEN_DECL(v) GM_OPEN_DECL(v)
 #define GM_FOPENED(v, call) GM_OPENED(v, call)
@@ -442,10 +443,17 @@ GM_INLINE int gm_fin_store(gm_acc s, uint e, ulong n, __global OUT_T* out, ulong
 #define GM_FOPEN_DECL(v)
 #define GM_FOPENED(v, call) (call)
 #endif
+#if K_SPREAD
+#define GM_FIN_CNT , __global int* restrict cnt, ulong cnt_off
+#define GM_STORE_CNT0(k) (*GM_AT(GM_A_CNT, int, cnt, (long)cnt_off + (k), 1) = 0)
+#else
+#define GM_FIN_CNT
+#define GM_STORE_CNT0(k)
+#endif
 #if K_FIN
 __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong part_off, long n_chunks, long n_out,
                                  __global OUT_T* restrict out, ulong out_off, __global uchar* restrict flag,
-                                 ulong flag_off, GM_META_ARG(gm_rmeta, m), ulong n GM_FIN_IN GM_CHK_P) {
+                                 ulong flag_off, GM_META_ARG(gm_rmeta, m), ulong n GM_FIN_IN GM_FIN_CNT GM_CHK_P) {
     GM_META_BIND(gm_rmeta, m)
 #if FIN_LANES
 #if GM_EXACT && !K_SPREAD
@@ -473,6 +481,7 @@ __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong par
                 GM_ACC_MERGE(s, b);
             }
             GM_FOPENED(was_open, gm_fin_store(s, GM_FIN_E(e), n, out, out_off, flag, flag_off, m, k GM_CHK_A));
+            GM_STORE_CNT0(k);
         }
 #if GM_EXACT && !K_SPREAD
         GM_MARK(was_open, lid)
@@ -533,6 +542,7 @@ __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong par
             const gm_acc t = scratch[lid];
             GM_FOPENED(was_open, gm_fin_store(t, GM_FIN_E(gm_e_unpack(t)), n, out, out_off, flag, flag_off, m,
                                              k GM_CHK_A));
+            GM_STORE_CNT0(k);
         }
 #if GM_EXACT && !K_SPREAD
         GM_MARK(was_open, c)
@@ -547,21 +557,20 @@ __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong par
 
 
 #if GM_EXACT
-// Exact partials, GPU shape: a work-group of EX_WG work-items per (run, output) pair (grid-stride);
-// each work-item deposits a contiguous share of the run, the shares merge through local memory in a
-// halving tree and work-item 0 writes the limbs. Every work-item reaches every barrier.
-// Pair t = c n_out + k (run c of output k): the group's EX_WG work-items each deposit a contiguous
-// share of the run, the shares merge through local memory in a halving tree and work-item 0 writes
-// the limbs and flags at part[t (GM_XK + 1)]. Every work-item of the group calls it.
+// Exact partials, GPU shape: a work-group of EX_WG work-items per (run, output) pair (grid-stride).
+// Pair t = c n_out + k (run c of output k): the group's work-items deposit the run's values
+// interleaved (work-item i takes values i, i + EX_WG, ... of the run: a warp's loads are adjacent
+// values, coalesced where the reduced run is dense), the EX_WG superaccumulators merge through local
+// memory in a halving tree and work-item 0 writes the limbs and flags at part[t (GM_XK + 1)]. Every
+// work-item of the group calls it (its barriers).
 GM_INLINE void gm_limbs_pair(__global const T* in, ulong in_off, __global long* part, ulong part_off,
                              LOCAL_PTR gm_xacc* xs, __constant const gm_rmeta* m, long n_out, ulong n, long clen,
-                             long share, long t, int lid GM_CHK_P) {
+                             long t, int lid GM_CHK_P) {
     const long c = t / n_out, k = t - c * n_out;
     const long end = min((long)n, (c + 1) * clen);
-    const long j0 = min(end, c * clen + lid * share);
     gm_xacc x;
     GM_XINIT(&x);
-    gm_limbs_range(&x, in, (long)in_off + gm_keep_offset(m, k, 1), m, j0, min(end, j0 + share) GM_CHK_A);
+    gm_limbs_range(&x, in, (long)in_off + gm_keep_offset(m, k, 1), m, c * clen + lid, end, EX_WG GM_CHK_A);
     GM_XNORM(&x);
     xs[lid] = x;
     gm_xacc_tree(xs, lid, EX_WG);
@@ -579,53 +588,60 @@ __kernel void gm_reduce_limbs(__global const T* restrict in, ulong in_off, __glo
     GM_META_BIND(gm_rmeta, m)
     __local gm_xacc xs[EX_WG];
     const int lid = (int)get_local_id(0);
-    const long share = (clen + EX_WG - 1) / EX_WG;
     for (long t = (long)get_group_id(0); t < n_out * n_chunks; t += (long)get_num_groups(0))
-        gm_limbs_pair(in, in_off, part, part_off, xs, m, n_out, n, clen, share, t, lid GM_CHK_A);
+        gm_limbs_pair(in, in_off, part, part_off, xs, m, n_out, n, clen, t, lid GM_CHK_A);
 }
 #endif  // K_LIMBS
 
 #if K_SPREAD
 // The open outputs of a split reduction of few outputs and many values (reduce_kernels.spread_runs),
-// redone across the device instead of by the one group that finalized each: the finalize pass leaves
-// them flagged; gm_spread_limbs writes the limbs of every (run, open output) pair, a work-group each
-// as gm_reduce_limbs (the groups of a settled output read its flag and skip it, all alike: no
-// barrier is skipped by some work-items only); gm_spread_round adds each open output's runs in order
-// (gm_limbs_add's digits and carries) and rounds it once (gm_exact_store), a work-item per output.
-// Nothing open: two launches whose groups read a flag byte each.
-__kernel void gm_spread_limbs(__global const T* restrict in, ulong in_off, __global long* restrict part,
+// redone across the device instead of by the one group that finalized each, in one launch after the
+// finalize pass, which leaves them flagged and sets each output's arrival count to 0 (GM_FIN_CNT). A
+// work-group per (run, open output) pair writes the run's limbs (gm_limbs_pair; the groups of a
+// settled output read its flag and skip it, all alike: no barrier is skipped by some work-items
+// only), then counts its arrival; the group that arrives last for an output adds every run's digits
+// (a digit in a lane, the runs in order) and rounds the total once (gm_exact_store, which moves the
+// carries up first). The limbs are made visible device-wide before the count (mem_fence: CUDA's
+// __threadfence) and read back through volatile loads (past a GPU's non-coherent L1). Whichever
+// group arrives last, the sums are the same integers: the same bits. Nothing open: one launch whose
+// groups read a flag byte each.
+#define GM_LIMB(c, j) (*(volatile __global const long*)GM_AT(GM_A_PART, const long, part, \
+                                                              (long)part_off + ((c) * n_out + k) * (GM_XK + 1) + (j), 1))
+__kernel void gm_spread_redo(__global const T* restrict in, ulong in_off, __global long* restrict part,
                               ulong part_off, __global const uchar* restrict flag, ulong flag_off,
+                              __global OUT_T* restrict out, ulong out_off, __global int* restrict cnt, ulong cnt_off,
                               GM_META_ARG(gm_rmeta, m), long n_out, ulong n, long n_runs, long clen GM_CHK_P) {
     GM_META_BIND(gm_rmeta, m)
     __local gm_xacc xs[EX_WG];
+    __local int last;
     const int lid = (int)get_local_id(0);
-    const long share = (clen + EX_WG - 1) / EX_WG;
     for (long t = (long)get_group_id(0); t < n_out * n_runs; t += (long)get_num_groups(0)) {
-        if (*GM_AT(GM_A_FLAG, const uchar, flag, (long)flag_off + t % n_out, 1) == 0) continue;
-        gm_limbs_pair(in, in_off, part, part_off, xs, m, n_out, n, clen, share, t, lid GM_CHK_A);
+        const long k = t % n_out;
+        if (*GM_AT(GM_A_FLAG, const uchar, flag, (long)flag_off + k, 1) == 0) continue;
+        gm_limbs_pair(in, in_off, part, part_off, xs, m, n_out, n, clen, t, lid GM_CHK_A);
+        if (lid == 0) {
+            mem_fence(CLK_GLOBAL_MEM_FENCE);        // this run's limbs, before its arrival is counted
+            last = atomic_inc((volatile __global int*)GM_AT(GM_A_CNT, int, cnt, (long)cnt_off + k, 1)) == n_runs - 1;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (last) {     // the same for the whole group
+            mem_fence(CLK_GLOBAL_MEM_FENCE);
+            for (int j = lid; j <= GM_XK; j += EX_WG) {     // digit j of every run (j = GM_XK: the flags)
+                long d = 0;         // a digit below 2^32 per run: far below 2^63
+                for (long c = 0; c < n_runs; ++c) d = j < GM_XK ? d + GM_LIMB(c, j) : (d | GM_LIMB(c, j));
+                if (j < GM_XK) xs[0].d[j] = d;
+                else xs[0].flags = (uint)d;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (lid == 0) {
+                gm_xacc a = xs[0];
+                gm_exact_store(&a, n, out, (long)out_off + gm_keep_offset(m, k, 2) GM_CHK_A);
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);   // xs is rewritten for the next pair
+        }
     }
 }
-
-__kernel void gm_spread_round(__global const long* restrict part, ulong part_off, __global OUT_T* restrict out,
-                              ulong out_off, __global const uchar* restrict flag, ulong flag_off,
-                              GM_META_ARG(gm_rmeta, m), long n_out, ulong n, long n_runs GM_CHK_P) {
-    GM_META_BIND(gm_rmeta, m)
-    const long k = (long)get_global_id(0);
-    if (k >= n_out || *GM_AT(GM_A_FLAG, const uchar, flag, (long)flag_off + k, 1) == 0) return;
-    gm_xacc x;
-    long carry = 0, flags = 0;
-    for (long c = 0; c < n_runs; ++c)
-        flags |= *GM_AT(GM_A_PART, const long, part, (long)part_off + (c * n_out + k) * (GM_XK + 1) + GM_XK, 1);
-    for (int j = 0; j < GM_XK; ++j) {
-        long d = carry;     // a digit below 2^32 per run, plus the carry: far below 2^63
-        for (long c = 0; c < n_runs; ++c)
-            d += *GM_AT(GM_A_PART, const long, part, (long)part_off + (c * n_out + k) * (GM_XK + 1) + j, 1);
-        carry = j < GM_XK - 1 ? d >> 32 : 0;        // arithmetic shift: floor(d / 2^32)
-        x.d[j] = d - carry * 4294967296l;
-    }
-    x.flags = (uint)flags;
-    gm_exact_store(&x, n, out, (long)out_off + gm_keep_offset(m, k, 2) GM_CHK_A);
-}
+#undef GM_LIMB
 #endif  // K_SPREAD
 #endif
 

@@ -30,12 +30,14 @@
 #define GM_LB 1024      // values per block of the integer fast path
 #define GM_LSPAN 29     // exponent span whose block sum fits a long: 2^(24 + 29 + 10) = 2^63
 
-// Deposit elements [j, end) of one output (input offset base; one reduced dimension of stride st)
-// block by block: a block whose values are all finite and whose exponent fields (at least 1) lie
-// within GM_LSPAN of each other is summed exactly in a long, in units of its smallest value's
-// ulp (m << (e - e0) has at most 24 + 29 bits, 1024 of them fit 63), and that sum is deposited
-// as two 32-bit halves at the unit's place; any other block goes value by value (gm_exact_range:
-// flags, every exponent). Exact either way: the limbs are the same integers.
+// Deposit elements j, j + step, ... (below end) of one output (input offset base; one reduced
+// dimension of stride st) block by block, GM_LB of them a block: a block whose values are all finite
+// and whose exponent fields (at least 1) lie within GM_LSPAN of each other is summed exactly in a
+// long, in units of its smallest value's ulp (m << (e - e0) has at most 24 + 29 bits, 1024 of them
+// fit 63), and that sum is deposited as two 32-bit halves at the unit's place; any other block goes
+// value by value (gm_exact_strided: flags, every exponent). Exact either way: the limbs are the same
+// integers, whatever the step. The CPU shape walks a contiguous run (step 1); the GPU shape's groups
+// interleave (j = the work-item, step = the group's size: a warp's loads coalesced).
 #if GM_X_D
 #define GM_LDSPAN 63    // FLOAT64: exponent span of a block summed in 128 bits: 2^(53 + 63 + 10) < 2^127
 
@@ -53,7 +55,7 @@ GM_INLINE void gm_limbs_d_deposit128(gm_xacc_d* x, ulong hi, ulong lo, int s, in
     }
 }
 
-// FLOAT64 elements [j, end) of one output (one reduced dimension of stride st), block by block: a
+// FLOAT64 elements j, j + step, ... (below end) of one output (one reduced dimension of stride st), block by block: a
 // block whose values are all finite and whose exponent fields (at least 1) lie within GM_LDSPAN of
 // each other is summed exactly in two unsigned 128-bit integers (the positive and the negative
 // values' magnitudes, in units of the block's smallest ulp: m << (e - e0) has at most 53 + 63 bits,
@@ -61,13 +63,13 @@ GM_INLINE void gm_limbs_d_deposit128(gm_xacc_d* x, ulong hi, ulong lo, int s, in
 // value by value (gm_exact_range: flags, every exponent). The limbs are normalized every 2^16
 // blocks of either kind (a limb takes below 2^34 per summed block, below 2^43 per block value by value).
 GM_INLINE void gm_limbs_range_d(gm_xacc* x, __global const T* in, long base, __constant const gm_rmeta* m, long j,
-                                long end GM_CHK_P) {
+                                long end, long step GM_CHK_P) {
     const long st = m->red_in[0];
     long blocks = 0;
-    for (long b = j; b < end; b += GM_LB) {
-        const long e = min(end, b + GM_LB);
+    for (long b = j; b < end; b += GM_LB * step) {
+        const long e = min(end, b + GM_LB * step);
         uint hi = 0, lo = 0x7FFu;
-        for (long i = b; i < e; ++i) {
+        for (long i = b; i < e; i += step) {
             const ulong u = as_ulong(*GM_AT(GM_A_IN, const T, in, base + i * st, 1));
             const uint ef = (uint)(u >> 52) & 0x7FFu;
             hi = max(hi, ef);
@@ -76,12 +78,12 @@ GM_INLINE void gm_limbs_range_d(gm_xacc* x, __global const T* in, long base, __c
         lo = min(lo, max(hi, 1u));      // a block of zeros alone
         if ((++blocks & 0xFFFF) == 0) GM_XNORM(x);      // blocks of either kind
         if (hi == 0x7FFu || max(hi, 1u) - lo > GM_LDSPAN) {
-            gm_exact_range(x, in, base, m, b, e GM_CHK_A);
+            gm_exact_strided(x, in, base, m, b, e, step GM_CHK_A);
             continue;
         }
         ulong ph = 0, pl = 0, nh = 0, nl = 0;
         uint seen = 0;
-        for (long i = b; i < e; ++i) {
+        for (long i = b; i < e; i += step) {
             const ulong u = as_ulong(*GM_AT(GM_A_IN, const T, in, base + i * st, 1));
             const uint ef = (uint)(u >> 52) & 0x7FFu;
             const ulong f = u & 0xFFFFFFFFFFFFFul, mm = ef ? (f | 0x10000000000000ul) : f;
@@ -104,16 +106,16 @@ GM_INLINE void gm_limbs_range_d(gm_xacc* x, __global const T* in, long base, __c
 #endif
 
 GM_INLINE void gm_limbs_range(gm_xacc* x, __global const T* in, long base, __constant const gm_rmeta* m, long j,
-                              long end GM_CHK_P) {
+                              long end, long step GM_CHK_P) {
 #if RN == 1 && GM_X_D
-    gm_limbs_range_d(x, in, base, m, j, end GM_CHK_A);
+    gm_limbs_range_d(x, in, base, m, j, end, step GM_CHK_A);
 #elif RN == 1
     const long st = m->red_in[0];
     long blocks = 0;
-    for (long b = j; b < end; b += GM_LB) {
-        const long e = min(end, b + GM_LB);
+    for (long b = j; b < end; b += GM_LB * step) {
+        const long e = min(end, b + GM_LB * step);
         uint hi = 0, lo = GM_LEMAX;
-        for (long i = b; i < e; ++i) {
+        for (long i = b; i < e; i += step) {
             const uint u = GM_LBITS(GM_AT(GM_A_IN, const T, in, base + i * st, 1));
             const uint ef = (u >> GM_LMB) & GM_LEMAX;
             hi = max(hi, ef);
@@ -124,12 +126,12 @@ GM_INLINE void gm_limbs_range(gm_xacc* x, __global const T* in, long base, __con
         // limb value by value (1024 deposits below 2^32), below 2^33 summed: far from 2^63 between two
         if ((++blocks & 0xFFFF) == 0) GM_XNORM(x);
         if (hi == GM_LEMAX || max(hi, 1u) - lo > GM_LSPAN) {
-            gm_exact_range(x, in, base, m, b, e GM_CHK_A);
+            gm_exact_strided(x, in, base, m, b, e, step GM_CHK_A);
             continue;
         }
         long acc = 0;
         uint seen = 0;
-        for (long i = b; i < e; ++i) {
+        for (long i = b; i < e; i += step) {
             const uint u = GM_LBITS(GM_AT(GM_A_IN, const T, in, base + i * st, 1));
             const uint ef = (u >> GM_LMB) & GM_LEMAX, f = u & ((1u << GM_LMB) - 1u);
             const uint mm = ef ? (f | (1u << GM_LMB)) : f;
@@ -143,7 +145,7 @@ GM_INLINE void gm_limbs_range(gm_xacc* x, __global const T* in, long base, __con
         gm_xlimbs_deposit(x->d, GM_XK, (uint)(a >> 32), (int)lo - 1 + 32, acc < 0);
     }
 #else
-    gm_exact_range(x, in, base, m, j, end GM_CHK_A);
+    gm_exact_strided(x, in, base, m, j, end, step GM_CHK_A);
 #endif
 }
 

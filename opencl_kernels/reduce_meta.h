@@ -11,6 +11,9 @@
 #define GM_A_OUT 1
 #define GM_A_PART 2
 #define GM_A_FLAG 3
+// the spread redo's arrival counts (reduce_gpu.cl: gm_spread_redo; never in a wide sum, whose low word
+// is argument 4 too)
+#define GM_A_CNT 4
 // w elements of the input from element i (i counts from the input buffer's start)
 #define GM_IN1(i) LOAD1(GM_AT(GM_A_IN, const T, in, i, 1))
 #define GM_IN8(i) LOAD8(GM_AT(GM_A_IN, const T, in, i, 8))

@@ -177,6 +177,25 @@ def test_every_main_pass_load_is_coalesced(traced, klass, dtype):
 
 
 @needs_opencl
+def test_the_spread_redo_reads_its_input_coalesced(traced, monkeypatch):
+    """An open output of a long whole reduction, redone across the device (gm_spread_redo; here from
+    2^14 values, SPREAD_MIN_N lowered, so that the trace holds every load): its work-items read the
+    run's values interleaved, a warp's loads adjacent values, at >= 0.9 sector efficiency (before: a
+    contiguous share of the run per work-item, each lane's load a sector of its own, 0.125)."""
+    from gpu_mean.kernels import reduce_kernels
+    monkeypatch.setattr(reduce_kernels, "SPREAD_MIN_N", 1 << 14)
+    case = am.case_for("reduce", DataType.FLOAT32, (1 << 15,), (0,))
+    model = am.model_case(case, "centered", capacity=1 << 18, dev=traced, resources=False)
+    assert not am.overflowed(model)
+    assert [la.kernel for la in model["launches"]] == ["gm_reduce_row", "gm_reduce_finalize", "gm_spread_redo"]
+    redo = model["launches"][-1]
+    loads = [s for s in redo.sites if s["kind"] == "load" and s["arg_name"] == "input"]
+    assert loads, "the spread redo read no input: nothing was open"
+    low = [f"{s['where']}: worst {s['worst']:.3f} ({s['text']})" for s in loads if s["worst"] < am.MIN_EFFICIENCY]
+    assert not low, "; ".join(low)
+
+
+@needs_opencl
 def test_the_command(capsys, tmp_path):
     out = tmp_path / "m.json"
     rc = cli.main(["kernels", "--op", "mean", "--dtype", "f32", "--shape", "64,256", "--access",

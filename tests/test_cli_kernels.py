@@ -53,16 +53,16 @@ def test_cuda_without_a_gpu_prints_the_132_sm_plan(capsys, monkeypatch):
 
 
 def test_cuda_lists_the_spread_redo_of_a_long_whole_reduction(capsys, monkeypatch):
-    """A whole reduction of 2^26 values on 132 SMs: main pass, finalize pass, then the spread redo's
-    two kernels (reduce_kernels.spread_runs), in that order, with their grids."""
+    """A whole reduction of 2^26 values on 132 SMs: main pass, finalize pass, then the spread redo
+    (reduce_kernels.spread_runs), in that order, with their grids."""
     from gpu_mean import backends
     from gpu_mean.errors import UnsupportedError
     monkeypatch.setattr(backends, "find_backend", lambda k, i: (_ for _ in ()).throw(UnsupportedError("none")))
     rc, out, _ = run(capsys, "--device", "cuda", "--op", "reduce", "--dtype", "f32", "--shape", str(1 << 26))
     v = reduce_kernels.gpu_variant(reduce_plan((1 << 26,), (0,)), sms=132)
     names = [line.split()[0] for line in out.splitlines() if line.startswith("  gm_")]
-    assert rc == 0 and names == ["gm_reduce_row", "gm_reduce_finalize", "gm_spread_limbs", "gm_spread_round"]
-    assert f"gm_spread_limbs              grid {v.spread.grid} block {v.spread.local_size}" in out
+    assert rc == 0 and names == ["gm_reduce_row", "gm_reduce_finalize", "gm_spread_redo"]
+    assert f"gm_spread_redo               grid {v.spread.grid} block {v.spread.local_size}" in out
 
 
 def test_cuda_element_wise_mean_lists_both_kernels(capsys, monkeypatch):

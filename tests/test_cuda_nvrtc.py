@@ -255,10 +255,10 @@ def _float64_superaccumulator(macros: dict, kernel: str) -> bool:
     when an output is redone. Every kernel that may redo an output holds one (issue 40: the kernel
     that stores an output redoes it when the bound leaves it open, no exact pass of its own), and so
     do FLOAT64's exact partials kernel (gm_reduce_limbs), the rounding of their running totals, and
-    the spread redo's two kernels (gm_spread_limbs, gm_spread_round)."""
+    the spread redo (gm_spread_redo)."""
     return bool(macros.get("GM_X_D")) and kernel in ("gm_reduce_row", "gm_reduce_short", "gm_reduce_col",
                                                      "gm_reduce_general", "gm_reduce_finalize", "gm_reduce_limbs",
-                                                     "gm_limbs_round", "gm_spread_limbs", "gm_spread_round")
+                                                     "gm_limbs_round", "gm_spread_redo")
 
 
 def test_float64_superaccumulator_is_the_only_stack_user(rtc):

@@ -291,14 +291,15 @@ def test_integer_add_wraps_through_unsigned():
 
 # --- the argument tuples the CUDA programs pass, checked against the kernels' signatures ---------
 
-def signatures(checked: bool = False, wide: bool = False, exact: bool = False):
+def signatures(checked: bool = False, wide: bool = False, exact: bool = False, spread: bool = False):
     """{kernel name: [parameter types]} of every kernel CUDA compiles: the GPU-shaped kernels of the
     portable files (the CPU-shaped *_serial kernels are OpenCL's only). The input seam
     (GM_INPUT_PARAMS) is CUDA's by-value ``gm_inputs``, the metadata argument its struct; a checked
     build's kernels take the status buffer last (GM_CHK_P); ``wide``: the wide sum's two-word totals
     (reduce_meta.h's GM_WIDE_SUM), whose kernels take the low word's pointer and offset before it;
     ``exact``: the correctly rounded means (GM_EXACT), whose finalize pass takes the input too
-    (GM_FIN_IN: it redoes the outputs it leaves open)."""
+    (GM_FIN_IN: it redoes the outputs it leaves open); ``spread``: a split of few long outputs
+    (K_SPREAD), whose finalize pass zeroes the spread redo's arrival counts (GM_FIN_CNT)."""
     sigs = {}
     for fname in ("elementwise_gpu.cl", "reduce_gpu.cl"):
         for m in re.finditer(r"__kernel void (\w+)\(((?:[^()]|\([^()]*\))*)\)", assembled(fname)):
@@ -308,6 +309,7 @@ def signatures(checked: bool = False, wide: bool = False, exact: bool = False):
             lo = ", LO_T* gm_lo, ulong gm_lo_off" if wide and fname == "reduce_gpu.cl" else ""
             text = text.replace("GM_CHK_P", lo + (", long* gm_chk" if checked else ""))
             text = text.replace("GM_FIN_IN", ", T* in, ulong in_off" if exact else "")
+            text = text.replace("GM_FIN_CNT", ", int* cnt, ulong cnt_off" if spread else "")
             params = [" ".join(p.replace("restrict", "").replace("__global", "").replace("const ", "").split())
                       for p in re.split(r",(?![^()]*\))", text)]
             sigs[m.group(1)] = [re.sub(r"GM_META_ARG\((\w+), \w+\)", r"\1 meta", p).rsplit(" ", 1)[0]
@@ -321,8 +323,9 @@ _STRUCTS = {"gm_inputs": ("p",), "gm_dims": ("size", "magic", "shift", "stride")
             "gm_rmeta": ("keep_shape", "keep_in", "keep_out", "red_shape", "red_in", "depth")}
 
 
-def check_args(kernel: str, args, checked: bool = False, wide: bool = False, exact: bool = False):
-    sig = signatures(checked, wide, exact)[kernel]
+def check_args(kernel: str, args, checked: bool = False, wide: bool = False, exact: bool = False,
+               spread: bool = False):
+    sig = signatures(checked, wide, exact, spread)[kernel]
     assert len(args) == len(sig), f"{kernel}: {len(args)} arguments for {len(sig)} parameters"
     for i, (ctype, arg) in enumerate(zip(sig, args)):
         if ctype.endswith("*"):
@@ -361,7 +364,8 @@ def test_arguments_match_the_kernels_and_launch_on_the_backend_stream(name, plan
         prog.run([(Mem(4096), off)] * n_in, outputs_of(plan, Mem(8192), off), tmp)
     assert be.calls
     for kname, grid, block, args, stream in be.calls:
-        check_args(kname, args, wide=is_wide_sum(plan), exact=bool(prog.variant.macros.get("GM_EXACT")))
+        check_args(kname, args, wide=is_wide_sum(plan), exact=bool(prog.variant.macros.get("GM_EXACT")),
+                   spread=bool(getattr(prog.variant, "spread", None)))
         # no table in device memory: every argument is a pointer to a binding or a value (the
         # stride table that was uploaded on CuPy's current stream is gone)
         assert stream is be.stream
@@ -371,8 +375,8 @@ def test_arguments_match_the_kernels_and_launch_on_the_backend_stream(name, plan
         assert ("gm_reduce_finalize" in names) == (prog.variant.finalize is not None)
         # the correctly rounded means: no exact pass of its own (the kernels redo what they leave
         # open), so one launch, or two for a split reduction; a split of few long outputs spreads
-        # its open ones' redo over the device: two launches more, in this order
-        spread = ["gm_spread_limbs", "gm_spread_round"] if prog.variant.spread else []
+        # its open ones' redo over the device: a launch more
+        spread = ["gm_spread_redo"] if prog.variant.spread else []
         per_run = ["gm_reduce_main"] + (["gm_reduce_finalize"] if prog.variant.finalize else []) + spread
         assert "gm_reduce_exact" not in names
         assert [n if n in per_run else "gm_reduce_main" for n in names] == per_run * 2
@@ -389,11 +393,12 @@ def test_checked_programs_pass_the_status_buffer_and_read_it_after_every_launch(
     n_in = plan.n_inputs if isinstance(plan, planning.ElementwisePlan) else 1
     prog.run([(Mem(4096), 16)] * n_in, outputs_of(plan, Mem(8192), 32), tmp)
     kernels = [c[0] for c in be.calls]
-    # armed once; again before the spread redo's kernels, whose partials argument is their limbs
-    assert be.log == ["arm"] + [x for k in kernels for x in (["arm"] if k == "gm_spread_limbs" else [])
+    # armed once; again before the spread redo, whose partials argument is its limbs
+    assert be.log == ["arm"] + [x for k in kernels for x in (["arm"] if k == "gm_spread_redo" else [])
                                 + [f"read after {k}"]]
     for kname, _, _, args, _ in be.calls:
-        check_args(kname, args, checked=True, wide=is_wide_sum(plan), exact=bool(prog.variant.macros.get("GM_EXACT")))
+        check_args(kname, args, checked=True, wide=is_wide_sum(plan), exact=bool(prog.variant.macros.get("GM_EXACT")),
+                   spread=bool(getattr(prog.variant, "spread", None)))
         assert int(args[-1]) == 1 << 40     # the status buffer, last
     if isinstance(plan, planning.ElementwisePlan):    # buffer starts and element offsets apart
         ins = be.calls[0][3][-2].packed

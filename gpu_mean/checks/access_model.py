@@ -46,7 +46,8 @@ SM_REGISTERS = 65536
 REG_UNIT = 256                          # registers are given to a warp in units of 256
 H100_SMS = 132
 MIN_EFFICIENCY = 0.9                    # issue 40's target for every main-kernel load
-REDUCE_ARGS = {0: "input", 1: "output", 2: "partials", 3: "flags", 4: "low word"}
+# (argument 4: the wide sum's low word, or the spread redo's arrival counts: reduce_meta.h)
+REDUCE_ARGS = {0: "input", 1: "output", 2: "partials", 3: "flags", 4: "low word/counts"}
 
 _STORE_CALL = re.compile(r"\b(?:vstore\w*|\w*STORE\w*)\s*\(")
 # an access followed by an assignment (nested parentheses two deep)
@@ -169,10 +170,12 @@ def source_lines(filename: str, macros: dict) -> list[tuple[str, str]]:
 
 
 def access_kind(const: bool, text: str) -> str:
-    """load or store: a const pointer type is a load; else an assignment through the access or a
-    store macro on the site's line makes it a store."""
+    """load, store or atomic: a const pointer type is a load; an atomic built-in on the site's line
+    makes it an atomic; else an assignment through the access or a store macro makes it a store."""
     if const:
         return "load"
+    if "atomic_" in text:
+        return "atomic"
     return "store" if _STORE_CALL.search(text) or _ASSIGN.search(text) else "load"
 
 
@@ -250,7 +253,7 @@ class LaunchModel:
 def _role(kernel: str, family: str) -> str:
     if family != "reduce":
         return "element-wise"
-    if "exact" in kernel or "limbs" in kernel:
+    if "exact" in kernel or "limbs" in kernel or "spread" in kernel:
         return "exact pass"
     return "finalize" if "finalize" in kernel else "main"
 

@@ -59,8 +59,8 @@ def _variant(spec: str, plan):
         if v.finalize:
             launches.append((v.finalize, "the chunk partials of the split reduction"))
         if v.spread:
-            launches += [(v.spread, f"spread redo: the open outputs' limbs, {v.spread_runs} runs each"),
-                         (v.spread_round, "spread redo: the open outputs' runs added, rounded once")]
+            launches.append((v.spread, f"spread redo: the open outputs' {v.spread_runs} runs each, the last "
+                                       "one's group adds them and rounds once"))
         fname = v.file
     else:
         launches = [(v.vec, "every operand 16-byte aligned")] if v.vec else []

@@ -400,17 +400,16 @@ class ReduceProgram(Program):
     finalize pass of a split reduction. The correctly rounded means (GM_EXACT) have no exact pass of
     their own in either shape: the kernel that stores an output redoes it exactly when the bound test
     leaves it open (redo_open: the finalize pass is given the input too). A split of few long outputs
-    (reduce_kernels.spread_runs) leaves them to gm_spread_limbs and gm_spread_round instead, which
-    spread each open output's redo over the device."""
+    (reduce_kernels.spread_runs) leaves them to gm_spread_redo instead, which spreads each open
+    output's redo over the device."""
 
     def __init__(self, be: KernelBackend, plan: planning.ReducePlan):
         self.be, self.plan = be, plan
         v = self.variant = reduce_variant(be, plan)
         self.main = be.kernel(v.file, v.macros, v.main.kernel)
         self.fin = be.kernel(v.file, v.macros, v.finalize.kernel) if v.finalize else None
-        # the spread redo of a few long outputs (reduce_kernels.spread_runs): two launches after the finalize pass
-        self.spread = tuple(be.kernel(v.file, v.macros, ln.kernel) for ln in (v.spread, v.spread_round)) \
-            if v.spread else None
+        # the spread redo of a few long outputs (reduce_kernels.spread_runs): a launch after the finalize pass
+        self.spread = be.kernel(v.file, v.macros, v.spread.kernel) if v.spread else None
         self.meta = be.struct_arg(reduce_kernels.pack_meta(plan, v.depth))
         self.temporary_size = v.temporary_size
         self.itemsize = int(plan.dtype.element_size)
@@ -419,7 +418,9 @@ class ReduceProgram(Program):
         self.traffic = (plan.n_reduce * self.itemsize + self.out_itemsize) * plan.n_out
         # the wide sum's two-word totals: a second output, the low word (reduce_meta.h: GM_WIDE_SUM)
         self.wide = reduce_kernels.wide_sum(plan)
-        self.checked = _Checked(be, 5 if self.wide else 4) if be.checked else None
+        # the checked build's bounds: input, output, partials, flags, and the wide sum's low word or the
+        # spread redo's arrival counts (reduce_meta.h: GM_A_LO, GM_A_CNT)
+        self.checked = _Checked(be, 5 if self.wide or v.spread else 4) if be.checked else None
         self._last = None       # (bindings, main and finalize args, element offsets) of the last run
         self._slots = None      # run_bound's templates: (temporary, main args, finalize args, slots)
 
@@ -436,6 +437,8 @@ class ReduceProgram(Program):
             bounds = checked.reduce_bounds(self.plan, *offs[:4], v.partial_bytes // self.part_bytes, v.flag_bytes)
             if self.wide:
                 bounds.append(checked.low_word_bound(self.plan, offs[4]))
+            if spread is not None:
+                bounds.append(self._counts_bound(offs[6]))
             chk.status.arm(bounds)
         be.launch(self.main, main, v.main, self.traffic)
         if chk is not None:
@@ -446,13 +449,12 @@ class ReduceProgram(Program):
                 chk.status.check(v.finalize.kernel)
         if spread is not None:
             if chk is not None:     # the partials argument is the limbs now, in longs
-                limbs_off = offs[5]
-                chk.status.arm(checked.reduce_bounds(self.plan, *offs[:2], limbs_off, offs[3],
-                                                     v.spread_bytes // 8, v.flag_bytes))
-            for handle, args, launch in zip(self.spread, spread, (v.spread, v.spread_round)):
-                be.launch(handle, args, launch, 0)
-                if chk is not None:
-                    chk.status.check(launch.kernel)
+                chk.status.arm(checked.reduce_bounds(self.plan, *offs[:2], offs[5], offs[3],
+                                                     v.spread_limb_bytes // 8, v.flag_bytes)
+                               + [self._counts_bound(offs[6])])
+            be.launch(self.spread, spread, v.spread, 0)
+            if chk is not None:
+                chk.status.check(v.spread.kernel)
 
     def run_bound(self, inputs, outputs, temporary):
         """A launch over the caller's memory, which moves from call to call: the argument tuples are
@@ -470,7 +472,7 @@ class ReduceProgram(Program):
             self._last = None
             main, fin, spread, _ = self._arguments(inputs[0], outputs[0], temporary)
             slots = self._slots = (temp, list(main), list(fin) if fin is not None else None, v.finalize_slots,
-                                   [list(a) for a in spread] if spread is not None else None)
+                                   list(spread) if spread is not None else None)
         _, main, fin, fslots, spread = slots
         (ib, ioff), (ob, ooff) = inputs[0], outputs[0]
         ia, oa = be.buffer_arg(ib), be.buffer_arg(ob)
@@ -492,12 +494,11 @@ class ReduceProgram(Program):
                 fin[at_in] = None
             be.forget_args(self.fin)
         if spread is not None:
-            (lim, rnd), at_in, at_out = spread, v.SPREAD_SLOTS["in"], v.SPREAD_SLOTS["out"]
-            lim[at_in], lim[at_in + 1], rnd[at_out], rnd[at_out + 1] = ia, io, oa, oo
-            for handle, args, launch in zip(self.spread, (lim, rnd), (v.spread, v.spread_round)):
-                be.launch(handle, tuple(args), launch, 0)
-                be.forget_args(handle)
-            lim[at_in] = rnd[at_out] = None
+            at_in, at_out = v.SPREAD_SLOTS["in"], v.SPREAD_SLOTS["out"]
+            spread[at_in], spread[at_in + 1], spread[at_out], spread[at_out + 1] = ia, io, oa, oo
+            be.launch(self.spread, tuple(spread), v.spread, 0)
+            be.forget_args(self.spread)
+            spread[at_in] = spread[at_out] = None
         be.forget_args(self.main)
 
     def _arguments(self, binding_in, binding_out, temporary, binding_lo=None) -> tuple:
@@ -519,23 +520,28 @@ class ReduceProgram(Program):
         tail = self.checked.tail if self.checked is not None else ()
         main = v.main_args(inp, ioff, out, ooff, part, toff, flag, foff, self.meta, lo) + tail
         n_out, n = self.plan.n_out, self.plan.n_reduce
+        spread, limbs_off, cnt_off, cnt = None, 0, 0, ()
+        if v.spread:        # the limbs after the flags (a multiple of 16 bytes), in longs; then the counts, in ints
+            limbs_off, tbuf = (t_bytes + v.partial_bytes + v.flag_bytes) // 8, be.buffer_arg(tb)
+            cnt_off = limbs_off * 2 + v.spread_limb_bytes // 4
+            cnt = (tbuf, np.uint64(cnt_off))
+            spread = v.spread_args(inp, ioff, tbuf, limbs_off, flag, foff, out, ooff, cnt_off, self.meta, n) + tail
         fin = None
         if v.finalize:
-            fin = v.finalize_args(part, toff, out, ooff, flag, foff, self.meta, n_out, n, lo, inp, ioff) + tail
-        spread, limbs_off = None, 0
-        if v.spread:        # the limbs after the flags (a multiple of 16 bytes), in longs
-            limbs_off, tbuf = (t_bytes + v.partial_bytes + v.flag_bytes) // 8, be.buffer_arg(tb)
-            spread = (v.spread_args(inp, ioff, tbuf, limbs_off, flag, foff, self.meta, n_out, n) + tail,
-                      v.spread_round_args(tbuf, limbs_off, out, ooff, flag, foff, self.meta, n_out, n) + tail)
-        return main, fin, spread, (ioff, ooff, toff, foff, loff, limbs_off)
+            fin = v.finalize_args(part, toff, out, ooff, flag, foff, self.meta, n_out, n, lo, inp, ioff, cnt) + tail
+        return main, fin, spread, (ioff, ooff, toff, foff, loff, limbs_off, cnt_off)
+
+    def _counts_bound(self, cnt_off: int) -> checked.Bound:
+        """The spread redo's arrival counts (reduce_meta.h: GM_A_CNT), in ints."""
+        return checked.Bound("arrival counts", cnt_off, cnt_off + int(self.plan.n_out))
 
     # -- diagnostics (the profiler's; never called by run) ------------------------------------------
     @property
     def launches(self) -> int:
         """Kernels launched per execute: the main kernel and the finalize pass of a split reduction (the
         open outputs are redone inside them: no exact pass of its own), and for a split of few long
-        outputs the spread redo's two (reduce_kernels.spread_runs)."""
-        return 1 + (self.fin is not None) + 2 * (self.spread is not None)
+        outputs the spread redo (reduce_kernels.spread_runs)."""
+        return 1 + (self.fin is not None) + (self.spread is not None)
 
     @property
     def flag_region(self) -> tuple | None:
@@ -559,6 +565,6 @@ class ReduceProgram(Program):
 
     def forget_bindings(self):
         self._last = None
-        for h in (self.main, self.fin, *(self.spread or ())):
+        for h in (self.main, self.fin, self.spread):
             if h is not None:
                 self.be.forget_args(h)

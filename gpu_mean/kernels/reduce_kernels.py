@@ -301,11 +301,12 @@ class ReduceVariant:
     #                                 gm_redo_open; reduce_gpu_redo.h); the finalize pass also reads the input
     flag_bytes: int = 0             # bytes of flags after the partials (a byte, or a bit, per output)
     depth: int = 0                  # the bound on additions per value (pack_meta)
-    spread: Launch | None = None    # gm_spread_limbs, then spread_round (spread_runs), after the finalize pass
-    spread_round: Launch | None = None
+    spread: Launch | None = None    # gm_spread_redo (spread_runs), after the finalize pass
     spread_runs: int = 0
     spread_clen: int = 0
-    spread_bytes: int = 0           # their limbs, after the flags: runs x outputs x (K + 1) longs
+    spread_bytes: int = 0           # its limbs after the flags (runs x outputs x (K + 1) longs), then
+    #                                 the outputs' arrival counts (an int each; spread_counts)
+    n_out: int = 0                  # the plan's outputs (set for the spread redo: its arrival counts)
 
     @property
     def file(self) -> str:
@@ -318,18 +319,19 @@ class ReduceVariant:
         redo's limbs)."""
         return self.temporary_size - self.flag_bytes - self.spread_bytes
 
-    SPREAD_SLOTS = {"in": 0, "out": 2}      # gm_spread_limbs's input, gm_spread_round's output
+    SPREAD_SLOTS = {"in": 0, "out": 6}      # gm_spread_redo's input and output
 
-    def spread_args(self, inp, in_off, part, limbs_off, flag, flag_off, meta, n_out: int, n: int) -> tuple:
-        """gm_spread_limbs's arguments (``limbs_off`` in longs, ``flag_off`` in bytes)."""
-        u64, i64 = np.uint64, np.int64
-        return (inp, u64(in_off), part, u64(limbs_off), flag, u64(flag_off), meta, i64(n_out), u64(n),
-                i64(self.spread_runs), i64(self.spread_clen))
+    @property
+    def spread_limb_bytes(self) -> int:
+        """Bytes of the spread redo's limbs (after the flags; its arrival counts follow them)."""
+        return self.spread_bytes - spread_counts(self.n_out) if self.spread else 0
 
-    def spread_round_args(self, part, limbs_off, out, out_off, flag, flag_off, meta, n_out: int, n: int) -> tuple:
+    def spread_args(self, inp, in_off, part, limbs_off, flag, flag_off, out, out_off, cnt_off, meta, n: int) -> tuple:
+        """gm_spread_redo's arguments (``limbs_off`` in longs, ``flag_off`` in bytes, ``cnt_off`` in ints;
+        the limbs and the counts are in the temporary resource, ``part``)."""
         u64, i64 = np.uint64, np.int64
-        return (part, u64(limbs_off), out, u64(out_off), flag, u64(flag_off), meta, i64(n_out), u64(n),
-                i64(self.spread_runs))
+        return (inp, u64(in_off), part, u64(limbs_off), flag, u64(flag_off), out, u64(out_off), part, u64(cnt_off),
+                meta, i64(self.n_out), u64(n), i64(self.spread_runs), i64(self.spread_clen))
 
     def main_args(self, inp, in_off, out, out_off, part, part_off, flag, flag_off, meta, lo: tuple = ()) -> tuple:
         """The main kernel's arguments: buffers (whatever the backend passes for them) and element offsets;
@@ -347,12 +349,13 @@ class ReduceVariant:
         return {"out": 4, "in": 10} if self.redo_open else {"out": 4}
 
     def finalize_args(self, part, part_off, out, out_off, flag, flag_off, meta, n_out: int, n: int,
-                      lo: tuple = (), inp=None, in_off: int = 0) -> tuple:
-        """``inp``, ``in_off``: the input (redo_open: the outputs the pass leaves open are summed again)."""
+                      lo: tuple = (), inp=None, in_off: int = 0, cnt: tuple = ()) -> tuple:
+        """``inp``, ``in_off``: the input (redo_open: the outputs the pass leaves open are summed again);
+        ``cnt``: the spread redo's arrival counts (their buffer and offset in ints), which the pass zeroes."""
         u64 = np.uint64
         own = (inp, u64(in_off)) if self.redo_open else ()
         return (part, u64(part_off), np.int64(self.n_chunks), np.int64(n_out), out, u64(out_off), flag,
-                u64(flag_off), meta, u64(n)) + own + lo
+                u64(flag_off), meta, u64(n)) + own + lo + cnt
 
 
 
@@ -376,7 +379,7 @@ def _main_flags(kernel: str, split: bool, spread: bool = False) -> dict:
 
 
 # The open outputs of a split GM_EXACT reduction of at most SPREAD_MAX_OUT outputs and at least
-# SPREAD_MIN_N values each are redone across the device (reduce_gpu.cl: gm_spread_limbs, gm_spread_round)
+# SPREAD_MIN_N values each are redone across the device (reduce_gpu.cl: gm_spread_redo)
 # instead of by the one work-group that finalized each: an open output of 2^26 values (centered R1)
 # was one SM's work, 280 ms on the H200 (docs/design.md, "Known limits", before)
 SPREAD_MAX_OUT = 64
@@ -463,15 +466,19 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
         fin_depth = _cdiv(g.n_chunks, fin_block[0] // fin_w) + 12
     # no exact pass: the kernel that stores an output redoes it when the bound leaves it open
     # (reduce_gpu_redo.h), the finalize pass from the input it is given too (redo_open); but the
-    # spread plans' finalize pass leaves its open outputs to gm_spread_limbs and gm_spread_round
+    # spread plans' finalize pass leaves its open outputs to gm_spread_redo
     v = _exact_variant(plan, m, main, tail, fin, g.n_chunks, ab, False, per_chunk + fin_depth)
     if not runs:
         return v
-    limbs = runs * plan.n_out * (LIMB_COUNT[plan.dtype] + 1) * 8
+    limbs = runs * plan.n_out * (LIMB_COUNT[plan.dtype] + 1) * 8 + spread_counts(plan.n_out)
     groups, wg = max(1, min(runs * plan.n_out, sms * 8, gpu_geometry.MAX_X)), m["EX_WG"]
     return replace(v, temporary_size=v.temporary_size + limbs, spread_bytes=limbs, spread_runs=runs,
-                   spread_clen=clen, spread=Launch("gm_spread_limbs", (groups * wg,), (wg,)),
-                   spread_round=combine_launch("gm_spread_round", plan.n_out, False))
+                   spread_clen=clen, n_out=plan.n_out, spread=Launch("gm_spread_redo", (groups * wg,), (wg,)))
+
+
+def spread_counts(n_out: int) -> int:
+    """Bytes of the spread redo's arrival counts: an int per output, in 16-byte steps."""
+    return _round_up(4 * n_out, 16)
 
 
 # the row kernel's 16-byte loads (reduce_gpu.cl: gm_run_sum): per type, the storage of an element in the
