@@ -190,6 +190,14 @@ class Case:
         """The part of ``traffic`` that is read: each input's distinct elements once."""
         return sum(_distinct_bytes(t) for t in self.desc().input_tensors())
 
+    @property
+    def read_streams(self) -> int:
+        """Inputs read as streams of the largest input's size (a mean of k full-size inputs reads k
+        streams side by side; a broadcast input's few bytes are no stream of their own): the traffic
+        kernel reads its bytes in as many (readbw.traffic_kernel)."""
+        sizes = [_distinct_bytes(t) for t in self.desc().input_tensors()]
+        return max(1, sum(1 for b in sizes if b == max(sizes)))
+
     def to_json(self) -> dict:
         return {"name": self.name, "class": self.shape_class, "operator": self.operator, "op": self.op,
                 "dtype": self.dtype.name,

@@ -335,7 +335,7 @@ def profile(dev, case_list: list[Case], repeat: int, peers: bool, log=print, dat
         if traffic not in limits:
             limits[traffic] = readbw.read_kernel(dev, traffic)
         read_fn, read_bytes = limits[traffic]
-        moved = (case.read_traffic, traffic - case.read_traffic)
+        moved = (case.read_traffic, traffic - case.read_traffic, case.read_streams)
         if moved not in limits:
             limits[moved] = readbw.traffic_kernel(dev, *moved)
         traffic_fn, traffic_bytes = limits[moved]
