@@ -449,7 +449,7 @@ GM_INLINE int gm_fin_store(gm_acc s, uint e, ulong n, __global OUT_T* out, ulong
 #else
 #define GM_FIN_CNT
 #define GM_STORE_CNT0(k)
-#endif
+#endif  // K_SPREAD
 #if K_FIN
 __kernel void gm_reduce_finalize(__global const gm_acc* restrict part, ulong part_off, long n_chunks, long n_out,
                                  __global OUT_T* restrict out, ulong out_off, __global uchar* restrict flag,
