@@ -25,21 +25,26 @@ from __future__ import annotations
 import numpy as np
 
 OPENCL_SOURCE = r"""
-__kernel void read_chunks(__global const uint16 *x, const ulong n, const ulong chunk, __global uint *out) {
+__kernel void read_chunks(__global const uint16 *x, const ulong n, const ulong chunk, __global uint *out,
+                          const ulong s) {
+    /* x is s streams of n vectors: work-item g reads its chunk of each, side by side */
     const ulong g = get_global_id(0);
     const ulong lo = g * chunk, hi = min(lo + chunk, n);
     uint16 acc = (uint16)(0);
     for (ulong i = lo; i < hi; ++i) {
+        for (ulong k = 0; k < s; ++k) {
 #ifdef __clang__
-        __builtin_prefetch((__global const char*)(x + i) + 2048);   /* as the library's CPU kernels */
+            __builtin_prefetch((__global const char*)(x + i + k * n) + 2048);   /* as the library's CPU kernels */
 #endif
-        acc ^= x[i];
+            acc ^= x[i + k * n];
+        }
     }
     uint8 a8 = acc.lo ^ acc.hi; uint4 a4 = a8.lo ^ a8.hi; uint2 a2 = a4.lo ^ a4.hi;
     const uint r = a2.x ^ a2.y;
     if (r == 0x9e3779b9u) out[0] = r;       /* almost never true: keeps every load */
 }
-__kernel void read_strided(__global const uint4 *x, const ulong n, const ulong unused, __global uint *out) {
+__kernel void read_strided(__global const uint4 *x, const ulong n, const ulong unused, __global uint *out,
+                           const ulong s) {
     const ulong stride = get_global_size(0);
     uint4 acc = (uint4)(0);
     for (ulong i = get_global_id(0); i < n; i += stride) acc ^= x[i];
@@ -133,6 +138,18 @@ extern "C" __global__ void traffic_strided(const uint4 *__restrict__ x, unsigned
 
 _programs: dict = {}
 
+# streams a CPU read or traffic kernel's work-item reads side by side, at least: a core keeps more
+# lines in flight over several (PoCL, 2-core CI VM, 128 MiB, 15 interleaved rounds, median GB/s: one
+# stream 15.5-16.6, two 17.7-18.6, three 21.0-21.7, four 20.1-21.7, eight 19.3-20.6), and a limit is
+# the fastest way to move the bytes; more where a case has more full-size inputs (Case.read_streams)
+CPU_MIN_STREAMS = 4
+
+# work-items per core of the CPU read and traffic kernels, as the library's CPU-shaped reductions cut
+# their work (opencl_geometry.reduce_geometry: about 16 a core): with 4 a core, a core slowed by a
+# neighbour on a shared machine left its last chunks to run alone, and the FLOAT16 reductions read
+# their bytes 5-13 % faster than the limit did (docs/results/2026-11-29-s24-profile-limit.md)
+CPU_ITEMS_PER_CORE = 16
+
 
 def _filled(dev, nbytes: int):
     """A buffer of the device's own allocator with every page written (an untouched page of a
@@ -171,30 +188,31 @@ def _opencl(dev, nbytes):
     cl_dev = ctx.devices[0]
     on_cpu = bool(cl_dev.type & cl.device_type.CPU)
     vec = 64 if on_cpu else 16
-    n = max(1, nbytes // vec)
-    buf = _filled(dev, n * vec)         # the backend's allocator: host-backed huge pages where it uses them
+    s = CPU_MIN_STREAMS if on_cpu else 1
+    n = max(1, nbytes // (vec * s))     # vectors a stream
+    buf = _filled(dev, n * s * vec)     # the backend's allocator: host-backed huge pages where it uses them
     out = dev.create_buffer(16)
     prog = _programs.get(ctx)
     if prog is None:
         prog = _programs[ctx] = build_program(cl, ctx, cl_dev, OPENCL_SOURCE, BUILD_OPTIONS, "read bandwidth")
     if on_cpu:
-        items = cl_dev.max_compute_units * 4
+        items = cl_dev.max_compute_units * CPU_ITEMS_PER_CORE
         chunk = -(-n // items)
         # a work-group per chunk, so that every core streams
         kernel, gsize, lsize = cl.Kernel(prog, "read_chunks"), (-(-n // chunk),), (1,)
     else:
         kernel, gsize, chunk = cl.Kernel(prog, "read_strided"), (min(-(-n // 4), cl_dev.max_compute_units * 2048),), 0
         lsize = None
-    kernel.set_args(buf.native, np.uint64(n), np.uint64(chunk), out.native)
+    kernel.set_args(buf.native, np.uint64(n), np.uint64(chunk), out.native, np.uint64(s))
 
     enqueue = dev.backend.enqueue   # the backend's own launch: synchronize() then waits for it exactly
     # as for the library's kernels (a short poll after small work, else clFinish)
 
     def go():
-        enqueue(kernel, gsize, lsize, n * vec)
+        enqueue(kernel, gsize, lsize, n * s * vec)
         dev.synchronize()
     go.keep = (buf, out)
-    return go, n * vec
+    return go, n * s * vec
 
 
 def _cuda(dev, nbytes):
@@ -268,7 +286,7 @@ def _opencl_traffic(dev, read_bytes, write_bytes, streams=1):
     cl_dev = ctx.devices[0]
     on_cpu = bool(cl_dev.type & cl.device_type.CPU)
     vec = 64 if on_cpu else 16
-    s = max(1, int(streams))
+    s = max(CPU_MIN_STREAMS, int(streams)) if on_cpu else 1
     n, m = max(1, read_bytes // (vec * s)), max(1, write_bytes // vec)     # n vectors a stream
     buf, wbuf, out = _filled(dev, n * s * vec), _filled(dev, m * vec), dev.create_buffer(16)
     key = ("traffic", ctx)
@@ -276,7 +294,7 @@ def _opencl_traffic(dev, read_bytes, write_bytes, streams=1):
     if prog is None:
         prog = _programs[key] = build_program(cl, ctx, cl_dev, OPENCL_TRAFFIC_SOURCE, BUILD_OPTIONS, "traffic")
     if on_cpu:
-        items = cl_dev.max_compute_units * 4
+        items = cl_dev.max_compute_units * CPU_ITEMS_PER_CORE
         chunk = -(-n // items)
         groups = -(-n // chunk)
         wchunk = -(-m // groups)
