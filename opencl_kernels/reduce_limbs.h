@@ -60,7 +60,7 @@ GM_INLINE void gm_limbs_d_deposit128(gm_xacc_d* x, ulong hi, ulong lo, int s, in
 // each other is summed exactly in two unsigned 128-bit integers (the positive and the negative
 // values' magnitudes, in units of the block's smallest ulp: m << (e - e0) has at most 53 + 63 bits,
 // 1024 of them stay below 2^126), each deposited once (gm_limbs_d_deposit128); any other block goes
-// value by value (gm_exact_range: flags, every exponent). The limbs are normalized every 2^16
+// value by value (gm_exact_strided: flags, every exponent). The limbs are normalized every 2^16
 // blocks of either kind (a limb takes below 2^34 per summed block, below 2^43 per block value by value).
 GM_INLINE void gm_limbs_range_d(gm_xacc* x, __global const T* in, long base, __constant const gm_rmeta* m, long j,
                                 long end, long step GM_CHK_P) {

@@ -147,6 +147,34 @@ def test_open_outputs_of_few_long_sums_are_redone_across_the_device(device, shap
         assert launches == 3 and (opened == want_open if device.info.fp64 else opened >= min(want_open, 1))
 
 
+@pytest.mark.parametrize("tname", ["float32", "bfloat16"])
+def test_a_device_without_device_wide_fences_redoes_in_the_finalize_pass(device, tname, monkeypatch):
+    """The spread redo's last-arriving group reads what the other groups wrote after a fence, which
+    must order global memory for the whole device: CUDA's __threadfence does, OpenCL 1.2's mem_fence
+    on a GPU only within the work-group (KernelBackend.device_fence). Without it the plan keeps the
+    open outputs in the finalize pass (two launches), and the mean is the oracle's bits: cancelling
+    values and one 2^-100, every output open (SPREAD_MIN_N lowered as above)."""
+    gpu_shaped(device)
+    be = device.backend
+    assert be.device_fence == (device.info.backend == "cuda" or device.info.device_type == "CPU")
+    monkeypatch.setattr(reduce_kernels, "SPREAD_MIN_N", 1 << 14)
+    npdt, dt = TYPES[tname]
+    n = 1 << 15
+    y = np.random.default_rng(41).standard_normal(n // 2).astype(npdt).astype(np.float64)
+    x = np.concatenate([y, -y])
+    x[0], x[n // 2] = 2.0 ** -100, 0.0
+    x = x.astype(npdt)
+    monkeypatch.setattr(be, "device_fence", False, raising=False)
+    plan_v = reduce_kernels.gpu_variant(_plan(dt, (n,), (0,)), sms=be.gpu_sms, fp64=be.fp64, spread=False)
+    assert plan_v.spread is None and plan_v.macros["K_SPREAD"] == 0
+    cop, _, _ = reduce_op(device, dt, (n,), (0,))
+    if cop.program.variant.spread is not None:      # an earlier test's program of the same plan, cached
+        pytest.skip("the device's program cache holds this plan's spread variant")
+    got, launches, opened = run_counted(device, dt, x, (0,))
+    assert launches == 2 and (opened == 1 or not device.info.fp64)
+    assert got.astype(np.float64).item() == 2.0 ** -100 / n
+
+
 @pytest.mark.parametrize("kind", ["normal", "uniform", "ones", "centered"])
 @pytest.mark.parametrize("n", [2, 5, 8, 16, 32])
 @pytest.mark.parametrize("tname", ["float32", "bfloat16"])

@@ -71,6 +71,12 @@ MUTANTS = (
            ("tests/test_access_model.py::test_the_spread_redo_reads_its_input_coalesced",),
            "opencl:0-gpupaths", "each work-item of the spread redo reads a contiguous share of the run (session "
            "23's form): a warp's load touches 32 sectors"),
+    Mutant("spread-without-device-fences", "gpu_mean/kernels/reduce_kernels.py",
+           "spread_runs(plan, g.n_chunks, sms) if spread and exact_mean(plan, fp64)",
+           "spread_runs(plan, g.n_chunks, sms) if exact_mean(plan, fp64)",
+           ("tests/test_gpu_shape.py::test_a_device_without_device_wide_fences_redoes_in_the_finalize_pass",),
+           "opencl:0-gpupaths", "an OpenCL GPU, whose mem_fence has work-group scope, takes the spread redo: "
+           "its last group may read stale limbs"),
     Mutant("limit-spreads-ignored", "gpu_mean/checks/profiler.py",
            "    return fraction > 1.0 + spread + limit_spread",
            "    return fraction > 1.0",

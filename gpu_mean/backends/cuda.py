@@ -421,6 +421,8 @@ class CudaBackend(KernelBackend):
     def gpu_sms(self) -> int:
         return self.sms
 
+    device_fence = True     # mem_fence is __threadfence (cuda_kernels/dialect.h): device scope
+
     def kernel(self, filename: str, macros: dict, name: str):
         return self.function(filename, macros, name)
 

@@ -233,6 +233,11 @@ class OpenCLBackend(KernelBackend):
         self.checked = checked
         self.is_cpu = bool(device.type & cl.device_type.CPU) and not gpu_paths
         self.cpu_shaped = self.is_cpu       # the serial kernels (programs.KernelBackend)
+        # OpenCL 1.2's mem_fence orders a work-item's own accesses only; GPU implementations give it
+        # work-group scope (ROCm: memory_scope_work_group; libclc on NVPTX: membar.cta), so another
+        # group may read stale data after it. A CPU device's groups are threads of one coherent host
+        # (x86: ordered stores, the atomic a locked instruction): the spread redo runs there only
+        self.device_fence = bool(device.type & cl.device_type.CPU)
         self.host_backed = self.is_cpu and bool(device.host_unified_memory)
         self.compute_units = device.max_compute_units
         # enforced on every buffer, those over host memory (USE_HOST_PTR) included (PoCL 3.1, checked)

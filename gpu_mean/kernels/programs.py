@@ -40,10 +40,13 @@ class KernelBackend(Backend):
 
     And the attributes the variant builders read: ``api``, ``cpu_shaped`` (the serial kernels of an
     OpenCL CPU device), ``gpu_sms`` (the width of the GPU geometry), ``fp64``, ``max_param_bytes``,
-    ``tuning``, ``compute_units``, ``checked``."""
+    ``tuning``, ``compute_units``, ``checked``, ``device_fence`` (a fence orders a work-item's global
+    stores for every work-group of the device: the spread redo's last-arriving group needs it;
+    reduce_kernels.gpu_variant)."""
 
     api = ""
     cpu_shaped = False
+    device_fence = False
     fp64 = True
     checked = False
     max_param_bytes = 4096
@@ -293,7 +296,7 @@ def reduce_variant(be: KernelBackend, plan: planning.ReducePlan) -> reduce_kerne
     if be.cpu_shaped:
         return reduce_kernels.cpu_variant(plan, compute_units=be.compute_units, fp64=be.fp64, tuning=be.tuning,
                                           checked=be.checked)
-    return reduce_kernels.gpu_variant(plan, sms=be.gpu_sms, fp64=be.fp64, checked=be.checked)
+    return reduce_kernels.gpu_variant(plan, sms=be.gpu_sms, fp64=be.fp64, checked=be.checked, spread=be.device_fence)
 
 
 def elementwise_variant(be: KernelBackend, plan: planning.ElementwisePlan) -> elementwise_kernels.ElementwiseVariant:

@@ -398,9 +398,12 @@ def spread_runs(plan: planning.ReducePlan, n_chunks: int, sms: int) -> tuple:
     return _cdiv(n, clen), clen
 
 
-def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, checked: bool = False) -> ReduceVariant:
+def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, checked: bool = False,
+                spread: bool = True) -> ReduceVariant:
     """The GPU-shaped kernels with the shared geometry (gpu_geometry.reduce_geometry); ``checked``:
-    the bounds-checked build (gpu_mean/kernels/checked.py)."""
+    the bounds-checked build (gpu_mean/kernels/checked.py); ``spread``: the device's fences order
+    global memory for every work-group (KernelBackend.device_fence), so that the spread redo may be
+    used (spread_runs; else the finalize pass redoes its open outputs itself)."""
     g = gpu_geometry.reduce_geometry(plan, sms=sms)
     fin_grid, fin_block = g.finalize_geometry(plan.n_out)
     split = g.n_chunks > 1
@@ -412,7 +415,7 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
               "ROW_MULTI": int(g.row_multi), "COL_Y": g.block[1] if g.kernel == "col" else 8, "COL_W": g.col_w,
               "FIN_WG": fin_block[0] if g.n_chunks > 1 else 32, "SHORT_LPR": g.lanes,
               "FIN_LANES": int(fin_lanes), "FIN_W": fin_w})
-    runs, clen = spread_runs(plan, g.n_chunks, sms) if exact_mean(plan, fp64) else (0, 0)
+    runs, clen = spread_runs(plan, g.n_chunks, sms) if spread and exact_mean(plan, fp64) else (0, 0)
     m.update(_main_flags(g.kernel, split, runs > 0))
     if g.kernel == "short":
         m.update({"SHORT_U": gpu_geometry.SHORT_U, "GM_SPAN": short_span(plan, fp64)})
