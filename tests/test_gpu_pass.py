@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-STEPS = ["tests", "conf-quick", "conf-full", "sanitizer", "profile", "centered", "sweep", "ncu", "front-door", "ddp"]
+STEPS = ["tests", "conf-quick", "conf-full", "sanitizer", "profile", "centered", "sweep", "ncu", "front-door", "ddp",
+         "opencl", "opencl-profile"]
 
 
 @pytest.mark.skipif(shutil.which("timeout") is None, reason="coreutils' timeout is not installed")
@@ -37,7 +38,8 @@ def test_the_dry_run_passes_end_to_end(tmp_path):
         assert re.search(r"\| 0 \| \d+$", rows[name]), (name, rows[name])
         assert (out / f"{name}.log").exists()
     assert rows["sanitizer"].startswith("skipped: device cpu") and rows["ncu"].startswith("skipped: device cpu")
-    assert rows["ddp"].startswith("skipped: not in GPU_PASS_STEPS")       # an extra step: run when named
+    for extra in ("ddp", "opencl", "opencl-profile"):     # the extra steps: run when named
+        assert rows[extra].startswith("skipped: not in GPU_PASS_STEPS"), (extra, rows[extra])
     assert "GPU_MEAN_TEST_DEVICES=cpu " in rows["tests"]
     assert re.search(r"^Overall: PASS in \d+ s$", summary, re.M)
     # the profiles say their data; peers not installed are left out, not refused
@@ -76,3 +78,30 @@ def test_with_out_set_the_outputs_come_back_as_one_archive(tmp_path):
     assert "gpu-pass/SUMMARY.md" in names and "gpu-pass/front-door.log" in names, names
     assert "gpu-pass/ddp.json" in names, names          # an extra step, named: it runs
     assert re.search(r"^\| tests \| skipped: not in GPU_PASS_STEPS", (out / "SUMMARY.md").read_text(), re.M)
+
+
+@pytest.mark.skipif(shutil.which("timeout") is None, reason="coreutils' timeout is not installed")
+def test_the_opencl_steps_run_the_suite_and_the_profile_on_an_opencl_device(tmp_path):
+    """Named, the extra steps find an OpenCL device (on a GPU machine an OpenCL GPU beside CUDA; the
+    dry run takes PoCL) and run tests and a profile there, or say why not (no pyopencl, no device)."""
+    import gpu_mean as gm
+    out = tmp_path / "pass"
+    env = {**os.environ, "GPU_PASS_DEVICE": "cpu", "PYTHON": sys.executable, "GPU_PASS_WORKERS": "0",
+           "GPU_PASS_STEPS": "opencl,opencl-profile", "GPU_PASS_CL_TESTS": "tests/test_reduce.py -x -k float32",
+           "GPU_PASS_MB": "1", "GPU_PASS_REPEAT": "2", "GPU_PASS_DTYPES": "f32", "GPU_PASS_PROFILE_ARGS": "--op reduce",
+           "GPU_MEAN_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("GPU_MEAN_TEST_DEVICES", None)
+    r = subprocess.run(["bash", str(ROOT / "tools" / "gpu_pass.sh"), str(out)], env=env, capture_output=True,
+                       text=True, timeout=300, cwd=ROOT)
+    summary = (out / "SUMMARY.md").read_text()
+    assert r.returncode == 0, summary + r.stderr[-2000:]
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| ([a-z-]+) \| (.*) \|$", summary, re.M)
+            if m.group(1) != "step"}
+    if not any(d.backend == "opencl" for d in gm.list_devices()):
+        assert rows["opencl"].startswith("skipped: no OpenCL device"), rows["opencl"]
+        return
+    assert "GPU_MEAN_TEST_DEVICES=opencl:" in rows["opencl"] and re.search(r"\| 0 \| \d+$", rows["opencl"])
+    assert re.search(r"\| 0 \| \d+$", rows["opencl-profile"]), rows["opencl-profile"]
+    assert " passed" in (out / "opencl.log").read_text()
+    assert "profile: opencl:" in (out / "opencl-profile.log").read_text()
+    assert (out / "opencl-profile.json").stat().st_size > 0

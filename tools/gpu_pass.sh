@@ -14,8 +14,13 @@
 #     ncu          Nsight Compute on the slow reductions (when ncu is on the PATH)
 #     front-door   host time per small functional call on CuPy and PyTorch arrays against cupy.mean and
 #                  torch.mean (tools/bench.py front_door; the dry run times the stand-in for CuPy)
-#   and only when GPU_PASS_STEPS names it (its cold NVRTC build, about 45 s, does not fit the 10 minutes):
-#     ddp          gpu_mean.dask's chunk step on CuPy chunks against cupy.sum (tools/bench.py ddp)
+#   and only when GPU_PASS_STEPS names them (they do not fit the 10 minutes: a second call):
+#     ddp          gpu_mean.dask's chunk step on CuPy chunks against cupy.sum (its cold NVRTC build, about 45 s)
+#     opencl       the OpenCL backend on the same GPU (NVIDIA's driver ships an OpenCL platform): the
+#                  suite on opencl:N (GPU_PASS_CL_TESTS, default the rounding, GPU-shape and interop
+#                  tests), where pyopencl imports or installs from GPU_PASS_WHEELS (a folder of wheels,
+#                  no network needed); the dry run takes PoCL, the CPU device it has
+#     opencl-profile  every shape class there on normal data (the first OpenCL GPU the project meets)
 # Usage: bash tools/gpu_pass.sh [OUTDIR]
 #   OUTDIR default: docs/results/<UTC date>-<GPU name> (ready to commit); the dry run
 #   (GPU_PASS_DEVICE=cpu) writes to out/gpu-pass-<date>-cpu instead. With $OUT set (the device tool's
@@ -116,7 +121,7 @@ want() {   # want NAME: whether GPU_PASS_STEPS (default: every step but the extr
   if [ -z "${GPU_PASS_STEPS:-}" ]; then [[ " $EXTRA_STEPS " != *" $1 "* ]]
   else [[ ",$GPU_PASS_STEPS," == *",$1,"* ]]; fi
 }
-EXTRA_STEPS="ddp"     # run only when named
+EXTRA_STEPS="ddp opencl opencl-profile"     # run only when named
 
 skip() {   # skip N NAME WHY
   row "$1" "$2" 0 "skipped: $3 | - | 0"
@@ -196,6 +201,34 @@ step 9 front-door 20 $PY tools/bench.py front_door --devices "$FRONT" --before n
 
 if [ "$DEV" = cuda ]; then DDP=(--device cuda --mb 256); else DDP=(--device opencl --mb 4); fi
 step 10 ddp 90 $PY tools/bench.py ddp "${DDP[@]}" --before none --repeat 5 --json "$OUTDIR/ddp.json"
+
+# --- the OpenCL backend on the same GPU (extra steps) ----------------------------------------------
+CLDEV=
+if want opencl || want opencl-profile; then
+  if ! $PY -c 'import pyopencl' 2>/dev/null && [ -n "${GPU_PASS_WHEELS:-}" ]; then
+    echo "== pyopencl from $GPU_PASS_WHEELS" >> "$OUTDIR/steps.log"
+    $PY -m pip install --quiet --no-index --find-links "$GPU_PASS_WHEELS" pyopencl >> "$OUTDIR/steps.log" 2>&1
+  fi
+  # an OpenCL GPU beside CUDA; the dry run takes any OpenCL device (PoCL here)
+  CLDEV=$($PY - "$DEV" 2>> "$OUTDIR/steps.log" <<'EOF'
+import sys
+import gpu_mean as gm
+gpu = sys.argv[1] == "cuda"
+print(next((f"opencl:{d.index}" for d in gm.list_devices() if d.backend == "opencl" and not d.unavailable
+            and (d.device_type == "GPU" or not gpu)), ""))
+EOF
+  )
+fi
+CLWHY="no OpenCL $([ "$DEV" = cuda ] && echo 'GPU ')device ($($PY -c 'import pyopencl' 2>/dev/null && echo 'pyopencl found none' || echo 'pyopencl absent; GPU_PASS_WHEELS may hold its wheel'))"
+read -r -a CL_TESTS <<< "${GPU_PASS_CL_TESTS:-tests/test_correct_rounding.py tests/test_gpu_shape.py tests/test_interop.py}"
+if [ -n "$CLDEV" ] || ! want opencl; then
+  step 11 opencl 240 env GPU_MEAN_TEST_DEVICES="$CLDEV" $PY -m pytest -q -rfEs -p no:cacheprovider "${PAR[@]}" \
+    "${CL_TESTS[@]}"
+else skip 11 opencl "$CLWHY"; fi
+if [ -n "$CLDEV" ] || ! want opencl-profile; then
+  step 12 opencl-profile "${GPU_PASS_PROFILE_LIMIT:-120}" $GM profile --device "$CLDEV" --data normal \
+    --size-mb "$MB" --repeat "$REPEAT" "${DTYPES[@]}" "${PROF_ARGS[@]}" --json "$OUTDIR/opencl-profile.json"
+else skip 12 opencl-profile "$CLWHY"; fi
 
 RUN=$(cat "$OUTDIR"/.rows/*.rc | wc -l)
 BAD=$(grep -vcx 0 "$OUTDIR"/.rows/*.rc /dev/null | awk -F: '{s += $2} END {print s + 0}')
