@@ -21,6 +21,10 @@
 #                  tests), where pyopencl imports or installs from GPU_PASS_WHEELS (a folder of wheels,
 #                  no network needed); the dry run takes PoCL, the CPU device it has
 #     opencl-profile  every shape class there on normal data (the first OpenCL GPU the project meets)
+#   The GPU machine has no pyopencl and no network: fetch its wheels here for its Python, e.g.
+#     python -m pip download pyopencl --python-version 3.12 --only-binary=:all: \
+#       --platform manylinux_2_28_x86_64 -d wheels        (about 1 MB without numpy's wheel, 17 MB with it)
+#   and carry wheels/ (ignored by git) with GPU_PASS_WHEELS=wheels.
 # Usage: bash tools/gpu_pass.sh [OUTDIR]
 #   OUTDIR default: docs/results/<UTC date>-<GPU name> (ready to commit); the dry run
 #   (GPU_PASS_DEVICE=cpu) writes to out/gpu-pass-<date>-cpu instead. With $OUT set (the device tool's
