@@ -19,6 +19,18 @@ STEPS = ["tests", "conf-quick", "conf-full", "sanitizer", "profile", "centered",
          "opencl", "opencl-profile"]
 
 
+def dry_run(env: dict, out: Path) -> tuple:
+    """Run the script into ``out`` (no test device set for it), assert it exits 0, and return its
+    SUMMARY.md and the summary's rows {step: the rest of the row}."""
+    env = {k: v for k, v in env.items() if k != "GPU_MEAN_TEST_DEVICES"}
+    r = subprocess.run(["bash", str(ROOT / "tools" / "gpu_pass.sh"), str(out)], env=env, capture_output=True,
+                       text=True, timeout=300, cwd=ROOT)
+    summary = (out / "SUMMARY.md").read_text()
+    assert r.returncode == 0, summary + r.stderr[-2000:]
+    return summary, {m.group(1): m.group(2) for m in re.finditer(r"^\| ([a-z-]+) \| (.*) \|$", summary, re.M)
+                     if m.group(1) != "step"}
+
+
 @pytest.mark.skipif(shutil.which("timeout") is None, reason="coreutils' timeout is not installed")
 def test_the_dry_run_passes_end_to_end(tmp_path):
     out = tmp_path / "pass"
@@ -26,13 +38,7 @@ def test_the_dry_run_passes_end_to_end(tmp_path):
            "GPU_PASS_TESTS": "tests/test_planning.py -x", "GPU_PASS_CONF_ARGS": "--op mean",
            "GPU_PASS_MB": "1", "GPU_PASS_SWEEP_MB": "0.0625", "GPU_PASS_REPEAT": "2",
            "GPU_PASS_PEERS": "cupy,torch", "GPU_MEAN_CACHE_DIR": str(tmp_path / "cache")}
-    env.pop("GPU_MEAN_TEST_DEVICES", None)
-    r = subprocess.run(["bash", str(ROOT / "tools" / "gpu_pass.sh"), str(out)], env=env, capture_output=True,
-                       text=True, timeout=300, cwd=ROOT)
-    summary = (out / "SUMMARY.md").read_text()
-    assert r.returncode == 0, summary + r.stderr[-2000:]
-    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| ([a-z-]+) \| (.*) \|$", summary, re.M)
-            if m.group(1) != "step"}
+    summary, rows = dry_run(env, out)
     assert list(rows) == STEPS, summary
     for name in ("tests", "conf-quick", "conf-full", "profile", "centered", "sweep", "front-door"):
         assert re.search(r"\| 0 \| \d+$", rows[name]), (name, rows[name])
@@ -90,13 +96,7 @@ def test_the_opencl_steps_run_the_suite_and_the_profile_on_an_opencl_device(tmp_
            "GPU_PASS_STEPS": "opencl,opencl-profile", "GPU_PASS_CL_TESTS": "tests/test_reduce.py -x -k float32",
            "GPU_PASS_MB": "1", "GPU_PASS_REPEAT": "2", "GPU_PASS_DTYPES": "f32", "GPU_PASS_PROFILE_ARGS": "--op reduce",
            "GPU_MEAN_CACHE_DIR": str(tmp_path / "cache")}
-    env.pop("GPU_MEAN_TEST_DEVICES", None)
-    r = subprocess.run(["bash", str(ROOT / "tools" / "gpu_pass.sh"), str(out)], env=env, capture_output=True,
-                       text=True, timeout=300, cwd=ROOT)
-    summary = (out / "SUMMARY.md").read_text()
-    assert r.returncode == 0, summary + r.stderr[-2000:]
-    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| ([a-z-]+) \| (.*) \|$", summary, re.M)
-            if m.group(1) != "step"}
+    summary, rows = dry_run(env, out)
     if not any(d.backend == "opencl" for d in gm.list_devices()):
         assert rows["opencl"].startswith("skipped: no OpenCL device"), rows["opencl"]
         return
