@@ -178,9 +178,11 @@ MUTANTS = (
            ("tests/test_dask_partials.py::test_pairs_add_along_an_axis_exactly",), "cpu",
            "the last of a few lanes or segments is not added: a row's total loses its last lane"),
     Mutant("gpu-pass-extra-step-by-default", "tools/gpu_pass.sh",
-           'EXTRA_STEPS="ddp"     # run only when named', 'EXTRA_STEPS=""     # run only when named',
+           'EXTRA_STEPS="ddp opencl opencl-profile"     # run only when named',
+           'EXTRA_STEPS=""     # run only when named',
            ("tests/test_gpu_pass.py::test_the_dry_run_passes_end_to_end",), "cpu",
-           "the ddp step (a cold NVRTC build of about 45 s) runs in every pass: past the 10 minutes"),
+           "the extra steps (ddp's cold NVRTC build of about 45 s, the OpenCL suite and profile) run in every "
+           "pass: past the 10 minutes"),
     Mutant("ddp-combine-error-ignored", "gpu_mean/runtime/wide.py",
            "return s, u, (f1 != 0) | (f2 != 0)", "return s, u, (f2 != 0) | (f2 != 0)",
            ("tests/test_dask_partials.py::test_pairs_whose_sum_could_err_combine_in_digits",), "cpu",
