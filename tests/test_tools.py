@@ -215,3 +215,28 @@ def test_demo_on_the_cpu(capsys):
     out = capsys.readouterr().out
     assert "PASS" in out and "matches the exact oracle" in out and "cases passed" in out
     assert "of copy" not in out and ("of read bw" in out or "measurement fault" in out)
+
+
+def test_every_mutant_still_names_its_text_once_and_tests_that_exist():
+    """tools/mutants.py breaks one feature at a time by replacing a text that must occur exactly once in
+    its file; a change that moves the text makes the whole check stop there (session 24: the GPU pass's
+    extra steps changed the line gpu-pass-extra-step-by-default replaces). Checked here on every
+    commit, without running the mutants: each text occurs once, and each named test file exists."""
+    import importlib.util
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("mutants_tool", root / "tools" / "mutants.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod        # its dataclasses look their module up there
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        del sys.modules[spec.name]
+    bad = []
+    for m in mod.MUTANTS:
+        n = (root / m.path).read_text().count(m.old)
+        if n != 1:
+            bad.append(f"{m.name}: {n} occurrences in {m.path}")
+        bad += [f"{m.name}: no {t}" for t in m.tests if not (root / t.split("::")[0]).exists()]
+    assert not bad, "; ".join(bad)
+    assert len({m.name for m in mod.MUTANTS}) == len(mod.MUTANTS)
