@@ -528,7 +528,8 @@ class ReduceProgram(Program):
             limbs_off, tbuf = (t_bytes + v.partial_bytes + v.flag_bytes) // 8, be.buffer_arg(tb)
             cnt_off = limbs_off * 2 + v.spread_limb_bytes // 4
             cnt = (tbuf, np.uint64(cnt_off))
-            spread = v.spread_args(inp, ioff, tbuf, limbs_off, flag, foff, out, ooff, cnt_off, self.meta, n) + tail
+            spread = v.spread_args(inp, ioff, tbuf, limbs_off, flag, foff, out, ooff, cnt_off, self.meta, n_out,
+                                   n) + tail
         fin = None
         if v.finalize:
             fin = v.finalize_args(part, toff, out, ooff, flag, foff, self.meta, n_out, n, lo, inp, ioff, cnt) + tail

@@ -306,7 +306,7 @@ class ReduceVariant:
     spread_clen: int = 0
     spread_bytes: int = 0           # its limbs after the flags (runs x outputs x (K + 1) longs), then
     #                                 the outputs' arrival counts (an int each; spread_counts)
-    n_out: int = 0                  # the plan's outputs (set for the spread redo: its arrival counts)
+    spread_limb_bytes: int = 0      # the first part: the limbs' bytes
 
     @property
     def file(self) -> str:
@@ -321,17 +321,13 @@ class ReduceVariant:
 
     SPREAD_SLOTS = {"in": 0, "out": 6}      # gm_spread_redo's input and output
 
-    @property
-    def spread_limb_bytes(self) -> int:
-        """Bytes of the spread redo's limbs (after the flags; its arrival counts follow them)."""
-        return self.spread_bytes - spread_counts(self.n_out) if self.spread else 0
-
-    def spread_args(self, inp, in_off, part, limbs_off, flag, flag_off, out, out_off, cnt_off, meta, n: int) -> tuple:
+    def spread_args(self, inp, in_off, part, limbs_off, flag, flag_off, out, out_off, cnt_off, meta, n_out: int,
+                    n: int) -> tuple:
         """gm_spread_redo's arguments (``limbs_off`` in longs, ``flag_off`` in bytes, ``cnt_off`` in ints;
         the limbs and the counts are in the temporary resource, ``part``)."""
         u64, i64 = np.uint64, np.int64
         return (inp, u64(in_off), part, u64(limbs_off), flag, u64(flag_off), out, u64(out_off), part, u64(cnt_off),
-                meta, i64(self.n_out), u64(n), i64(self.spread_runs), i64(self.spread_clen))
+                meta, i64(n_out), u64(n), i64(self.spread_runs), i64(self.spread_clen))
 
     def main_args(self, inp, in_off, out, out_off, part, part_off, flag, flag_off, meta, lo: tuple = ()) -> tuple:
         """The main kernel's arguments: buffers (whatever the backend passes for them) and element offsets;
@@ -473,10 +469,11 @@ def gpu_variant(plan: planning.ReducePlan, *, sms: int, fp64: bool = True, check
     v = _exact_variant(plan, m, main, tail, fin, g.n_chunks, ab, False, per_chunk + fin_depth)
     if not runs:
         return v
-    limbs = runs * plan.n_out * (LIMB_COUNT[plan.dtype] + 1) * 8 + spread_counts(plan.n_out)
+    limbs = runs * plan.n_out * (LIMB_COUNT[plan.dtype] + 1) * 8
+    redo = limbs + spread_counts(plan.n_out)
     groups, wg = max(1, min(runs * plan.n_out, sms * 8, gpu_geometry.MAX_X)), m["EX_WG"]
-    return replace(v, temporary_size=v.temporary_size + limbs, spread_bytes=limbs, spread_runs=runs,
-                   spread_clen=clen, n_out=plan.n_out, spread=Launch("gm_spread_redo", (groups * wg,), (wg,)))
+    return replace(v, temporary_size=v.temporary_size + redo, spread_bytes=redo, spread_limb_bytes=limbs,
+                   spread_runs=runs, spread_clen=clen, spread=Launch("gm_spread_redo", (groups * wg,), (wg,)))
 
 
 def spread_counts(n_out: int) -> int:
