@@ -85,3 +85,52 @@ def test_a_sum_the_proof_calls_exact_is_exact(base, parts):
     assert span is not None
     if exact.exact_f64_sum(x.size, *span):
         assert Fraction(float(np.sum(x, dtype=np.float64))) == sum(Fraction(float(v)) for v in x)
+
+
+# a reducer prepared for one shape (exact.narrow_reducer: the CPU device's repeated calls) against
+# reduce_narrow, bit for bit: named sets (zeros, ties, a span too wide, inf and NaN, zero means) and
+# seeded random data, over trailing, leading and middle axes, packed and strided
+PREPARED_SETS = {
+    "normal": lambda rng, s: rng.standard_normal(s),
+    "a zero among them": lambda rng, s: np.where(np.arange(math.prod(s)).reshape(s) == 5, 0.0, rng.standard_normal(s)),
+    "ties": lambda rng, s: np.where(np.arange(math.prod(s)).reshape(s) % 2, 1.0, 1.0 + 2.0 ** -23),
+    "a span too wide": lambda rng, s: rng.standard_normal(s) * np.exp2(rng.integers(-60, 60, s)),
+    "cancelling to zero means": lambda rng, s: np.where(np.arange(math.prod(s)).reshape(s) % 2, 1.5, -1.5),
+    "an inf": lambda rng, s: np.where(np.arange(math.prod(s)).reshape(s) == 3, np.inf, rng.standard_normal(s)),
+    "a NaN": lambda rng, s: np.where(np.arange(math.prod(s)).reshape(s) == 3, np.nan, rng.standard_normal(s)),
+}
+PREPARED_LAYOUTS = [((16, 16), (1,)), ((256, 256), (1,)), ((256, 256), (0,)), ((4, 8, 32), (1,)),
+                    ((128, 64, 4), (0, 1)), ((12, 10), (1,)), ((3, 1024), (1,))]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16], ids=["f32", "f16", "bf16"])
+@pytest.mark.parametrize("name", list(PREPARED_SETS))
+def test_a_reducer_prepared_for_a_shape_gives_reduce_narrows_bits(dtype, name):
+    rng = np.random.default_rng(len(name))
+    for shape, axes in PREPARED_LAYOUTS:
+        with np.errstate(over="ignore", invalid="ignore"):
+            base = PREPARED_SETS[name](rng, shape[:-1] + (2 * shape[-1],)).astype(dtype)
+        for x in (np.ascontiguousarray(base[..., ::2]), base[..., ::2]):      # packed, then strided
+            reduce = exact.narrow_reducer(x.shape, axes, dtype, x.flags.c_contiguous)
+            got, want = reduce(x), exact.reduce_narrow(x, axes, dtype)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (name, shape, axes)
+
+
+def test_a_prepared_reducer_takes_its_own_path_for_ordinary_data(monkeypatch):
+    """Ordinary data over a power-of-two count never reaches reduce_narrow; a zero, a span too wide
+    and a count that is not a power of two do."""
+    general = []
+    real = exact.reduce_narrow
+    monkeypatch.setattr(exact, "reduce_narrow", lambda *a, **k: general.append(a) or real(*a, **k))
+    rng = np.random.default_rng(1)
+    for shape, axes in (((16, 16), (1,)), ((256, 256), (1,)), ((256, 256), (0,)), ((8, 64, 4), (1,))):
+        x = rng.standard_normal(shape).astype(np.float32)
+        exact.narrow_reducer(shape, axes, np.float32, True)(x)
+    assert general == []
+    x = rng.standard_normal((16, 16)).astype(np.float32)
+    x[3, 3] = 0
+    exact.narrow_reducer(x.shape, (1,), np.float32, True)(x)
+    exact.narrow_reducer(x.shape, (1,), np.float32, True)(x * np.exp2(rng.integers(-60, 60, x.shape)).astype(np.float32))
+    exact.narrow_reducer((16, 12), (1,), np.float32, True)(x[:, :12].copy())
+    assert len(general) == 3

@@ -14,7 +14,8 @@ from oracle import reduce_mean as oracle_reduce_mean
 
 import gpu_mean as gm
 from gpu_mean.backends import cuda
-from gpu_mean.frontends import arrays, functional
+from gpu_mean.bridges import cuda as cuda_bridge
+from gpu_mean.frontends import arrays, functional, repeat
 from gpu_mean.kernels import programs
 from gpu_mean.runtime import bindings, execution
 
@@ -32,6 +33,13 @@ FULL_PATH = {
     "check the bindings at execution": (bindings, "check_complete"),
     "dispatch a recorded list": (execution.Executor, "_dispatch"),
     "rebuild a reduction's arguments": (programs.ReduceProgram, "_arguments"),
+}
+# and, on CuPy arrays and on numpy arrays on the CPU device, the per-call work a repeated call need not
+# do either: its signature read from the arrays themselves, its plan found in one table
+LOOKUP = {
+    "look the arrays up (classify, ArrayBridge.operand, the device's cache)": (repeat, "lookup"),
+    "describe the operands again (Call.again)": (arrays.Call, "again"),
+    "order the streams twice (before, after)": (cuda_bridge.CudaArrays, "before"),
 }
 
 
@@ -54,6 +62,11 @@ def counted(monkeypatch):
 
 
 @pytest.fixture
+def counted_all(monkeypatch):
+    return count_calls(monkeypatch, {**FULL_PATH, **LOOKUP})
+
+
+@pytest.fixture
 def fake(monkeypatch):
     log = []
     be, state = fake_cuda_backend(monkeypatch, log)
@@ -66,10 +79,12 @@ def _fake_array(log, shape, seed=0):
 
 
 @pytest.mark.parametrize("call", ["reduce_mean(x, [1])", "reduce_mean(x, [0])", "mean(x, y)"])
-def test_a_repeated_call_on_device_arrays_only_binds_and_launches(fake, counted, call):
+def test_a_repeated_call_on_device_arrays_only_binds_and_launches(fake, counted_all, call):
     """CuPy arrays on the (stand-in) GPU: the second and later calls with new arrays of the same
-    signature launch exactly the plan's kernels and do none of the full path's work."""
+    signature launch exactly the plan's kernels and do none of the full path's work, nor look the
+    arrays up through the bridge: the signature comes from the arrays' attributes."""
     dev, log = fake
+    counted = counted_all
     run = {"reduce_mean(x, [1])": lambda x, y: gm.reduce_mean(x, [1], device=dev),
            "reduce_mean(x, [0])": lambda x, y: gm.reduce_mean(x, [0], device=dev),
            "mean(x, y)": lambda x, y: gm.mean(x, y, device=dev)}[call]
@@ -113,6 +128,7 @@ def test_a_repeated_cpu_call_computes_where_the_arrays_lie(cpu, monkeypatch, cal
     launches nothing, takes no lock, and computes once (``Executor.compute``) from the bytes of the
     new arrays themselves, giving each its own answer."""
     work = {"describe the operands again (Call.again)": (arrays.Call, "again"),
+            "look the arrays up (the device's cache)": (repeat, "lookup"),
             "copy through the launch's buffers": (execution.Executor, "round_trip"),
             "launch over bound memory": (execution.Executor, "run_bound"),
             "write": (execution.Executor, "write"), "read": (execution.Executor, "read")}
@@ -269,3 +285,43 @@ def test_cuda_struct_arguments_cross_as_pointers_to_their_bytes(fake, call):
         seen.append(structs)
     if call.startswith("reduce"):
         assert seen[0][0] is seen[1][0] is program.meta      # the metadata built once
+
+
+def test_axes_equal_to_integers_are_refused_after_a_plan(device):
+    """1.0, True and np.float32(1) hash and compare as 1 does: a plan made for axes [1] must not take
+    them (the full path refuses them by name)."""
+    x = np.ones((4, 4), np.float32)
+    gm.reduce_mean(x, [1], device=device)
+    gm.reduce_mean(x, [1], device=device)
+    for axes in ([1.0], [True], [np.float32(1)]):
+        with pytest.raises(gm.InvalidArgumentError, match="axes must be integers"):
+            gm.reduce_mean(x, axes, device=device)
+
+
+def test_a_repeated_call_takes_the_device_the_full_path_would(cpu, monkeypatch):
+    """A call that names its device by string (or none) finds its plan only while that string still
+    names the plan's device (``get_device``): a device made anew for the name gets its own plan."""
+    x = np.random.default_rng(9).standard_normal((16, 16)).astype(np.float32)
+    for _ in range(2):
+        gm.reduce_mean(x, [1], device="cpu")
+    old = arrays.get_device("cpu")
+    new = gm.create_device("cpu")
+    monkeypatch.setitem(arrays._default, "cpu", new)
+    np.testing.assert_array_equal(gm.reduce_mean(x, [1], device="cpu"), reduce_mean_ref(x, (1,)))
+    assert gm.memory_pool(new).cache.plans and old is not new
+
+
+def test_the_signature_table_keeps_no_device_alive(monkeypatch):
+    """The table of repeated calls' plans (``repeat._fast``) holds them weakly and keys a Device by
+    its id: a device the caller lets go of is collected, plans and all."""
+    log = []
+    be, _ = fake_cuda_backend(monkeypatch, log)
+    dev = gm.Device(be)
+    a = _fake_array(log, (8, 32))
+    for _ in range(3):
+        gm.reduce_mean(a, [1], device=dev)
+    plan = weakref.ref(next(p for p in repeat._fast.values() if p.launch.dev is dev))
+    ref = weakref.ref(dev)
+    del dev
+    gc.collect()
+    assert ref() is None and plan() is None

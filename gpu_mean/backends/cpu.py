@@ -8,9 +8,10 @@ import os
 import numpy as np
 
 from ..bridges.arrays import ArrayBridge
+from ..descriptors.tensor import packed_strides
 from ..descriptors.types import KernelOp
 from ..kernels import support
-from ..runtime import interop, numerics
+from ..runtime import exact, interop, numerics
 from ..runtime.backend import Backend, Program
 from ..runtime.device import DeviceInfo
 
@@ -19,6 +20,17 @@ def layout(desc) -> tuple:
     """(sizes, numpy dtype, byte strides) of a tensor: what a view over a byte buffer needs."""
     dt = desc.numpy_dtype
     return desc.sizes, dt, tuple(s * dt.itemsize for s in desc.effective_strides)
+
+
+def formula(plan, in_layout):
+    """``xs -> result`` of a plan: ``_compute``, or for REDUCE AVERAGE of a narrow float the
+    reduction prepared for the plan's one input layout (``exact.narrow_reducer``)."""
+    if plan.op == KernelOp.REDUCE_MEAN and plan.dtype in numerics.NARROW_FLOATS:
+        sizes, dt, strides = in_layout
+        packed = tuple(s * dt.itemsize for s in packed_strides(sizes))
+        reduce = exact.narrow_reducer(tuple(sizes), plan.axes, dt, tuple(strides) == packed)
+        return lambda xs: reduce(xs[0])
+    return lambda xs: _compute(plan, xs)
 
 
 def _compute(plan, xs: list) -> np.ndarray:
@@ -44,6 +56,7 @@ class CpuProgram(Program):
         self.in_layouts, self.out_layouts = layouts[:-n_out], layouts[-n_out:]
         # each input's bytes from its first element through its last
         self.in_spans = [sum((n - 1) * s for n, s in zip(sz, st)) + dt.itemsize for sz, dt, st in self.in_layouts]
+        self.formula = formula(plan, self.in_layouts[0])
 
     def compute(self, arrays) -> np.ndarray:
         """The result as a new array, computed from the caller's input arrays where they lie (each as
@@ -56,7 +69,7 @@ class CpuProgram(Program):
                 xs.append(a)
             else:
                 xs.append(np.ndarray(sz, dt, buffer=interop.host_span(a, nbytes), strides=st))
-        r = _compute(self.plan, xs)
+        r = self.formula(xs)
         if isinstance(r, tuple):      # a wide sum's total: the functional calls' have one word
             (r,) = r
         dt = self.out_layouts[0][1]

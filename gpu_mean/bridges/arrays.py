@@ -216,6 +216,12 @@ class ArrayBridge:
     def after(self, result) -> None:
         pass
 
+    def ordered(self, arrays, result, run, *args) -> None:
+        """``before(arrays)``, ``run(*args)``, ``after(result)``: a launch over the caller's arrays."""
+        self.before(arrays)
+        run(*args)
+        self.after(result)
+
     def export(self, buffer, desc, offset: int, byte_strides):
         return np.ndarray(desc.sizes, desc.numpy_dtype, buffer=buffer.native, offset=int(offset),
                           strides=byte_strides)

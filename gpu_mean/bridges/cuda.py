@@ -37,6 +37,20 @@ class CudaArrays(ArrayBridge):
     def owns(self, x) -> bool:
         return cuda_device_of(x) == self.index
 
+    @property
+    def native_type(self):
+        """The array type a repeated call reads its signature from directly (frontends/repeat.py)."""
+        return self.cp.ndarray
+
+    @staticmethod
+    def native_signature(x) -> tuple:
+        return x.dtype, x.shape, x.strides, x.device.id
+
+    @staticmethod
+    def native_default(x) -> str:
+        """The device string the full path takes for a native array when no device is given."""
+        return f"cuda:{x.device.id}"
+
     def view(self, x, what: str, where=None):
         """A CuPy array over ``x``'s memory (no copy). ``where``: the GPU ``x`` lives on, when the
         caller has looked it up already (``classify``). A DLPack producer is asked for its capsule
@@ -119,6 +133,19 @@ class CudaArrays(ArrayBridge):
             cur = self.cp.cuda.get_current_stream()
             if cur.ptr != s.ptr:
                 self.backend.make_wait(cur)
+
+    def ordered(self, arrays, result, run, *args) -> None:
+        """``before``, ``run(*args)`` and ``after`` in one device context: one look at the caller's
+        stream, and no event where it is the backend's own."""
+        be = self.backend
+        with self.cp.cuda.Device(self.index):
+            cur = self.cp.cuda.get_current_stream()
+            if cur.ptr == be.stream.ptr:
+                run(*args)
+                return
+            be.wait_for(cur)
+            run(*args)
+            be.make_wait(cur)
 
     def export(self, buffer, desc, offset: int, byte_strides):
         return CudaTensorView(buffer, desc, offset)

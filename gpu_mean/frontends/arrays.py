@@ -355,9 +355,7 @@ class Call:
             bridge = self.bridge
             ins = [bridge.memory(o.array, o.span_bytes or 1)[:2] for o in self.ops]
             arr, res = self._new_result(ln)
-            bridge.before(arrays)
-            ln.run_pairs(ins, bridge.memory(arr, arr.nbytes or 1)[:2])
-            bridge.after(res)
+            bridge.ordered(arrays, res, ln.run_pairs, ins, bridge.memory(arr, arr.nbytes or 1)[:2])
             return res
         ins = [native_binding(self.dev, self.bridge, o.array, max(o.span_bytes, 1), t.total_size_in_bytes)
                for o, t in zip(self.ops, ln.in_tensors)]
@@ -392,11 +390,13 @@ class Call:
         res = span[:ln.out_count * t.numpy_dtype.itemsize].view(t.numpy_dtype).reshape(ln.out_shape)
         return res, BufferBinding(Buffer(self.dev, native, nbytes), 0, nbytes), nbytes
 
-    def _new_result(self, ln):
+    def _new_result(self, ln, like=None):
         """(array allocated, result): the result allocated by the caller's array library, shaped as
-        the result, padded only where TotalTensorSizeInBytes (a multiple of 4) asks for more."""
+        the result, padded only where TotalTensorSizeInBytes (a multiple of 4) asks for more.
+        ``like``: the first input, where the operands hold none (a plan's template)."""
         shape, dtype, n = ln.result_layout
-        like = self.ops[0].array
+        if like is None:
+            like = self.ops[0].array
         arr = np.empty(shape, dtype) if self.kind == "host" else self.bridge.empty(like, shape, dtype)
         return arr, (arr if n == ln.out_count else arr[:ln.out_count].reshape(ln.out_shape))
 

@@ -238,10 +238,12 @@ def reduce_mean_op(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bo
     """``reduce_mean`` for the frontends: ``allow_negative`` (opsets before 11 refuse negative axes),
     ``what`` (the operator name errors give) and ``types`` / ``type_list`` (as for ``mean_op``)."""
     axes = axes_list(axes, what)
-    res, key = repeat.run(("reduce", axes, keepdims, noop_with_empty_axes, allow_negative, what, types), (x,),
-                          device, what)
-    if res is not repeat.MISS:
-        return res
+    key = None
+    if all(type(a) is int for a in axes):     # 1.0, True and np.float32(1) hash as 1 does: the full path refuses them
+        res, key = repeat.run(("reduce", axes, keepdims, noop_with_empty_axes, allow_negative, what, types), (x,),
+                              device, what)
+        if res is not repeat.MISS:
+            return res
     call = Call([x], device, what, repeat.seen(key))
     op = call.ops[0]
     dt = data_type_of(op.dtype, what, types, type_list)

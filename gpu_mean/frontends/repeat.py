@@ -20,6 +20,12 @@ tuples built -- holds for every later call with that signature. So the first cal
    own buffers, writes them and replays the recorded command list;
 4. hand the result back as the caller's type.
 
+A call on arrays of the device's own array type (``ArrayBridge.native_type``: ``cupy.ndarray`` on
+CUDA) skips even the lookup: its signature is read straight from the arrays' attributes
+(``ArrayBridge.native_signature``: data type, shape, strides, the GPU it lives on), with the
+``device`` argument, and finds its plan in one dict (``_fast``); ``Plan.run_native`` then allocates
+the result, orders the streams and launches, nothing else.
+
 Anything else -- the first call, a call split into pieces, an empty result, an array no plan takes
 (a Python list, a CPU DLPack producer, a numpy subclass) -- runs the full path in
 ``functional.py``. A plan whose launch was given back (the pool's limit, ``gm.free_memory``) or
@@ -28,28 +34,79 @@ a new one. Errors are the full path's: a signature that fails never gets a plan.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..bridges.arrays import classify, hand_back
+from ..runtime.device import Device
+from . import arrays as _arrays
 from . import pool
 from .arrays import Call, _device_for, get_device
 
 MAX_PLANS = 4 * pool.MAX_LAUNCHES      # per device; the least recently used goes first
 MISS = object()                        # lookup / Plan.run: take the full path
 
+# the plans of numpy and native arrays, across devices: (operator key, device argument, signatures)
+# -> Plan. Weak: a plan lives as long as its device's cache keeps it (MAX_PLANS, gm.free_memory), and
+# a Device argument is keyed by its id, so that this table keeps no device alive.
+_NATIVE: dict = {}                     # an exact array type -> its signature (ArrayBridge.native_signature)
+_fast: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
 
 class Plan:
     """One call signature's call (``Call``, its operands to be replaced) and its cached launch."""
 
-    __slots__ = ("call", "launch", "direct")
+    __slots__ = ("call", "launch", "direct", "spans", "native", "fast", "__weakref__")
 
-    def __init__(self, call: Call):
+    def __init__(self, call: Call, inputs=()):
         # the first call's arrays are not kept: the plan must not hold the caller's memory
         template = call.again([None] * len(call.ops), bind=False)
         template.__dict__.pop("natives", None)
         self.call, self.launch = template, call.launch
         # the CPU device: the arrays go as they are (the signature fixed their layout); no Call
         self.direct = call.mode == "direct"
+        self.spans = [o.span_bytes or 1 for o in call.ops]
+        # run_native takes it: device arrays bound as they are (none packed), the bindings checked
+        self.native = (call.mode == "device" and call.launch.checked and len(inputs) == len(call.ops)
+                       and getattr(call.bridge, "native_type", None) is not None
+                       and all(o.array is x for o, x in zip(call.ops, inputs)))
+        # found by ``_fast``: numpy arrays (the call's key fixes their layout) or native ones
+        self.fast = self.native or call.kind == "host"
+
+    def again(self, arrays, device):
+        """The call on arrays ``_fast`` found this plan for: MISS where ``device`` would now name
+        another Device than the plan's (the full path's ``get_device``)."""
+        if self.native:
+            return self.run_native(arrays, device)
+        ln = self.launch
+        dev = ln.dev
+        if ln.released or dev.executor.removed is not None or _named(device, dev) is not dev:
+            return MISS
+        if self.direct:     # the CPU device: Launch.run_direct, without its layers
+            return dev.executor.compute(ln.cop.program, arrays).reshape(ln.out_shape)
+        return self.run(arrays)
+
+    def run_native(self, arrays, device):
+        """A repeated call on the device's native arrays, found by ``_fast``: the result allocated,
+        the streams ordered and the kernels launched over the arrays' memory; MISS where the launch
+        was given back, the device removed, or ``device`` would now name another Device."""
+        ln = self.launch
+        dev = ln.dev
+        if ln.released or dev.executor.removed is not None or _named(device, dev, arrays[0]) is not dev:
+            return MISS
+        c = self.call
+        bridge = c.bridge
+        mem = bridge.memory
+        ins = [mem(x, n)[:2] for x, n in zip(arrays, self.spans)]
+        arr, res = c._new_result(ln, arrays[0])
+        try:
+            bridge.ordered(arrays, res, ln.run_pairs, ins, mem(arr, arr.nbytes or 1)[:2])
+        except pool.Released:
+            return MISS
+        if ln.pool.held > ln.pool.limit:
+            ln.cache.trim()
+        return hand_back(res, c.rule, c.ops[0].dtype)
 
     def run(self, arrays):
         ln = self.launch
@@ -70,6 +127,30 @@ class Plan:
         if ln.pool.held > ln.pool.limit:
             ln.cache.trim()
         return hand_back(res, c.rule, c.ops[0].dtype)
+
+
+def _named(device, dev, x=None):
+    """The Device the full path would take for ``device`` (``get_device``; with a native array ``x``
+    and no ``device``, ``_device_for``), where that is ``dev`` or not yet made; else another."""
+    if isinstance(device, Device):
+        return device
+    if device is None:
+        device = "__default__" if x is None else dev.backend.arrays.native_default(x)
+    return _arrays._default.get(device)
+
+
+def _host_signature(x) -> tuple:
+    return x.dtype, x.shape, x.strides
+
+
+def fast_key(op_key, inputs, device):
+    """The signature of a call on numpy arrays or on native arrays of one type (``_NATIVE``), with
+    the ``device`` argument; None for any other call."""
+    t = type(inputs[0])
+    sig = _host_signature if t is np.ndarray else _NATIVE.get(t)
+    if sig is None or any(type(x) is not t for x in inputs):
+        return None
+    return (op_key, device if device is None or type(device) is str else id(device), tuple(map(sig, inputs)))
 
 
 def lookup(op_key, inputs, device, what: str):
@@ -108,16 +189,29 @@ def run(op_key, inputs, device, what: str):
     """The result of a repeated call, or (MISS, key): the caller takes the full path and hands
     ``key`` and its Call to ``keep``."""
     try:
-        hash(op_key)
+        fk = fast_key(op_key, inputs, device)
+        if fk is not None:
+            plan = _fast.get(fk)
+            if plan is not None:
+                res = plan.again(inputs, device)
+                if res is not MISS:
+                    return res, None
+                _forget(fk)
+        else:
+            hash(op_key)
     except TypeError:
         return MISS, None
     found, key = lookup(op_key, inputs, device, what)
+    if key is not None:
+        key += (fk, inputs, device)
     if found is not None:
         plan, arrays = found
         res = plan.run(arrays)
         if res is not MISS:
+            if fk is not None and plan.fast:
+                _fast[fk] = plan
             return res, key
-        cache, k, _ = key
+        cache, k = key[:2]
         with cache.lock:
             cache.plans.pop(k, None)
     return MISS, key
@@ -132,13 +226,28 @@ def keep(key, call: Call) -> None:
     """Keep the plan of a call that ran whole (not split, not empty) on the full path."""
     if key is None or getattr(call, "launch", None) is None or call.mode == "split":
         return
-    cache, k, seen_ = key
+    cache, k, seen_, fk, inputs, device = key
     if seen_ is None and any(s < 0 or s % dt.itemsize for dt, _, strides in k[1] for s in strides):
         # a numpy array the call packed first (negative strides, strides that are not whole elements):
         # a plan would read the next array's memory with the packed copy's strides
         return
+    plan = Plan(call, inputs)
     with cache.lock:
-        cache.plans[k] = Plan(call)
+        cache.plans[k] = plan
         cache.plans.move_to_end(k)
         while len(cache.plans) > MAX_PLANS:
             cache.plans.popitem(last=False)
+    if plan.native:
+        t = call.bridge.native_type
+        if t not in _NATIVE:
+            _NATIVE[t] = call.bridge.native_signature
+            fk = fast_key(k[0], inputs, device)
+    if fk is not None and plan.fast:
+        _fast[fk] = plan
+
+
+def _forget(fk) -> None:
+    try:
+        del _fast[fk]
+    except KeyError:        # another thread's, or the plan's own weak reference went first
+        pass

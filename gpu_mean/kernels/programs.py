@@ -372,7 +372,7 @@ class ElementwiseProgram(Program):
         v, be, isz = self.variant, self.be, self.itemsize
         out, ooff = output
         aligned = v.vec is not None and all((be.address(b) + off) % VEC_ALIGN == 0 for b, off in (output, *inputs))
-        args = (be.buffer_arg(out), np.uint64(ooff // isz)) + self.fixed + self.seam.args(inputs, isz)
+        args = (be.buffer_arg(out), np.uint64(ooff // isz) if ooff else _U0) + self.fixed + self.seam.args(inputs, isz)
         if self.checked is not None:
             args += self.checked.tail
         if v.inplace is not None and self._overlaps(inputs, output):

@@ -19,6 +19,7 @@ chunk and Dask boundaries. numpy only; no floating point decides a result the bo
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -49,6 +50,14 @@ class Format:
         widest = max(w for _, w in self.pieces)
         self.rows = 1 << min(40, 62 - (widest + 15) - 1)  # rows per int64 block without overflow
         self.mag_mask = self.udtype.type((1 << (bits - 1)) - 1)   # every bit but the sign
+
+    def value(self, b: int) -> np.float64:
+        """The FLOAT64 value of a finite number's bits (its magnitude's: no sign), without numpy
+        scalars: the significand times a power of two."""
+        e, m = b >> self.mbits, b & ((1 << self.mbits) - 1)
+        if e:
+            m |= 1 << self.mbits
+        return F64(math.ldexp(m, max(e, 1) + self.unit - 1))
 
 
 _F16 = Format(16, 11, -14, 15, np.uint16)
@@ -531,7 +540,7 @@ def magnitude_span(x: np.ndarray, dtype):
     f = fmt(dtype)
     u = x.view(f.udtype)
     if x.size <= SPAN_BLOCK or x.ndim == 0:
-        hi, lo = _magnitudes(u & f.mag_mask, f.bits)
+        hi, lo = _magnitudes(np.bitwise_and(u, f.mag_mask), f.bits)
     else:      # a block at a time: no masked copy of all of x
         step = max(1, SPAN_BLOCK // (x.size // x.shape[0]))
         hi, lo = 0, 1 << f.bits
@@ -540,7 +549,7 @@ def magnitude_span(x: np.ndarray, dtype):
             hi, lo = max(hi, h), min(lo, low)
     if hi >> f.mbits == (1 << f.ebits) - 1:
         return None
-    m = F64(f.udtype.type(hi).view(dtype))
+    m = f.value(hi)
     if lo >> f.bits:
         return m, None
     return m, max(lo >> f.mbits, 1) - (f.emax + f.mbits)
@@ -550,6 +559,14 @@ BLAS_SUM_MIN = 1 << 14     # values from which proven_sum's matrix-vector produc
 BLAS_SUM_MAX = 1 << 20     # and up to which its FLOAT64 copy (8 MiB at most) is made; add.reduce past it
 
 
+@functools.lru_cache(maxsize=64)
+def _ones(n: int) -> np.ndarray:
+    """A read-only FLOAT64 vector of n ones (proven_sum's, kept: most calls repeat a length)."""
+    o = np.ones(n)
+    o.flags.writeable = False
+    return o
+
+
 def proven_sum(x: np.ndarray, axes: tuple) -> np.ndarray:
     """The FLOAT64 sum over ``axes`` (kept as size 1) of values whose sum ``exact_f64_sum`` proved
     exact in any order: where the reduced axes are the trailing or the leading ones of a C-contiguous
@@ -557,20 +574,30 @@ def proven_sum(x: np.ndarray, axes: tuple) -> np.ndarray:
     ones (BLAS: 29 against add.reduce's 41 us at 256x256 float32); numpy's add.reduce elsewhere (it
     converts in small buffers: no copy of a large array). No addition rounds, so the order cannot
     change the sum."""
-    nd, k = x.ndim, len(axes)
-    if BLAS_SUM_MIN <= x.size <= BLAS_SUM_MAX and 0 < k < nd and x.flags.c_contiguous:
+    return summer(x.shape, tuple(axes), x.flags.c_contiguous)(x)
+
+
+def summer(shape: tuple, axes: tuple, contiguous: bool):
+    """``proven_sum`` for arrays of one shape and layout: ``x -> sum``, the choice made once."""
+    nd, k = len(shape), len(axes)
+    size = math.prod(shape)
+    if BLAS_SUM_MIN <= size <= BLAS_SUM_MAX and 0 < k < nd and contiguous:
         if axes == tuple(range(nd - k, nd)):
-            rows = x.reshape(math.prod(x.shape[:nd - k]), -1)
-            return (rows.astype(F64) @ np.ones(rows.shape[1])).reshape(x.shape[:nd - k] + (1,) * k)
+            rows, ones = (math.prod(shape[:nd - k]), -1), _ones(math.prod(shape[nd - k:]))
+            keep = shape[:nd - k] + (1,) * k
+            return lambda x: np.dot(x.reshape(rows).astype(F64), ones).reshape(keep)
         if axes == tuple(range(k)):
-            cols = x.reshape(-1, math.prod(x.shape[k:]))
-            return (np.ones(cols.shape[0]) @ cols.astype(F64)).reshape((1,) * k + x.shape[k:])
-    return np.add.reduce(x, axis=axes, dtype=F64, keepdims=True)
+            cols, ones, keep = (-1, math.prod(shape[k:])), _ones(math.prod(shape[:k])), (1,) * k + shape[k:]
+            return lambda x: np.dot(ones, x.reshape(cols).astype(F64)).reshape(keep)
+    return lambda x: np.add.reduce(x, axis=axes, dtype=F64, keepdims=True)
+
+
+_max, _min = np.maximum.reduce, np.minimum.reduce
 
 
 def _magnitudes(mag: np.ndarray, bits: int) -> tuple:
     """(largest, smallest nonzero) of magnitudes' bits; the smallest is 2^bits where all are zero."""
-    hi, lo = int(mag.max()), int(mag.min())
+    hi, lo = int(_max(mag, axis=None)), int(_min(mag, axis=None))
     if lo == 0:
         nonzero = mag[mag != 0]
         lo = int(nonzero.min()) if nonzero.size else 1 << bits
@@ -583,6 +610,38 @@ def exact_f64_sum(n: int, m, ulp_exp) -> bool:
     larger ulps), and no partial sum exceeds n * m <= 2^(ulp_exp + 53) in magnitude, so each is an
     integer below 2^53 times 2^ulp_exp: representable, so no addition rounds."""
     return ulp_exp is None or math.ldexp(n * float(m), -ulp_exp) <= 2.0 ** 53
+
+
+def narrow_reducer(shape: tuple, axes: tuple, dtype, contiguous: bool):
+    """``reduce_narrow`` for arrays of one shape and layout (a plan's: the CPU device's repeated
+    calls), ``x -> mean``. What depends only on the shape is worked out once; the common case (no
+    zero, inf or NaN, a span that proves the FLOAT64 sum exact, a power-of-two count, no zero mean)
+    is reduce_narrow's first return, taken with no other work; any other array takes reduce_narrow."""
+    axes, dtype = tuple(axes), np.dtype(dtype)
+    n, size = math.prod(shape[a] for a in axes), math.prod(shape)
+    general = functools.partial(reduce_narrow, axes=axes, dtype=dtype)
+    if not size or n & (n - 1) or size > SPAN_BLOCK or dtype == _BF16_DTYPE or not shape:
+        return general
+    f = fmt(dtype)
+    udtype, mask, mbits, inf_field = f.udtype, f.mag_mask, f.mbits, (1 << f.ebits) - 1
+    total, inv = summer(tuple(shape), axes, contiguous), 1.0 / n
+    # exact_f64_sum from the exponent fields alone: the largest magnitude is below 2^(E_hi - bias + 1)
+    # and every value a multiple of 2^(max(E_lo, 1) - bias - mbits), so n * m <= 2^(ulp + 53) when
+    # E_hi + reach <= max(E_lo, 1) (a sufficient test, within a binade of exact_f64_sum's)
+    reach = n.bit_length() - 1 + 1 + mbits - 53
+
+    def reduce(x):
+        mag = np.bitwise_and(x.view(udtype), mask)
+        hi, lo = int(_max(mag, axis=None)), int(_min(mag, axis=None))
+        del mag
+        e_hi = hi >> mbits
+        if lo == 0 or e_hi == inf_field or e_hi + reach > max(lo >> mbits, 1):
+            return general(x)
+        s = total(x)
+        if np.count_nonzero(s) != s.size:
+            return general(x)
+        return np.multiply(s, inv, out=s).astype(dtype)      # the exact mean, rounded once
+    return reduce
 
 
 def reduce_narrow(x: np.ndarray, axes: tuple, dtype) -> np.ndarray:

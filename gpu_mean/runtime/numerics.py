@@ -147,6 +147,7 @@ def reduce_sum(x: np.ndarray, axes: tuple, out_dt: DataType, in_dt: DataType | N
 
 # FLOAT64, INT64 and UINT64: sums of two words (wide.py)
 _EXT_WIDE = (DataType.FLOAT64, DataType.INT64, DataType.UINT64)
+NARROW_FLOATS = (DataType.FLOAT32, DataType.FLOAT16, DataType.BFLOAT16)    # reduce_mean: exact.reduce_narrow
 # Elements per block of the extension types' arithmetic: its dozen temporaries stay in the cache and
 # in memory the allocator reuses (whole-tensor temporaries are fresh mappings, each page faulted in).
 # Measured on the 2-core CI VM (tools/bench.py ext_cpu): docs/results/2026-11-24-ext-cpu.md.
