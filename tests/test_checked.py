@@ -43,13 +43,14 @@ def _binding(dev, values: np.ndarray):
 def _plant(monkeypatch, kernel_prefix: str, arg: int, shift: int):
     """Every later launch of a kernel whose name starts with ``kernel_prefix`` gets argument ``arg``
     (an element offset) ``shift`` too large."""
-    real = opencl.KernelArgs.set
+    real = opencl.KernelArgs.set_all
 
-    def set_(self, i, value, dtype=None):
-        if i == arg and dtype is not None and self.kernel.function_name.startswith(kernel_prefix):
-            value = int(value) + shift
-        real(self, i, value, dtype)
-    monkeypatch.setattr(opencl.KernelArgs, "set", set_)
+    def set_all(self, args):
+        value = args[arg] if len(args) > arg else None
+        if isinstance(value, np.generic) and self.kernel.function_name.startswith(kernel_prefix):
+            args = args[:arg] + (type(value)(int(value) + shift),) + args[arg + 1:]
+        real(self, args)
+    monkeypatch.setattr(opencl.KernelArgs, "set_all", set_all)
 
 
 def _reduce(dev, x: np.ndarray):

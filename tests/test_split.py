@@ -15,10 +15,18 @@ import pytest
 import gpu_mean as gm
 from gpu_mean.frontends import arrays, split
 
-SMALL = 64 << 10      # pieces below the in-place threshold: copied through pooled buffers
+SMALL = 64 << 10      # pieces small enough to be copied through pooled buffers (below)
 LARGE = 1 << 20       # pieces of 128 KiB or more: bound in place where the device works in host memory
 
 _lowered: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+@pytest.fixture(autouse=True)
+def copied_below_128k(monkeypatch):
+    """Pieces below 128 KiB copy through pooled buffers and larger ones bind in place, as the
+    functional calls once chose on every device working in host memory (they bind any size in place
+    today): both ways of binding a piece are tested here."""
+    monkeypatch.setattr(arrays, "HOST_IN_PLACE_MIN_BYTES", 128 << 10)
 
 
 def lowered(device, limit: int):

@@ -143,40 +143,40 @@ SPIN_MAX_COMMANDS = 4
 
 class KernelArgs:
     """A kernel whose arguments are set only when they change: pyopencl's set_arg costs ~11 us for a
-    scalar on PoCL (0.2 us for a buffer), so a replayed dispatch with unchanged bindings sets none."""
+    scalar on PoCL (0.2 us for a buffer), so a replayed dispatch with unchanged bindings sets none.
+    What was set is kept per index: buffers by identity, numpy scalars by type and value."""
 
     def __init__(self, kernel):
         self.kernel = kernel
         self.name = kernel.function_name
-        self.last: dict = {}
+        self.vals: list = []        # per argument: the buffer, the scalar's value, or _MISSING
         self.last_args = None       # the tuple of the last set_all
-
-    def set(self, i: int, value, dtype=None) -> None:
-        # buffers by identity, scalars by value
-        key = value if dtype is None else (value.item() if isinstance(value, np.generic) else value)
-        last = self.last.get(i, _MISSING)
-        if last is key or (dtype is not None and last == key):
-            return
-        self.kernel.set_arg(i, value if dtype is None else dtype(value))
-        self.last[i] = key
 
     def set_all(self, args: tuple) -> None:
         """Every argument, in order: numpy scalars typed, buffers (or None) as they are; the tuple of
         the previous call again sets nothing."""
         if args is self.last_args:
             return
+        vals = self.vals
+        if len(vals) < len(args):
+            vals.extend([_MISSING] * (len(args) - len(vals)))
         for i, a in enumerate(args):
-            self.set(i, a, type(a) if isinstance(a, np.generic) else None)
+            v = vals[i]
+            if a is v:
+                continue
+            vals[i] = a
+            if type(v) is type(a) and isinstance(a, np.generic) and v == a:
+                continue
+            self.kernel.set_arg(i, a)
         self.last_args = args
 
     def forget_buffers(self) -> None:
         """Forget the buffers set (scalars stay): the next run sets them again, and nothing here
         keeps a buffer (or the host array under it) alive."""
-        self.last = {i: v for i, v in self.last.items() if isinstance(v, (int, float))}
+        self.vals = [v if isinstance(v, np.generic) else _MISSING for v in self.vals]
         self.last_args = None
-
-
 _MISSING = object()
+_U0 = np.uint64(0)
 
 
 def variant_name(gpu_paths: bool, nofp64: bool, checked: bool) -> str:
@@ -371,6 +371,12 @@ class OpenCLBackend(KernelBackend):
     def buffer_arg(self, native):
         return native       # a cl.Buffer, or None for a NULL pointer
 
+    def address(self, native) -> int:
+        """Where a buffer's data lies for the kernels' alignment (the vector variants): a buffer over
+        host memory at its host array's address, which may be any multiple of ``host_ptr_alignment``;
+        any other at an address OpenCL aligns (0 here)."""
+        return self.memory(native)[1]
+
     def memory(self, native) -> tuple:
         """A buffer over host memory (USE_HOST_PTR) lies at its host array's address; any other is
         its own memory object, starting at 0 there (its handle is no address of its data: two
@@ -406,7 +412,10 @@ class ClInputSeam:
     def args(self, inputs, itemsize: int) -> tuple:
         u64 = np.uint64
         if self.offsets is None:
-            return tuple(a for buf, off in inputs for a in (buf, u64(off // itemsize)))
+            out = []
+            for buf, off in inputs:
+                out += (buf, u64(off // itemsize) if off else _U0)
+            return tuple(out)
         offs = np.array([off // itemsize for _, off in inputs], np.uint64)
         if self._written is None or not np.array_equal(offs, self._written):
             self.be.write(self.offsets, 0, offs)

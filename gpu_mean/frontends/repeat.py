@@ -40,6 +40,7 @@ import numpy as np
 
 from ..bridges.arrays import classify, hand_back
 from ..runtime.device import Device
+from ..runtime.interop import host_span
 from . import arrays as _arrays
 from . import pool
 from .arrays import Call, _device_for, get_device
@@ -85,7 +86,33 @@ class Plan:
             return MISS
         if self.direct:     # the CPU device: Launch.run_direct, without its layers
             return dev.executor.compute(ln.cop.program, arrays).reshape(ln.out_shape)
+        mode = self.call.mode
+        try:
+            if mode == "host":
+                return ln.run_host([host_span(x, n) for x, n in zip(arrays, self.spans)]).reshape(ln.out_shape)
+            if mode == "host in place" and ln.checked:
+                return self._in_place(arrays)
+        except pool.Released:
+            return MISS
         return self.run(arrays)
+
+    def _in_place(self, arrays):
+        """numpy arrays bound where they lie on a device that works in host memory, the result written
+        into a new numpy array: each array's handle made (``ArrayBridge.host_in_place``) and handed
+        to the launch as it is, with no Buffer or binding around it (the first call checked them)."""
+        ln, bridge = self.launch, self.call.bridge
+        ins = []
+        for x, n in zip(arrays, self.spans):
+            h = bridge.host_in_place(host_span(x, n), False)
+            if h is None:
+                return MISS         # an address the device cannot take in place: the full path copies
+            ins.append((h, 0))
+        t = ln.out_tensor
+        nbytes = t.total_size_in_bytes
+        span, native = bridge.host_output(nbytes)
+        ln.run_pairs(ins, (native, 0))
+        ln.dev.executor.host_sync(native, nbytes)
+        return span[:ln.out_count * t.numpy_dtype.itemsize].view(t.numpy_dtype).reshape(ln.out_shape)
 
     def run_native(self, arrays, device):
         """A repeated call on the device's native arrays, found by ``_fast``: the result allocated,
