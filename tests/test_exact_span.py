@@ -131,6 +131,7 @@ def test_a_prepared_reducer_takes_its_own_path_for_ordinary_data(monkeypatch):
     x = rng.standard_normal((16, 16)).astype(np.float32)
     x[3, 3] = 0
     exact.narrow_reducer(x.shape, (1,), np.float32, True)(x)
-    exact.narrow_reducer(x.shape, (1,), np.float32, True)(x * np.exp2(rng.integers(-60, 60, x.shape)).astype(np.float32))
+    wide = (x * np.exp2(rng.integers(-60, 60, x.shape))).astype(np.float32)
+    exact.narrow_reducer(x.shape, (1,), np.float32, True)(wide)
     exact.narrow_reducer((16, 12), (1,), np.float32, True)(x[:, :12].copy())
     assert len(general) == 3
