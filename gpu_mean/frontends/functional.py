@@ -61,10 +61,10 @@ def mean(*arrays, device=None):
     array-likes are taken as ``numpy.asarray`` takes them, with a numpy result; masked arrays are
     refused. The result has the inputs' type and
     lives where they live. Strided views (slices, transposes, broadcasts) are described by the
-    TensorDesc's strides, never repacked: device arrays are bound where they are; host arrays of
-    128 KiB or more are bound in place on a device that works in host memory (the CPU device, an
-    OpenCL CPU device or unified-memory GPU), else uploaded as the bytes they span through pooled
-    buffers. A copy is made only of an input with negative
+    TensorDesc's strides, never repacked: device arrays are bound where they are; host arrays are
+    read in place on a device that works in host memory (the CPU device at any size, an OpenCL CPU
+    device or unified-memory GPU where it takes the address), else uploaded as the bytes they span
+    through pooled buffers. A copy is made only of an input with negative
     strides or strides that are not a whole number of elements, which a TensorDesc cannot describe.
     ``device``: a Device, a string such as ``"opencl"`` or ``"cuda:0"``, or None (default): the
     device the inputs live on, or for host arrays ``$GPU_MEAN_DEVICE`` or the best device present.
