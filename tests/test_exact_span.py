@@ -135,3 +135,16 @@ def test_a_prepared_reducer_takes_its_own_path_for_ordinary_data(monkeypatch):
     exact.narrow_reducer(x.shape, (1,), np.float32, True)(wide)
     exact.narrow_reducer((16, 12), (1,), np.float32, True)(x[:, :12].copy())
     assert len(general) == 3
+
+
+def test_a_prepared_reducer_refuses_a_sum_float64_would_round():
+    """1 + 2^-24 + 2^-55 (1 + 2^-23) - 2^-55: the exact sum lies 2^-78 above a FLOAT32 tie, which a
+    FLOAT64 sum in order loses (79 bits), leaving the tie, rounded to even: down. The span (55
+    binades) is past what a sum of 4 proves exact, so the prepared reducer must take the exact path
+    and round up."""
+    row = np.array([1.0, 2.0 ** -24, 2.0 ** -55 * (1 + 2.0 ** -23), -(2.0 ** -55)], np.float32)
+    want = np.float32((1 + 2.0 ** -23) / 4)
+    for x, axes in ((np.tile(row, (4, 1)), (1,)), (np.tile(row, (4, 1)).T.copy(), (0,))):
+        got = exact.narrow_reducer(x.shape, axes, np.float32, True)(x)
+        assert np.all(got == want), got
+        assert np.array_equal(got, exact.reduce_narrow(x, axes, np.float32))
