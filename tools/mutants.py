@@ -5,7 +5,8 @@ Each mutant is one small edit (an exact text replaced in one file). For each, th
 (tracked and untracked files that git does not ignore) is copied to a temporary folder, the edit is
 applied there, and pytest runs the mutant's tests on its devices with that copy first on the path.
 A mutant is caught when pytest reports failing tests (exit code 1; for a broken set-up, the usage
-error that stops the run, 4); a clean pass, or any other error, is a miss. The whole check passes
+error that stops the run, 4; for a mutant whose point is a crash, the signal that kills pytest, as
+``expect`` says); a clean pass, or any other error, is a miss. The whole check passes
 when every mutant is caught.
 
     python tools/mutants.py              # every mutant (about 6 minutes on the 2-core CI machine)
