@@ -23,7 +23,7 @@ tuples built -- holds for every later call with that signature. So the first cal
 A call on arrays of the device's own array type (``ArrayBridge.native_type``: ``cupy.ndarray`` on
 CUDA) skips even the lookup: its signature is read straight from the arrays' attributes
 (``ArrayBridge.native_signature``: data type, shape, strides, the GPU it lives on), with the
-``device`` argument, and finds its plan in one dict (``_fast``); ``Plan.run_native`` then allocates
+``device`` argument, and finds its plan in one table (``_fast``); ``Plan.run_native`` then allocates
 the result, orders the streams and launches, nothing else.
 
 Anything else -- the first call, a call split into pieces, an empty result, an array no plan takes
@@ -77,13 +77,15 @@ class Plan:
 
     def again(self, arrays, device):
         """The call on arrays ``_fast`` found this plan for: MISS where ``device`` would now name
-        another Device than the plan's (the full path's ``get_device``)."""
-        if self.native:
-            return self.run_native(arrays, device)
+        another Device than the plan's (the full path's ``get_device``), the launch was given back or
+        the device removed."""
         ln = self.launch
         dev = ln.dev
-        if ln.released or dev.executor.removed is not None or _named(device, dev) is not dev:
+        if (ln.released or dev.executor.removed is not None
+                or _named(device, dev, arrays[0] if self.native else None) is not dev):
             return MISS
+        if self.native:
+            return self.run_native(arrays)
         if self.direct:     # the CPU device: Launch.run_direct, without its layers
             return dev.executor.compute(ln.cop.program, arrays).reshape(ln.out_shape)
         mode = self.call.mode
@@ -114,14 +116,11 @@ class Plan:
         ln.dev.executor.host_sync(native, nbytes)
         return span[:ln.out_count * t.numpy_dtype.itemsize].view(t.numpy_dtype).reshape(ln.out_shape)
 
-    def run_native(self, arrays, device):
-        """A repeated call on the device's native arrays, found by ``_fast``: the result allocated,
-        the streams ordered and the kernels launched over the arrays' memory; MISS where the launch
-        was given back, the device removed, or ``device`` would now name another Device."""
+    def run_native(self, arrays):
+        """A repeated call on the device's native arrays (``again``): the result allocated, the
+        streams ordered and the kernels launched over the arrays' memory; MISS where the launch was
+        given back meanwhile."""
         ln = self.launch
-        dev = ln.dev
-        if ln.released or dev.executor.removed is not None or _named(device, dev, arrays[0]) is not dev:
-            return MISS
         c = self.call
         bridge = c.bridge
         mem = bridge.memory
