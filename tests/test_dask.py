@@ -322,3 +322,36 @@ def test_a_worker_killed_mid_compute_is_replaced_and_the_result_is_right(client,
     np.testing.assert_array_equal(got, gm.reduce_mean(x, [0, 2], device="cpu"))
     client.wait_for_workers(2)
     assert set(client.scheduler_info()["workers"]) != before   # one worker really was replaced
+
+
+def _levels(lazy) -> int:
+    """The combine and aggregate levels of a reduction's graph (its layers past the chunks and the input)."""
+    return sum(1 for name in lazy.dask.layers if "-partial-" in name or "-aggregate-" in name)
+
+
+@pytest.mark.parametrize("blocks, axes, levels", [
+    ((8, 1), (0,), 1),              # 8 chunks along the reduced axis: the aggregate adds them all
+    ((16, 1), (0,), 1),
+    ((8, 1), (0, 1), 1),            # Dask's own default (2 a axis) would take 3 levels
+    ((4, 4), (0, 1), 1),
+    ((17, 1), (0,), 2),             # past the fan-in: levels of 16
+    ((300, 1), (0,), 3),
+])
+def test_the_default_fan_in_adds_a_row_of_chunks_in_one_task(blocks, axes, levels):
+    x = da.zeros((blocks[0] * 3, blocks[1] * 5), chunks=(3, 5), dtype=np.float32)
+    assert x.numblocks == blocks
+    lazy = gmd.reduce_mean(x, list(axes), device="cpu")
+    assert _levels(lazy) == levels, (blocks, axes, dict(lazy.dask.layers))
+    with dask.config.set(split_every=2):          # the caller's config is Dask's to apply
+        assert _levels(gmd.reduce_mean(x, list(axes), device="cpu")) > 1
+    assert _levels(gmd.reduce_mean(x, list(axes), device="cpu", split_every=2)) > 1
+
+
+def test_the_fan_in_keeps_one_tasks_partials_within_the_budget():
+    # chunks of 2^22 outputs: a digits partial of 96 bytes an output is 384 MiB, past the 256 MiB a task
+    # may hold, so the fan-in falls to Dask's 4 and 8 chunks take two levels
+    x = da.zeros((8, 1 << 22), chunks=(1, 1 << 22), dtype=np.float32)
+    assert gmd.fan_in(x, (0,)) == 4
+    assert _levels(gmd.reduce_mean(x, [0], device="cpu")) == 2
+    small = da.zeros((8, 1 << 10), chunks=(1, 1 << 10), dtype=np.float32)
+    assert gmd.fan_in(small, (0,)) == {0: 8}

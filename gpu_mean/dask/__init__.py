@@ -18,6 +18,7 @@ Install with ``pip install "gpu_mean[dask]"``; ``import gpu_mean`` itself never 
 """
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import numpy as np
@@ -72,13 +73,39 @@ def mean(*arrays, device=None):
                         dtype=arrays[0].dtype, meta=meta, token="gm-mean")
 
 
+# The tree's fan-in where the caller and Dask's config name none: how many partials one combine or
+# aggregate task adds. Dask's own default, 4 (and for two reduced axes 2 per axis), suits partials that
+# cost as much to add as to ship; these add in a few passes per output, so a level of the tree costs
+# mostly its round trip through the scheduler (about 5 ms on a LocalCluster) and its transfers. Up to
+# FAN_IN partials of a row of chunks are added by the aggregate alone; more go by levels of FAN_IN. One
+# task holds at most PARTIALS_BUDGET bytes of partials (by the digits' size an output, the largest).
+FAN_IN = 16
+PARTIALS_BUDGET = 256 << 20
+PARTIAL_BYTES_PER_OUTPUT = 96
+
+
+def fan_in(x, axes: tuple):
+    """``split_every`` for a reduction of the Dask array ``x`` over ``axes`` (normalized): None where Dask's
+    config sets one; a dict that makes one level (the aggregate) when the chunks along the reduced axes
+    number at most the fan-in; else the fan-in as an integer (Dask spreads it over the axes)."""
+    import dask
+    if dask.config.get("split_every", None) is not None:
+        return None
+    outputs = math.prod(max(c, default=1) for d, c in enumerate(x.chunks) if d not in axes)
+    fan = max(4, min(FAN_IN, PARTIALS_BUDGET // max(1, outputs * PARTIAL_BYTES_PER_OUTPUT)))
+    if math.prod(x.numblocks[a] for a in axes) <= fan:
+        return {a: max(x.numblocks[a], 2) for a in axes}
+    return fan
+
+
 def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool = False, device=None,
                 split_every=None):
     """ONNX ReduceMean-18 over a Dask array, as Dask's ``reduction`` of wide partial sums.
 
     Floats are within 1 ulp of the exact mean on same-signed data, integers exact (truncation toward
-    zero), at any chunking and ``split_every`` (Dask's tree fan-in). A reduction over a zero-size
-    dimension gives NaN (floats) or 0 (integers)."""
+    zero), at any chunking and ``split_every`` (Dask's tree fan-in; by default ``fan_in``: up to 16
+    chunks along the reduced axes are added by one task). A reduction over a zero-size dimension gives
+    NaN (floats) or 0 (integers)."""
     x = da.asarray(x)
     data_type_of(x.dtype, "ReduceMean")
     axes = axes_list(axes, "ReduceMean")
@@ -94,6 +121,8 @@ def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool 
                                f"{len(sizes)}; DirectML takes at most 8 dimensions")
     out_ndim = x.ndim if keepdims else x.ndim - len(axes)
     meta = meta_from_array(x._meta, ndim=out_ndim, dtype=x.dtype)
+    if split_every is None:
+        split_every = fan_in(x, axes)
     return da.reduction(x, partial(chunk_sum, device=device), aggregate_mean, combine=combine_sums,
                         axis=axes, keepdims=keepdims, dtype=x.dtype, split_every=split_every,
                         concatenate=False, meta=meta, name="gm-reduce-mean")
