@@ -82,9 +82,15 @@ __kernel void gm_dd_partials_serial(__global const T* in, __global double* out, 
         if (nv == 1) {                  // one vector (a row's lanes): its state in registers
             gm_ddp_blk b1;
             gm_ddp_zero(&b1);
-            for (long r = rb; r < re; r += 4)
+            // one stream: prefetched GM_DDP_PF bytes ahead, both lines of the 128 bytes a step reads (a
+            // (2048, 32768) FLOAT32 chunk over axis 1, one PoCL thread: 21.6-22.9 ms without, 18.5-19.4
+            // with 4096 or 8192; numpy's float32 sum 20)
+            for (long r = rb; r < re; r += 4) {
+                GM_PREFETCH(in, b0 + r * inner, GM_DDP_PF);
+                GM_PREFETCH(in, b0 + r * inner + 64 / (long)sizeof(T), GM_DDP_PF);
                 gm_ddp_take4(&b1, GM_DDP_IN(b0 + r * inner), GM_DDP_IN(b0 + (r + 1) * inner),
                              GM_DDP_IN(b0 + (r + 2) * inner), GM_DDP_IN(b0 + (r + 3) * inner));
+            }
             bk[0] = b1;
         } else {
             for (int v = 0; v < nv; ++v) gm_ddp_zero(&bk[v]);

@@ -751,6 +751,7 @@ DDP_MIN_SEG = 1 << 10       # rows per segment at least (each segment's pairs ar
 # numpy's 16-22 ms, noisy; 4 rows a pass: V = 16 30.3, 64 25.1, 128 21-23, 256 20.3, 512 19-23, 1024
 # 20.0 ms; 8 rows a pass: 256, 512 and 1024 all 16.4-18.7 ms)
 DDP_V = 512
+DDP_PREFETCH_BYTES = 4096   # the CPU shape's lanes (one stream a work-item): software prefetch ahead (GM_DDP_PF)
 DDP_GPU_WG = 256            # the GPU shape's work-group (a work-item a column and segment)
 DDP_GPU_MIN_SEG = 256       # its rows per segment at least (a segment's pair is 17 bytes read back)
 
@@ -769,7 +770,8 @@ def ddp_macros(dt: D, *, cpu_shaped: bool = True, compute_units: int = 1, sms: i
         return m
     m = dict(cpu_variant(plan, compute_units=compute_units, fp64=True, tuning=tuning, checked=checked).macros)
     assert m.get("GM_EXACT") and m.get("USE_FP64") and m["RN"] == 1
-    m.update({"GM_DDP": 1, "GM_DDP_V": DDP_V, **kernel_flags()})     # gm_dd_partials_serial only
+    m.update({"GM_DDP": 1, "GM_DDP_V": DDP_V, "GM_DDP_PF": DDP_PREFETCH_BYTES if m.get("PREFETCH") else 0,
+              **kernel_flags()})     # gm_dd_partials_serial only
     return m
 
 
