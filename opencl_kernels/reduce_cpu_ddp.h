@@ -123,4 +123,52 @@ __kernel void gm_dd_partials_serial(__global const T* in, __global double* out, 
         vstore8(convert_uchar8(bv[v] != (long8)(0)), 0, GM_AT(GM_A_FLAG, uchar, flag, k, 8));
     }
 }
+// gpu_mean.dask's combine and aggregate on a device that works in host memory (dask/partials.py:
+// _fold_dd; docs/design.md, "Dask: exact double-double partials"): k partials' exact pairs for n
+// outputs, hc laid out (k, 2, n) (partial i's h at hc[2 i n + j], its c at hc[(2 i + 1) n + j]; n a
+// multiple of 8), added output by output in the partials' order by wide.dd_add_exact's three TwoSums:
+// the heads' error joins c, the other c joins that; a nonzero error of either of the last two (NaN
+// where an inf or NaN was added) flags the output, whose total the host then takes in digits. h at
+// out[j], c at out[n + j]; flag[j] bit 0 the flag. With count > 0 also the FLOAT32 mean by
+// exact.settle_near: q = (h + c) / count within 2^-52 |q| of the exact mean, so where q lies farther
+// than 2^-50 |q| from both midpoints around r = q rounded to FLOAT32, r is the mean rounded once:
+// mean[j] = r and flag bit 1 (settled), never for a flagged output, a zero mean, a mean within 2^-1000
+// of zero or one past FLT_MAX (the host settles those). Work-item g takes outputs [g span, (g + 1) span),
+// 8 at a time (span a multiple of 8).
+#define GM_A_MEAN GM_A_PART     // the means: the third of the checked build's four bounds
+__kernel void gm_dd_fold(__global const double* hc, __global double* out, __global float* mean,
+                         __global uchar* flag, long k, long n, long span, double count GM_CHK_P) {
+    const long j1 = min(n, span * ((long)get_global_id(0) + 1));
+    for (long j = span * (long)get_global_id(0); j < j1; j += 8) {
+        double8 h = vload8(0, GM_AT(GM_A_IN, const double, hc, j, 8));
+        double8 c = vload8(0, GM_AT(GM_A_IN, const double, hc, n + j, 8));
+        long8 bad = (long8)(0);
+        for (long i = 1; i < k; ++i) {
+            const double8 xh = vload8(0, GM_AT(GM_A_IN, const double, hc, 2 * i * n + j, 8));
+            const double8 xc = vload8(0, GM_AT(GM_A_IN, const double, hc, (2 * i + 1) * n + j, 8));
+            const double8 s = h + xh, sv = s - h, e = (h - (s - sv)) + (xh - sv);
+            const double8 t = c + e, tv = t - c, f1 = (c - (t - tv)) + (e - tv);
+            const double8 u = t + xc, uv = u - t, f2 = (t - (u - uv)) + (xc - uv);
+            h = s;
+            c = u;
+            bad |= (f1 != (double8)(0.0)) | (f2 != (double8)(0.0));
+        }
+        vstore8(h, 0, GM_AT(GM_A_OUT, double, out, j, 8));
+        vstore8(c, 0, GM_AT(GM_A_OUT, double, out, n + j, 8));
+        long8 settled = (long8)(0);
+        if (count > 0.0) {
+            const double8 q = (h + c) / count;
+            const float8 res = convert_float8(q);            // to nearest even
+            const double8 r = convert_double8(res), d = q - r;
+            const double8 up = convert_double8(nextafter(res, (float8)(INFINITY))) - r;
+            const double8 dn = r - convert_double8(nextafter(res, (float8)(-INFINITY)));
+            const double8 hw = select(dn, up, d >= (double8)(0.0)) * 0.5;     // half the gap
+            settled = (fabs(d) + fabs(q) * 0x1p-50 < hw) & isfinite(hw) & (r != (double8)(0.0)) &
+                      (fabs(q) > 0x1p-1000) & (bad == (long8)(0));
+            vstore8(res, 0, GM_AT(GM_A_MEAN, float, mean, j, 8));
+        }
+        vstore8(convert_uchar8(((bad != (long8)(0)) & (long8)(1)) | (settled & (long8)(2))), 0,
+                GM_AT(GM_A_FLAG, uchar, flag, j, 8));
+    }
+}
 #endif

@@ -136,14 +136,18 @@ def _has_pairs(dev, shape=None, axes=None) -> bool:
     return inner % 8 == 0 or (inner == 1 and int(np.prod([shape[a] for a in axes])) >= 8)
 
 
+@pytest.mark.parametrize("fold", [False, True], ids=["numpy-adds", "device-adds"])
 @pytest.mark.parametrize("dt", NARROW, ids=IDS)
-def test_dask_chunks_on_the_device_give_the_oracles_bits(device, dt):
+def test_dask_chunks_on_the_device_give_the_oracles_bits(device, dt, fold, monkeypatch):
     """gpu_mean.dask over columns, rows and a middle axis at several chunkings and fan-ins: the
     oracle's bits; on an OpenCL CPU device the double-double partials are taken, and the adversarial
-    rows send some outputs to the digits (both counted)."""
+    rows send some outputs to the digits (both counted). ``device-adds``: the combine and aggregate
+    add the pairs (and round FLOAT32 means) on the device at any size (``partials._fold_dd``)."""
     da = pytest.importorskip("dask.array")
     import gpu_mean.dask as gmd
     from gpu_mean.dask import partials
+    if fold:
+        monkeypatch.setattr(partials, "FOLD_MIN_OUTPUTS", 1)
     rng = np.random.default_rng(431)
     x = np.ascontiguousarray(adversarial_matrix(dt, rng).T)             # (240 values, outputs)
     x = np.concatenate([x, as_type(rng.standard_normal((240, 64 - x.shape[1] % 8 + 8)), dt)], axis=1)
@@ -165,6 +169,7 @@ def test_dask_chunks_on_the_device_give_the_oracles_bits(device, dt):
         assert dd > 0 and digits > 0, (dd, digits)
     else:
         assert dd == 0
+    assert (partials.stats["folded"] > before["folded"]) == (fold and _has_fold(device))
 
 
 def _partials():
@@ -301,3 +306,75 @@ def test_pairs_add_along_an_axis_exactly(n):
                 assert Fraction(gh[i, j]) + Fraction(gc[i, j]) == sum(Fraction(h[i, k, j]) + Fraction(c[i, k, j])
                                                                       for k in range(n)), (i, j)
     assert (~gb).sum() >= 12 - 2
+
+
+def _has_fold(dev) -> bool:
+    """Whether ``dev`` adds pairs itself (gm_dd_fold: a CPU-shaped OpenCL device with fp64 in host memory)."""
+    be = dev.backend
+    return (dev.info.backend == "opencl" and dev.info.fp64 and be.cpu_shaped
+            and getattr(be.arrays, "host_memory", False))
+
+
+def _fold_named(rng, n: int, k: int):
+    """k pairs of n outputs and a count, named columns first: a mean exactly at a FLOAT32 midpoint (a
+    tie: never settled), one 2^-60 of a midpoint's width beside it (inside the 2^-50 margin), heads
+    cancelling near DBL_MAX (their TwoSum overflows: flagged), an inf, a NaN, -0.0 alone (a zero mean),
+    a mean below 2^-1000, a mean past FLT_MAX, a pair whose c does not fit beside h (1 + 2^-80 beside
+    2^60: flagged); the rest totals of float32 values, c a few bits far below h."""
+    count = 24 * k
+    hs = [np.round(rng.standard_normal(n) * 2.0 ** 20) * 2.0 ** -10 for _ in range(k)]
+    cs = [np.where(rng.random(n) < 0.5, 0.0, np.round(rng.standard_normal(n) * 2.0 ** 8) * 2.0 ** -50)
+          for _ in range(k)]
+    mid = float(np.float32(1.5)) + 2.0 ** -24         # halfway between two FLOAT32 neighbours of 1.5
+    named = [
+        [mid * count] + [0.0] * (k - 1),
+        [mid * count + mid * count * 2.0 ** -60] + [0.0] * (k - 1),
+        [1.7e308, 1.7e308] + [0.0] * (k - 2),
+        [np.inf] + [1.0] * (k - 1),
+        [np.nan] + [1.0] * (k - 1),
+        [-0.0] * k,
+        [2.0 ** -1010] + [0.0] * (k - 1),
+        [3.5e38 * count] + [0.0] * (k - 1),
+        [2.0 ** 60, 1.0] + [0.0] * (k - 2),
+    ]
+    for j, col in enumerate(named):
+        for i in range(k):
+            hs[i][j], cs[i][j] = (col[i] if i < len(col) else 0.0), 0.0
+    if k > 1:
+        cs[1][8] = 2.0 ** -80
+    return hs, cs, count
+
+
+@pytest.mark.parametrize("n, k", [(4099, 2), (4096, 1), (1000, 5), (4104, 16)])
+def test_the_device_adds_pairs_and_settles_means_as_numpy_does(device_or_checked, n, k):
+    """gm_dd_fold against numpy's adds (``wide.dd_add_exact`` in the partials' order) and
+    ``exact.settle_near``: the same flags, the same pairs wherever no add could err, the same settled
+    means, and the named columns where numpy's test leaves them open left open too."""
+    from gpu_mean.runtime import wide
+    dev = device_or_checked
+    hs, cs, count = _fold_named(np.random.default_rng(n + k), n, k)
+    got = dev.dd_fold(hs, cs, count)
+    if not _has_fold(dev):
+        assert got is None
+        return
+    h, c, flag, means = got
+    wh, wc, bad = hs[0].copy(), cs[0].copy(), np.zeros(n, bool)
+    for xh, xc in zip(hs[1:], cs[1:]):
+        wh, wc, b = wide.dd_add_exact(wh, wc, xh, xc)
+        bad |= b
+    np.testing.assert_array_equal((flag & 1) != 0, bad)
+    ok = ~bad
+    np.testing.assert_array_equal(h[ok].view(np.int64), wh[ok].view(np.int64))
+    np.testing.assert_array_equal(c[ok].view(np.int64), wc[ok].view(np.int64))
+    wm, wok = exact.settle_near(wh, wc, count, np.float32)
+    settled = (flag & 2) != 0
+    np.testing.assert_array_equal(settled, wok & ok)
+    np.testing.assert_array_equal(means[settled].view(np.int32), wm[settled].view(np.int32))
+    named_open = [0, 1, 2, 3, 4, 5, 6, 7] + ([8] if k > 1 else [])
+    assert not settled[named_open].any(), np.flatnonzero(settled[named_open])
+    assert settled.mean() > 0.9
+    if k > 1:
+        assert bad[[2, 3, 4]].all()
+    h2, c2, flag2, _ = dev.dd_fold(hs, cs, 0)            # a combine: no means
+    np.testing.assert_array_equal(flag2 & 2, 0)
+    np.testing.assert_array_equal(h2[ok].view(np.int64), wh[ok].view(np.int64))

@@ -123,6 +123,7 @@ def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool 
     meta = meta_from_array(x._meta, ndim=out_ndim, dtype=x.dtype)
     if split_every is None:
         split_every = fan_in(x, axes)
-    return da.reduction(x, partial(chunk_sum, device=device), aggregate_mean, combine=combine_sums,
+    return da.reduction(x, partial(chunk_sum, device=device), partial(aggregate_mean, device=device),
+                        combine=partial(combine_sums, device=device),
                         axis=axes, keepdims=keepdims, dtype=x.dtype, split_every=split_every,
                         concatenate=False, meta=meta, name="gm-reduce-mean")

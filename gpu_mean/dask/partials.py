@@ -76,7 +76,11 @@ class PartialSum:
 
 
 # this worker process's launches made (one per chunk signature and device) and chunks launched
-stats = {"compiled": 0, "launched": 0, "cpu_fallback": 0, "dd_chunks": 0, "dd_digits": 0}
+stats = {"compiled": 0, "launched": 0, "cpu_fallback": 0, "dd_chunks": 0, "dd_digits": 0, "folded": 0}
+
+# Outputs from which the combine and aggregate add pairs on the worker's device (``_fold_dd``), where
+# it has the kernel; fewer go through numpy (a launch costs about what numpy's passes over them cost)
+FOLD_MIN_OUTPUTS = 1 << 12
 
 
 def cupy_module(x):
@@ -340,25 +344,64 @@ def add(p: PartialSum, q: PartialSum) -> PartialSum:
     return PartialSum(numerics.add_exact(p.hi, q.hi, _host), None, p.count + q.count, p.cupy or q.cupy)
 
 
-def combine_sums(parts, axis=None, keepdims=True, computing_meta=False):
+def combine_sums(parts, axis=None, keepdims=True, computing_meta=False, device=None):
     """Dask's ``combine`` (concatenate=False): the partials of a group of blocks along the reduced
-    axes, a nested list of same-shaped PartialSums, added into one."""
+    axes, a nested list of same-shaped PartialSums, added into one (pairs of many outputs on the
+    worker's device where it can: ``_fold_dd``)."""
     if computing_meta:
         return parts
     flat = _flatten(parts)
+    folded = _fold_dd(flat, device, None) if len(flat) > 1 else None
+    if folded is not None:
+        return folded[0]
     total = flat[0]
     for p in flat[1:]:
         total = add(total, p)
     return total
 
 
-def finish(p: PartialSum, dtype):
+def _fold_dd(flat: list, device, dtype):
+    """Exact double-double partials of at least FOLD_MIN_OUTPUTS outputs added in one pass on the
+    worker's device (``Device.dd_fold``: gm_dd_fold, a CPU-shaped OpenCL device with fp64 working in
+    host memory), and for a FLOAT32 ``dtype`` their means rounded where the kernel settles them:
+    (total, near), near None or (means, settled) for ``finish``. The outputs an addition could err on,
+    or that a partial holds as digits, are added in digits here (``sparse``), as ``_add_dd`` does.
+    None where the partials are not all pairs, are few, or no such kernel is at hand."""
+    if not all(p.exact_dd for p in flat) or flat[0].hi.size < FOLD_MIN_OUTPUTS:
+        return None
+    count = sum(p.count for p in flat)
+    want = dtype is not None and np.dtype(dtype) == np.float32 and count > 0
+    res = get_device(device).dd_fold([p.hi for p in flat], [p.lo for p in flat], count if want else 0)
+    if res is None:
+        return None
+    stats["folded"] += 1
+    h, c, flag, means = res
+    idx = np.flatnonzero(flag & 1)
+    for p in flat:
+        if p.sparse is not None:
+            idx = np.union1d(idx, p.sparse[0])
+    sparse = None
+    if idx.size:
+        d, fl = _dd_digits(flat[0], idx)
+        for p in flat[1:]:
+            dq, fq = _dd_digits(p, idx)
+            d, fl = exact.add_limbs(d, dq), exact.merge_flags(fl, fq)
+        sparse = (idx, d, fl)
+        h[idx], c[idx] = 0.0, 0.0
+    shape = flat[0].hi.shape
+    total = PartialSum(h.reshape(shape), c.reshape(shape), count, any(p.cupy for p in flat), None, None, flat[0].of,
+                       True, sparse)
+    return total, ((means, (flag & 2) != 0) if want else None)
+
+
+def finish(p: PartialSum, dtype, near=None):
     """The mean from a total: one division, one rounding (floats), truncation toward zero (integers).
-    A count of 0 (a zero-size reduced dimension) gives NaN for floats and 0 for integers."""
+    A count of 0 (a zero-size reduced dimension) gives NaN for floats and 0 for integers. ``near``:
+    an exact_dd partial's means already settled (``_fold_dd``)."""
     dtype = np.dtype(dtype)
     if p.exact_dd or p.digits is not None:
         if p.exact_dd:
-            res = _finish_dd(p, dtype)
+            res = _finish_dd(p, dtype, near)
         else:
             res = (np.full(p.digits.shape[1:], np.nan, dtype) if p.count == 0
                    else exact.mean_from_limbs(p.digits, p.flags, p.count, p.of, dtype))
@@ -390,17 +433,18 @@ def finish(p: PartialSum, dtype):
     return trunc_div(hi, p.count).astype(dtype)
 
 
-def _finish_dd(p: PartialSum, dtype) -> np.ndarray:
+def _finish_dd(p: PartialSum, dtype, near=None) -> np.ndarray:
     """The correctly rounded means of exact double-double totals: ``exact.settle_near`` where the double
     quotient is far from a midpoint, ``exact.settle_dd`` for the rest (err 0: exact ties by error-free sums);
     what it leaves (zero totals, means near zero or past the range) and the sparse outputs go through
-    the digits (``exact.mean_from_limbs``). A count of 0 gives NaN."""
+    the digits (``exact.mean_from_limbs``). A count of 0 gives NaN. ``near``: (means, settled) that
+    the device's gm_dd_fold computed as ``settle_near`` does (flat)."""
     shape = p.hi.shape
     if p.count == 0:
         return np.full(shape, np.nan, dtype)
     h, c = p.hi.reshape(-1), p.lo.reshape(-1)
     # far from a midpoint: most outputs (by blocks: wide.BLOCK); the sparse ones are their digits'
-    out, ok = wide.by_blocks(partial(exact.settle_near, n=p.count, dtype=dtype), h, c)
+    out, ok = near if near is not None else wide.by_blocks(partial(exact.settle_near, n=p.count, dtype=dtype), h, c)
     if p.sparse is not None:
         ok[p.sparse[0]] = False
     elif ok.all():
@@ -442,11 +486,16 @@ def _finish_wide(p: PartialSum, dtype, cp):
     return cp.asarray(res) if cp is not None else res
 
 
-def aggregate_mean(parts, axis=None, keepdims=False, dtype=None, computing_meta=False):
-    """Dask's ``aggregate``: combine the last group, then the mean in the input's type."""
+def aggregate_mean(parts, axis=None, keepdims=False, dtype=None, computing_meta=False, device=None):
+    """Dask's ``aggregate``: combine the last group, then the mean in the input's type (pairs of many
+    outputs added and, FLOAT32, rounded on the worker's device where it can: ``_fold_dd``)."""
     if computing_meta:
         return parts
-    res = finish(combine_sums(parts), dtype)
+    folded = _fold_dd(_flatten(parts), device, dtype)
+    if folded is not None:
+        res = finish(folded[0], dtype, folded[1])
+    else:
+        res = finish(combine_sums(parts, device=device), dtype)
     if not keepdims:
         res = res.reshape(tuple(s for d, s in enumerate(res.shape) if d not in axis))
     return res

@@ -123,6 +123,20 @@ class KernelBackend(Backend):
             prog = progs[dt] = DDPartialsProgram(self, dt)
         return prog.run(data, n_o, rows, inner, os)
 
+    def dd_fold(self, hs: list, cs: list, count: int):
+        """gpu_mean.dask's exact double-double partials added (``DDFoldProgram``): k same-sized FLOAT64
+        host arrays ``hs`` and ``cs``, the partials' pairs; with ``count`` > 0 also the FLOAT32 means
+        of totals of ``count`` values where the kernel settles them. (h, c, flag, means) flat host
+        arrays (flag bit 0: the output's additions could err; bit 1: its mean is settled), or None
+        where this device has no such kernel (not the CPU shape, no fp64, no host memory in place).
+        The caller holds the device's lock."""
+        if not self.fp64 or not self.cpu_shaped:
+            return None
+        prog = self.__dict__.get("_dd_fold")
+        if prog is None:
+            prog = self.__dict__["_dd_fold"] = DDFoldProgram(self)
+        return prog.run(hs, cs, count)
+
     def exact_totals(self, dt, n_total: int) -> LimbsTotals:
         """Running exact totals of ``n_total`` outputs of ``dt`` values kept on the device (exact.h's
         K limbs and the flags each, zero): pieces add into them (``LimbsTotals.add``) and they are
@@ -227,6 +241,54 @@ class DDPartialsProgram:
         be.forget_args(self.kernel)
         shape = (n_o, n_s, inner)
         return hc[:nl].reshape(shape), hc[nl:].reshape(shape), bad.reshape(shape)
+
+
+class DDFoldProgram:
+    """gm_dd_fold (opencl_kernels/reduce_cpu_ddp.h) on a CPU-shaped device that works in host memory:
+    gpu_mean.dask's combine and aggregate of exact double-double partials. The partials' pairs are
+    stacked into one host array bound in place, and the sums, flags and FLOAT32 means are written
+    into host arrays bound in place: no copy but the stacking."""
+
+    def __init__(self, be: KernelBackend):
+        self.be = be
+        from ..descriptors.types import DataType
+        self.macros = reduce_kernels.ddp_macros(DataType.FLOAT32, cpu_shaped=True, compute_units=be.compute_units,
+                                                tuning=be.tuning, checked=be.checked)
+        self.kernel = be.kernel(reduce_kernels.kernel_file(self.macros), self.macros, "gm_dd_fold")
+        self.checked = _Checked(be, 4) if be.checked else None
+
+    def run(self, hs: list, cs: list, count: int):
+        be, arrays = self.be, self.be.arrays
+        if not getattr(arrays, "host_memory", False):
+            return None
+        k, n = len(hs), hs[0].size
+        n8 = -(-n // 8) * 8
+        stack, stack_buf = arrays.host_output(16 * k * n8)
+        if stack_buf is None:
+            return None
+        st = stack.view(np.float64).reshape(k, 2, n8)
+        for i, (h, c) in enumerate(zip(hs, cs)):
+            st[i, 0, :n], st[i, 1, :n] = h.reshape(-1), c.reshape(-1)
+        st[:, :, n:] = 0.0
+        out, out_buf = arrays.host_output(16 * n8)
+        means, means_buf = arrays.host_output(4 * n8 if count else 16)
+        flag, flag_buf = arrays.host_output(n8)
+        if out_buf is None or means_buf is None or flag_buf is None:
+            return None
+        span, launch = reduce_kernels.fold_launch(n8, be.compute_units)
+        args = (be.buffer_arg(stack_buf), be.buffer_arg(out_buf), be.buffer_arg(means_buf), be.buffer_arg(flag_buf),
+                np.int64(k), np.int64(n8), np.int64(span), np.float64(count))
+        if self.checked is not None:
+            self.checked.status.arm([checked.Bound("pairs", 0, 2 * k * n8), checked.Bound("sums", 0, 2 * n8),
+                                     checked.Bound("means", 0, n8 if count else 0), checked.Bound("flags", 0, n8)])
+            args += self.checked.tail
+        be.launch(self.kernel, args, launch, 16 * (k + 1) * n8)
+        be.finish()         # the kernel is done with the stack and has written the outputs in place
+        if self.checked is not None:
+            self.checked.status.check(launch.kernel)
+        be.forget_args(self.kernel)
+        o = out.view(np.float64)
+        return o[:n], o[n8:n8 + n], flag[:n], means.view(np.float32)[:n]
 
 
 class LimbsTotals:

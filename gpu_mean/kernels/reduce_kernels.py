@@ -775,6 +775,17 @@ def ddp_macros(dt: D, *, cpu_shaped: bool = True, compute_units: int = 1, sms: i
     return m
 
 
+FOLD_ITEMS_PER_UNIT = 4    # gm_dd_fold's work-items per compute unit (each a run of outputs, 8 at a time)
+
+
+def fold_launch(n8: int, compute_units: int) -> tuple:
+    """(span, launch) of gm_dd_fold over ``n8`` outputs (a multiple of 8): runs of ``span`` outputs (a
+    multiple of 8), a work-item (and work-group) each, about FOLD_ITEMS_PER_UNIT per compute unit."""
+    items = max(1, min(n8 // 8, compute_units * FOLD_ITEMS_PER_UNIT))
+    span = _cdiv(_cdiv(n8, items), 8) * 8
+    return span, Launch("gm_dd_fold", (_cdiv(n8, span),), (1,))
+
+
 def ddp_launch(n_o: int, rows: int, inner: int, *, cpu_shaped: bool, compute_units: int = 1, sms: int = 1) -> tuple:
     """(n_s, seg, launch) of the shape's kernel: the rows cut into n_s segments of seg rows, enough for
     the device (CPU shape: about 16 work-items per compute unit, a work-item per outer index, segment

@@ -208,6 +208,19 @@ class Device:
                 bad |= b
         return h.reshape(kept), c.reshape(kept), bad.reshape(kept)
 
+    def dd_fold(self, hs: list, cs: list, count: int):
+        """gpu_mean.dask's exact double-double partials (k pairs of same-sized FLOAT64 host arrays)
+        added output by output on this device, and with ``count`` > 0 their FLOAT32 means settled
+        where ``exact.settle_near``'s test settles them (``KernelBackend.dd_fold``: gm_dd_fold of
+        opencl_kernels/reduce_cpu_ddp.h): (h, c, flag, means), flat; None where this device has no
+        such kernel (only CPU-shaped OpenCL devices with fp64 that work in host memory have one)."""
+        self.executor.check_alive()
+        be = self.backend
+        if getattr(be, "dd_fold", None) is None or not self.info.fp64:
+            return None
+        with self.executor.lock:
+            return self.executor.guard("adding double-double partials", be.dd_fold, hs, cs, count)
+
     def _single_values(self, x, dt: DataType, kept: tuple) -> tuple:
         """dd_partials where every output has one value: the values themselves as FLOAT64 (exact), a
         device array's copied to the host; an inf or NaN flagged (its digits carry the flags)."""
