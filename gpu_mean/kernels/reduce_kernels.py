@@ -746,6 +746,11 @@ def combine_launch(kernel: str, n_out: int, cpu_shaped: bool) -> Launch:
 
 DDP_TYPES = (D.FLOAT32, D.FLOAT16, D.BFLOAT16)
 DDP_MIN_SEG = 1 << 10       # rows per segment at least (each segment's pairs are read back and added)
+# the CPU shape's work-items per compute unit at least, rows cut into segments for them: each segment's
+# pairs are added on the host, 0.8 ms for a second segment of 32768 outputs (a (2048, 32768) FLOAT32 chunk
+# over axis 0, 8 work-items of 512 vectors: 16 gave 2 segments, 17.8-18.2 ms on one PoCL thread; 4 one
+# segment, 16.4-16.9 ms)
+DDP_ITEMS_PER_UNIT = 4
 # vectors of 8 columns a work-item sums (reduce_cpu_ddp.h: GM_DDP_V): rows of up to 4096 columns, 16 KB
 # contiguous, the block state 64 KB (a (2048, 32768) FLOAT32 chunk over axis 0 on PoCL, 1 thread, beside
 # numpy's 16-22 ms, noisy; 4 rows a pass: V = 16 30.3, 64 25.1, 128 21-23, 256 20.3, 512 19-23, 1024
@@ -788,12 +793,12 @@ def fold_launch(n8: int, compute_units: int) -> tuple:
 
 def ddp_launch(n_o: int, rows: int, inner: int, *, cpu_shaped: bool, compute_units: int = 1, sms: int = 1) -> tuple:
     """(n_s, seg, launch) of the shape's kernel: the rows cut into n_s segments of seg rows, enough for
-    the device (CPU shape: about 16 work-items per compute unit, a work-item per outer index, segment
+    the device (CPU shape: about DDP_ITEMS_PER_UNIT work-items per compute unit, a work-item per outer index, segment
     and DDP_V vectors of columns, a work-group each, which PoCL spreads; GPU shape: about 2048 a SM,
     a work-item per outer index, segment and column, the grid capped at CUDA's limit, which the kernel
     loops over), but no segment shorter than the shape's DDP_MIN_SEG / DDP_GPU_MIN_SEG rows."""
     items = n_o * (_cdiv(inner, 8 * DDP_V) if cpu_shaped else inner)       # a segment's work-items
-    want, least = (compute_units * 16, DDP_MIN_SEG) if cpu_shaped else (sms * 2048, DDP_GPU_MIN_SEG)
+    want, least = (compute_units * DDP_ITEMS_PER_UNIT, DDP_MIN_SEG) if cpu_shaped else (sms * 2048, DDP_GPU_MIN_SEG)
     n_s = max(1, min(_cdiv(want, items), rows // least))
     seg = _cdiv(rows, n_s)
     n_s = _cdiv(rows, seg)
