@@ -317,10 +317,11 @@ def _has_fold(dev) -> bool:
 
 def _fold_named(rng, n: int, k: int):
     """k pairs of n outputs and a count, named columns first: a mean exactly at a FLOAT32 midpoint (a
-    tie: never settled), one 2^-60 of a midpoint's width beside it (inside the 2^-50 margin), heads
-    cancelling near DBL_MAX (their TwoSum overflows: flagged), an inf, a NaN, -0.0 alone (a zero mean),
-    a mean below 2^-1000, a mean past FLT_MAX, a pair whose c does not fit beside h (1 + 2^-80 beside
-    2^60: flagged); the rest totals of float32 values, c a few bits far below h."""
+    tie: never settled), one 2^-60 of a midpoint's width outside it, heads cancelling near DBL_MAX
+    (their TwoSum overflows: flagged), an inf, a NaN, -0.0 alone (a zero mean), a mean below 2^-1000, a
+    mean past FLT_MAX, a pair whose c does not fit beside h (1 + 2^-80 beside 2^60: flagged), a mean
+    2^-51 inside a midpoint (within the 2^-50 margin: open); the rest totals of float32 values, c a few
+    bits far below h."""
     count = 24 * k
     hs = [np.round(rng.standard_normal(n) * 2.0 ** 20) * 2.0 ** -10 for _ in range(k)]
     cs = [np.where(rng.random(n) < 0.5, 0.0, np.round(rng.standard_normal(n) * 2.0 ** 8) * 2.0 ** -50)
@@ -336,12 +337,14 @@ def _fold_named(rng, n: int, k: int):
         [2.0 ** -1010] + [0.0] * (k - 1),
         [3.5e38 * count] + [0.0] * (k - 1),
         [2.0 ** 60, 1.0] + [0.0] * (k - 2),
+        [mid * count] + [0.0] * (k - 1),
     ]
     for j, col in enumerate(named):
         for i in range(k):
             hs[i][j], cs[i][j] = (col[i] if i < len(col) else 0.0), 0.0
     if k > 1:
         cs[1][8] = 2.0 ** -80
+    cs[0][9] = -(2.0 ** -51) * count      # q within 2^-51 |q| inside the midpoint: in the margin, open
     return hs, cs, count
 
 
@@ -370,7 +373,7 @@ def test_the_device_adds_pairs_and_settles_means_as_numpy_does(device_or_checked
     settled = (flag & 2) != 0
     np.testing.assert_array_equal(settled, wok & ok)
     np.testing.assert_array_equal(means[settled].view(np.int32), wm[settled].view(np.int32))
-    named_open = [0, 1, 2, 3, 4, 5, 6, 7] + ([8] if k > 1 else [])
+    named_open = [0, 1, 2, 3, 4, 5, 6, 7, 9] + ([8] if k > 1 else [])
     assert not settled[named_open].any(), np.flatnonzero(settled[named_open])
     assert settled.mean() > 0.9
     if k > 1:
