@@ -317,7 +317,7 @@ def _has_fold(dev) -> bool:
 
 def _fold_named(rng, n: int, k: int):
     """k pairs of n outputs and a count, named columns first: a mean exactly at a FLOAT32 midpoint (a
-    tie: never settled), one 2^-60 of a midpoint's width outside it, heads cancelling near DBL_MAX
+    tie: never settled), one 2^-47 inside it (past the margin: settled), heads cancelling near DBL_MAX
     (their TwoSum overflows: flagged), an inf, a NaN, -0.0 alone (a zero mean), a mean below 2^-1000, a
     mean past FLT_MAX, a pair whose c does not fit beside h (1 + 2^-80 beside 2^60: flagged), a mean
     2^-51 inside a midpoint (within the 2^-50 margin: open); the rest totals of float32 values, c a few
@@ -329,7 +329,7 @@ def _fold_named(rng, n: int, k: int):
     mid = float(np.float32(1.5)) + 2.0 ** -24         # halfway between two FLOAT32 neighbours of 1.5
     named = [
         [mid * count] + [0.0] * (k - 1),
-        [mid * count + mid * count * 2.0 ** -60] + [0.0] * (k - 1),
+        [mid * count] + [0.0] * (k - 1),
         [1.7e308, 1.7e308] + [0.0] * (k - 2),
         [np.inf] + [1.0] * (k - 1),
         [np.nan] + [1.0] * (k - 1),
@@ -344,7 +344,8 @@ def _fold_named(rng, n: int, k: int):
             hs[i][j], cs[i][j] = (col[i] if i < len(col) else 0.0), 0.0
     if k > 1:
         cs[1][8] = 2.0 ** -80
-    cs[0][9] = -(2.0 ** -51) * count      # q within 2^-51 |q| inside the midpoint: in the margin, open
+    cs[0][1] = -(2.0 ** -47) * count      # q 2^-47 inside the midpoint: past the margin, settled
+    cs[0][9] = -(2.0 ** -51) * count      # q 2^-51 inside the midpoint: in the margin, open
     return hs, cs, count
 
 
@@ -373,8 +374,9 @@ def test_the_device_adds_pairs_and_settles_means_as_numpy_does(device_or_checked
     settled = (flag & 2) != 0
     np.testing.assert_array_equal(settled, wok & ok)
     np.testing.assert_array_equal(means[settled].view(np.int32), wm[settled].view(np.int32))
-    named_open = [0, 1, 2, 3, 4, 5, 6, 7, 9] + ([8] if k > 1 else [])
+    named_open = [0, 2, 3, 4, 5, 6, 7, 9] + ([8] if k > 1 else [])
     assert not settled[named_open].any(), np.flatnonzero(settled[named_open])
+    assert settled[1] and means[1] == np.float32(1.5)
     assert settled.mean() > 0.9
     if k > 1:
         assert bad[[2, 3, 4]].all()
