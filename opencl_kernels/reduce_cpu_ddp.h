@@ -83,8 +83,9 @@ __kernel void gm_dd_partials_serial(__global const T* in, __global double* out, 
             gm_ddp_blk b1;
             gm_ddp_zero(&b1);
             // one stream: prefetched GM_DDP_PF bytes ahead, both lines of the 128 bytes a step reads (a
-            // (2048, 32768) FLOAT32 chunk over axis 1, one PoCL thread: 21.6-22.9 ms without, 18.5-19.4
-            // with 4096 or 8192; numpy's float32 sum 20)
+            // (2048, 32768) FLOAT32 chunk over axis 1, one PoCL thread: 21.6-22.9 ms without, 16.3 with
+            // 1024, 18.5-19.4 with 4096; two processes at once, a chunk each: 25-26 ms without, 20.2-20.8
+            // with 512 or 1024, 22.6-24.8 with 2048 to 8192, numpy's float32 sum 21.3)
             for (long r = rb; r < re; r += 4) {
                 GM_PREFETCH(in, b0 + r * inner, GM_DDP_PF);
                 GM_PREFETCH(in, b0 + r * inner + 64 / (long)sizeof(T), GM_DDP_PF);

@@ -756,7 +756,7 @@ DDP_ITEMS_PER_UNIT = 4
 # numpy's 16-22 ms, noisy; 4 rows a pass: V = 16 30.3, 64 25.1, 128 21-23, 256 20.3, 512 19-23, 1024
 # 20.0 ms; 8 rows a pass: 256, 512 and 1024 all 16.4-18.7 ms)
 DDP_V = 512
-DDP_PREFETCH_BYTES = 4096   # the CPU shape's lanes (one stream a work-item): software prefetch ahead (GM_DDP_PF)
+DDP_PREFETCH_BYTES = 1024  # the CPU shape's lanes (one stream a work-item): software prefetch ahead (GM_DDP_PF)
 DDP_GPU_WG = 256            # the GPU shape's work-group (a work-item a column and segment)
 DDP_GPU_MIN_SEG = 256       # its rows per segment at least (a segment's pair is 17 bytes read back)
 
