@@ -36,6 +36,11 @@ GB/s (ours: the array's bytes over gm_s) and vs_dask = dask_s / gm_s, the old to
     python tools/bench.py dask --before HEAD~1 --device opencl --compare-mb 2048 --repeat 5
     python tools/bench.py dask --wide --before HEAD~1 --device opencl --worker-mb 10240 --repeat 3
     python tools/bench.py dask --cuda --device cuda
+    python tools/bench.py dask --pairs --before HEAD~1 --device opencl
+
+--pairs: the chunk step alone, no cluster: two processes at once (as two workers), each reducing its own
+--wide chunk over axis 0 and over axis 1, gpu_mean.dask's step and numpy's float32 sum in turns
+(gm_s, numpy_s: the median seconds a chunk, the lower of each process's; vs_numpy = numpy_s / gm_s).
 
 A process costs about 3 s on a 2-core machine before its case (Python, Dask, a cluster of 2), plus
 its arrays: made, persisted, and each run --repeat + 1 times.
@@ -49,6 +54,7 @@ from pathlib import Path
 
 ROUNDS = 3
 FIGURES = {"gm_s": "lower", "gm_median_s": "lower", "GB/s": "higher", "vs_dask": "higher", "vs_add": "higher",
+           "vs_numpy": "higher",
            "1_worker_s": "lower", "2_workers_s": "lower", "scaling": "higher"}
 WIDE_AXES = {"axis 0": (0,), "axis 1": (1,), "all axes": None}
 
@@ -70,9 +76,13 @@ def add_arguments(ap) -> None:
     ap.add_argument("--kinds", default="normal,centered", help="--wide data kinds (default %(default)s)")
     ap.add_argument("--tall", action=argparse.BooleanOptionalAction, default=True, help="--wide: the tall case")
     ap.add_argument("--only", default="", help="only the cases whose name contains this text (e.g. 'axis 0')")
+    ap.add_argument("--pairs", action="store_true", help="the chunk step alone in two processes at once, no "
+                    "cluster: gpu_mean.dask's against numpy's float32 sum over each axis of a --wide chunk")
 
 
 def cases(args) -> list:
+    if args.pairs:
+        return [f"pairs {axes}" for axes in ("axis 0", "axis 1")]
     if not args.wide:
         out = ["scaling", "compare"]
     else:
@@ -200,6 +210,8 @@ def worst_ulp(got, ref64) -> float:
 
 def run(args, case: str) -> dict:
     from distributed import Client
+    if case.startswith("pairs"):
+        return pairs(args, case)
     if case == "scaling":
         return scaling(args)
     n_workers = 2
@@ -253,6 +265,50 @@ def compare(args, client) -> dict:
         f |= {"add_s": min(t["add"]), "vs_add": min(t["add"]) / f["gm_s"]}
         out[f"mean(a, b) of 2 x {xa.shape}, against dask stack().mean(0) and (a + b) / 2"] = f
     return out
+
+
+def _pair_worker(which: str, axes: tuple, device: str, rows: int, cols: int, repeat: int, barrier, out) -> None:
+    import time
+
+    import numpy as np
+
+    from gpu_mean.dask import partials
+    x = np.random.default_rng(os.getpid()).standard_normal((rows, cols)).astype(np.float32)
+    step = {"np": lambda: np.sum(x, axis=axes, dtype=np.float32),
+            "gm": lambda: partials.chunk_sum(x, axes, device=device)}[which]
+    step()
+    times = []
+    for _ in range(repeat):
+        barrier.wait()                      # both processes start each chunk together
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    out.put(sorted(times)[len(times) // 2])
+
+
+def pairs(args, case: str) -> dict:
+    """The chunk step alone, as a 2-worker cluster runs it: two processes at once, each reducing its own
+    (--wide-chunk-rows, columns) float32 chunk, gpu_mean.dask's (partials.chunk_sum) and numpy's float32
+    sum (Dask's mean_chunk) in turns, under Dask's malloc setting; the median seconds a chunk."""
+    import multiprocessing as mp
+    axes = WIDE_AXES[case.split(" ", 1)[1]]
+    os.environ.setdefault("MALLOC_TRIM_THRESHOLD_", "65536")     # as distributed's nanny starts workers
+    ctx = mp.get_context("spawn")
+    res = {}
+    for _ in range(2):
+        for which in ("np", "gm"):
+            out, barrier = ctx.Queue(), ctx.Barrier(2)
+            procs = [ctx.Process(target=_pair_worker, args=(which, axes or (0, 1), args.device, args.wide_chunk_rows,
+                                                            args.wide_shape[1], 4 * args.repeat, barrier, out))
+                     for _ in range(2)]
+            for p in procs:
+                p.start()
+            for p in procs:
+                p.join()
+            res.setdefault(which, []).extend(out.get() for _ in procs)
+    gm, npy = min(res["gm"]), min(res["np"])
+    row = f"{case}: a ({args.wide_chunk_rows}, {args.wide_shape[1]}) float32 chunk in each of two processes at once"
+    return {row: {"gm_s": gm, "numpy_s": npy, "vs_numpy": npy / gm}}
 
 
 def partial_bytes(block, axes, device) -> float:
