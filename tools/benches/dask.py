@@ -40,7 +40,8 @@ GB/s (ours: the array's bytes over gm_s) and vs_dask = dask_s / gm_s, the old to
 
 --pairs: the chunk step alone, no cluster: two processes at once (as two workers), each reducing its own
 --wide chunk over axis 0 and over axis 1, gpu_mean.dask's step and numpy's float32 sum in turns
-(gm_s, numpy_s: the median seconds a chunk, the lower of each process's; vs_numpy = numpy_s / gm_s).
+(gm_s, numpy_s: a process's median seconds a chunk, the lowest of four: two runs of two processes;
+vs_numpy = numpy_s / gm_s).
 
 A process costs about 3 s on a 2-core machine before its case (Python, Dask, a cluster of 2), plus
 its arrays: made, persisted, and each run --repeat + 1 times.
