@@ -355,3 +355,17 @@ def test_the_fan_in_keeps_one_tasks_partials_within_the_budget():
     assert _levels(gmd.reduce_mean(x, [0], device="cpu")) == 2
     small = da.zeros((8, 1 << 10), chunks=(1, 1 << 10), dtype=np.float32)
     assert gmd.fan_in(small, (0,)) == {0: 8}
+
+
+@pytest.mark.parametrize("device", _device_params())
+def test_a_scalars_mean_is_its_value_zero_dimensional(device):
+    """A 0-d Dask array: its value, 0-d, as gm.reduce_mean gives it (the chunk step once crashed on the
+    CPU device and gave shape (1,) on OpenCL)."""
+    for v in (np.float32(3.5), np.int32(-7), np.float16(-0.0), np.float64(1e308)):
+        x = da.from_array(v)
+        for keep in (True, False):
+            lazy = gmd.reduce_mean(x, keepdims=keep, device=device)
+            got = np.asarray(lazy.compute(scheduler="synchronous"))
+            want = gm.reduce_mean(v, keepdims=keep)
+            assert lazy.shape == got.shape == np.shape(want) == (), (v, keep, got.shape)
+            assert got.dtype == v.dtype and got.tobytes() == np.asarray(want).tobytes(), (v, got, want)

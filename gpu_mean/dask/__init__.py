@@ -109,6 +109,8 @@ def reduce_mean(x, axes=None, keepdims: bool = True, noop_with_empty_axes: bool 
     x = da.asarray(x)
     data_type_of(x.dtype, "ReduceMean")
     axes = axes_list(axes, "ReduceMean")
+    if x.ndim == 0 and not axes:
+        return mean(x, device=device)       # a scalar's mean is its value, 0-d as gm.reduce_mean gives it
     if not axes:
         if noop_with_empty_axes:
             return mean(x, device=device)   # identity, each block copied on the worker's device
