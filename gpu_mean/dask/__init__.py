@@ -24,6 +24,7 @@ from functools import partial
 import numpy as np
 
 try:
+    import dask
     import dask.array as da
     from dask.array.utils import meta_from_array
 except ImportError as e:   # the optional extra
@@ -88,7 +89,6 @@ def fan_in(x, axes: tuple):
     """``split_every`` for a reduction of the Dask array ``x`` over ``axes`` (normalized): None where Dask's
     config sets one; a dict that makes one level (the aggregate) when the chunks along the reduced axes
     number at most the fan-in; else the fan-in as an integer (Dask spreads it over the axes)."""
-    import dask
     if dask.config.get("split_every", None) is not None:
         return None
     outputs = math.prod(max(c, default=1) for d, c in enumerate(x.chunks) if d not in axes)

@@ -254,19 +254,29 @@ def _dd_digits(p: PartialSum, idx: np.ndarray) -> tuple:
     return d, flags
 
 
+def _sparse_sum(parts: list, h, c, inexact):
+    """The ``sparse`` of the sum (h, c) of exact_dd ``parts``: the outputs its pair additions flag
+    ``inexact``, or that any part holds as digits, added in digits (integers: exact) from every part;
+    their pairs in h and c set to 0. None where there are none."""
+    idx = np.flatnonzero(inexact)
+    for x in parts:
+        if x.sparse is not None:
+            idx = np.union1d(idx, x.sparse[0])
+    if not idx.size:
+        return None
+    d, flags = _dd_digits(parts[0], idx)
+    for x in parts[1:]:
+        dx, fx = _dd_digits(x, idx)
+        d, flags = exact.add_limbs(d, dx), exact.merge_flags(flags, fx)
+    h.flat[idx], c.flat[idx] = 0.0, 0.0
+    return idx, d, flags
+
+
 def _add_dd(p: PartialSum, q: PartialSum) -> PartialSum:
     """Two exact_dd partials added exactly: pairs by error-free sums (``wide.dd_add_exact``); where one
     could err, or either side is sparse, the digits of both (integers) instead."""
     h, c, inexact = wide.dd_add_exact(p.hi, p.lo, q.hi, q.lo)
-    idx = np.flatnonzero(inexact)
-    for x in (p, q):
-        if x.sparse is not None:
-            idx = np.union1d(idx, x.sparse[0])
-    sparse = None
-    if idx.size:
-        (dp, fp), (dq, fq) = _dd_digits(p, idx), _dd_digits(q, idx)
-        sparse = (idx, exact.add_limbs(dp, dq), exact.merge_flags(fp, fq))
-        h.flat[idx], c.flat[idx] = 0.0, 0.0
+    sparse = _sparse_sum([p, q], h, c, inexact)
     return PartialSum(h, c, p.count + q.count, p.cupy or q.cupy, None, None, p.of, True, sparse)
 
 
@@ -352,8 +362,11 @@ def combine_sums(parts, axis=None, keepdims=True, computing_meta=False, device=N
         return parts
     flat = _flatten(parts)
     folded = _fold_dd(flat, device, None) if len(flat) > 1 else None
-    if folded is not None:
-        return folded[0]
+    return folded[0] if folded is not None else _add_all(flat)
+
+
+def _add_all(flat: list) -> PartialSum:
+    """Partials added one after another on the host (``add``)."""
     total = flat[0]
     for p in flat[1:]:
         total = add(total, p)
@@ -376,18 +389,7 @@ def _fold_dd(flat: list, device, dtype):
         return None
     stats["folded"] += 1
     h, c, flag, means = res
-    idx = np.flatnonzero(flag & 1)
-    for p in flat:
-        if p.sparse is not None:
-            idx = np.union1d(idx, p.sparse[0])
-    sparse = None
-    if idx.size:
-        d, fl = _dd_digits(flat[0], idx)
-        for p in flat[1:]:
-            dq, fq = _dd_digits(p, idx)
-            d, fl = exact.add_limbs(d, dq), exact.merge_flags(fl, fq)
-        sparse = (idx, d, fl)
-        h[idx], c[idx] = 0.0, 0.0
+    sparse = _sparse_sum(flat, h, c, flag & 1)
     shape = flat[0].hi.shape
     total = PartialSum(h.reshape(shape), c.reshape(shape), count, any(p.cupy for p in flat), None, None, flat[0].of,
                        True, sparse)
@@ -491,11 +493,9 @@ def aggregate_mean(parts, axis=None, keepdims=False, dtype=None, computing_meta=
     outputs added and, FLOAT32, rounded on the worker's device where it can: ``_fold_dd``)."""
     if computing_meta:
         return parts
-    folded = _fold_dd(_flatten(parts), device, dtype)
-    if folded is not None:
-        res = finish(folded[0], dtype, folded[1])
-    else:
-        res = finish(combine_sums(parts, device=device), dtype)
+    flat = _flatten(parts)
+    folded = _fold_dd(flat, device, dtype)
+    res = finish(folded[0], dtype, folded[1]) if folded is not None else finish(_add_all(flat), dtype)
     if not keepdims:
         res = res.reshape(tuple(s for d, s in enumerate(res.shape) if d not in axis))
     return res

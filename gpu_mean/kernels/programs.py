@@ -251,9 +251,8 @@ class DDFoldProgram:
 
     def __init__(self, be: KernelBackend):
         self.be = be
-        from ..descriptors.types import DataType
-        self.macros = reduce_kernels.ddp_macros(DataType.FLOAT32, cpu_shaped=True, compute_units=be.compute_units,
-                                                tuning=be.tuning, checked=be.checked)
+        self.macros = reduce_kernels.ddp_macros(reduce_kernels.D.FLOAT32, cpu_shaped=True,
+                                                compute_units=be.compute_units, tuning=be.tuning, checked=be.checked)
         self.kernel = be.kernel(reduce_kernels.kernel_file(self.macros), self.macros, "gm_dd_fold")
         self.checked = _Checked(be, 4) if be.checked else None
 
